@@ -4,7 +4,8 @@ export type ErasureErrorCode =
   | 'INVALID_ARGUMENT'
   | 'INVALID_FRAGMENT'
   | 'TOO_FEW_FRAGMENTS'
-  | 'VALUE_TOO_LARGE';
+  | 'VALUE_TOO_LARGE'
+  | 'UNSUPPORTED_PLATFORM';
 
 /** Every error the codec throws on bad input. */
 export class ErasureCodecError extends Error {

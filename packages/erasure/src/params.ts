@@ -4,8 +4,9 @@ import { ErasureCodecError } from './errors.js';
 export const MAX_FRAGMENTS = 255;
 
 /**
- * Largest value the codec accepts, in bytes (1 GiB). WebAssembly memory is 32-bit and
- * an encode holds the value and its parity in it at once.
+ * Largest value the codec accepts, in bytes (1 GiB). The codec itself streams values
+ * through a fixed buffer; the bound keeps lengths far from typed-array and 32-bit
+ * limits on every engine.
  */
 export const MAX_VALUE_LENGTH = 1 << 30;
 
@@ -27,11 +28,22 @@ export interface ErasureCodec extends CodecParams {
    */
   encode(value: Uint8Array): Uint8Array[];
   /**
+   * `encode` into caller-provided parity buffers (`n - k` arrays of
+   * `fragmentLength(value.length)` bytes, not overlapping `value`), for callers that
+   * recycle buffers. Returns the `n` fragments: data views or copies, then `parity`.
+   */
+  encodeInto(value: Uint8Array, parity: readonly Uint8Array[]): Uint8Array[];
+  /**
    * Rebuilds a value from any `k` fragments placed at their indices (absent ones
    * `undefined`). When more than `k` are present, the lowest indices are used, so a
    * value whose data fragments all arrived is copied, not decoded.
    */
   decode(fragments: readonly (Uint8Array | undefined)[], valueLength: number): Uint8Array;
+  /**
+   * `decode` into `out` (at least `valueLength` bytes, not overlapping the fragments);
+   * returns `out.subarray(0, valueLength)`.
+   */
+  decodeInto(fragments: readonly (Uint8Array | undefined)[], valueLength: number, out: Uint8Array): Uint8Array;
 }
 
 export function checkParams(params: unknown): CodecParams {
@@ -64,6 +76,33 @@ export function checkValue(value: unknown): Uint8Array {
   }
   checkValueLength(value.length);
   return value;
+}
+
+/** Checks caller-provided parity buffers for `encodeInto`. */
+export function checkParity({ k, n }: CodecParams, parity: unknown, fragmentLength: number): readonly Uint8Array[] {
+  if (!Array.isArray(parity) || parity.length !== n - k) {
+    throw new ErasureCodecError('INVALID_ARGUMENT', `parity must be an array of ${n - k} Uint8Arrays, got ${describe(parity)}`);
+  }
+  parity.forEach((p: unknown, i) => {
+    if (!(p instanceof Uint8Array) || p.length !== fragmentLength) {
+      throw new ErasureCodecError(
+        'INVALID_ARGUMENT',
+        `parity[${i}] must be a Uint8Array of ${fragmentLength} bytes, got ${p instanceof Uint8Array ? `${p.length} bytes` : describe(p)}`,
+      );
+    }
+  });
+  return parity as Uint8Array[];
+}
+
+/** Checks the caller-provided output of `decodeInto`. */
+export function checkOutput(out: unknown, valueLength: number): Uint8Array {
+  if (!(out instanceof Uint8Array) || out.length < valueLength) {
+    throw new ErasureCodecError(
+      'INVALID_ARGUMENT',
+      `out must be a Uint8Array of at least ${valueLength} bytes, got ${out instanceof Uint8Array ? `${out.length} bytes` : describe(out)}`,
+    );
+  }
+  return out;
 }
 
 /**

@@ -5,7 +5,9 @@
  */
 import { cauchyMatrix, gfMul, invertMatrix } from './gf256.js';
 import {
+  checkOutput,
   checkParams,
+  checkParity,
   checkValue,
   checkValueLength,
   chooseFragments,
@@ -18,10 +20,22 @@ export function createReferenceCodec(params: CodecParams): ErasureCodec {
   const matrix = cauchyMatrix(n, k);
   const fragmentLength = (valueLength: number) => Math.ceil(checkValueLength(valueLength) / k);
 
-  return {
+  const codec: ErasureCodec = {
     k,
     n,
     fragmentLength,
+    encodeInto(value, parity) {
+      checkParity({ k, n }, parity, fragmentLength(checkValue(value).length));
+      const fragments = codec.encode(value);
+      parity.forEach((p, r) => p.set(fragments[k + r]!));
+      return [...fragments.slice(0, k), ...parity];
+    },
+    decodeInto(fragments, valueLength, out) {
+      checkOutput(out, checkValueLength(valueLength));
+      const value = codec.decode(fragments, valueLength);
+      out.set(value);
+      return out.subarray(0, valueLength);
+    },
     encode(value) {
       checkValue(value);
       const len = fragmentLength(value.length);
@@ -63,4 +77,5 @@ export function createReferenceCodec(params: CodecParams): ErasureCodec {
       return value;
     },
   };
+  return codec;
 }
