@@ -1,0 +1,98 @@
+#!/usr/bin/env node
+/**
+ * Brings a fresh machine (Node 20, npm, apt) to a built workspace, and is a quick no-op
+ * on one that is already set up. Run by `npm start` and `npm test`; safe to run again.
+ *
+ *   node scripts/setup.mjs [--build-only] [--for-tests]
+ *
+ * 1. pnpm, at the version pinned in package.json's `packageManager` (corepack cannot
+ *    verify signatures here, so npm installs it);
+ * 2. Emscripten from Debian's packages, when `emcc` is missing, and with `--for-tests`
+ *    Debian's Chromium for the browser tests, when `/usr/bin/chromium` is missing;
+ * 3. workspace dependencies from the committed lockfile;
+ * 4. the WebAssembly codec, from wasm/src and ISA-L's Debian source, when its inputs changed;
+ * 5. the TypeScript packages (`tsc -b`).
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const buildOnly = process.argv.includes('--build-only');
+const forTests = process.argv.includes('--for-tests');
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+const pnpmVersion = pkg.packageManager.replace(/^pnpm@/, '');
+
+function step(message) {
+  console.error(`\x1b[36m[setup]\x1b[0m ${message}`);
+}
+
+function run(cmd, args, opts = {}) {
+  const r = spawnSync(cmd, args, { stdio: 'inherit', cwd: root, ...opts });
+  if (r.status !== 0) {
+    console.error(`[setup] failed: ${cmd} ${args.join(' ')} (exit ${r.status ?? r.signal})`);
+    process.exit(1);
+  }
+}
+
+function output(cmd, args) {
+  try {
+    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return undefined;
+  }
+}
+
+function asRoot(cmd, args) {
+  if (process.getuid?.() === 0) return run(cmd, args);
+  if (output('sudo', ['-n', 'true']) !== undefined) return run('sudo', ['-n', cmd, ...args]);
+  console.error(`[setup] need root to run: ${cmd} ${args.join(' ')}\n        run it yourself (or as root), then run this again.`);
+  process.exit(1);
+}
+
+const [major] = process.versions.node.split('.').map(Number);
+if (major < 20) {
+  console.error(`[setup] Node ${process.versions.node} is too old: PowerStore needs Node 20 or newer.`);
+  process.exit(1);
+}
+
+if (!buildOnly) {
+  if (output('pnpm', ['--version']) !== pnpmVersion) {
+    step(`installing pnpm ${pnpmVersion} with npm`);
+    run('npm', ['install', '--global', '--no-fund', '--no-audit', `pnpm@${pnpmVersion}`]);
+  }
+
+  const debianPackages = [];
+  if (!output('sh', ['-c', 'command -v emcc'])) debianPackages.push('emscripten');
+  if (forTests && !existsSync('/usr/bin/chromium')) debianPackages.push('chromium');
+  if (debianPackages.length > 0) {
+    step(`installing ${debianPackages.join(' and ')} from Debian's packages (apt-get, a few minutes)`);
+    asRoot('apt-get', ['update', '-qq']);
+    asRoot('env', ['DEBIAN_FRONTEND=noninteractive', 'apt-get', 'install', '-y', '-qq', ...debianPackages]);
+  }
+
+  step('installing workspace dependencies (pnpm install --frozen-lockfile)');
+  run('pnpm', ['install', '--frozen-lockfile', '--reporter=silent']);
+}
+
+// Rebuild the WebAssembly only when an input changed: sources, the ISA-L pin, the script.
+const wasmInputs = ['wasm/build.sh', 'wasm/fetch-isal.sh', 'wasm/isal.lock', ...readdirSync(join(root, 'wasm/src')).map((f) => `wasm/src/${f}`)];
+const hash = createHash('sha256');
+for (const f of wasmInputs.sort()) hash.update(f).update(readFileSync(join(root, f)));
+const digest = hash.digest('hex');
+const stampFile = join(root, 'wasm/.cache/inputs.sha256');
+const outputs = ['packages/erasure/src/wasm/powerstore-rs.ts', 'wasm/generated/isal-portable.ts'];
+const fresh = existsSync(stampFile) && readFileSync(stampFile, 'utf8') === digest && outputs.every((f) => existsSync(join(root, f)));
+if (fresh) {
+  step('WebAssembly codec is up to date');
+} else {
+  step('building the WebAssembly codec (wasm/build.sh)');
+  run('bash', ['wasm/build.sh']);
+  writeFileSync(stampFile, digest);
+}
+
+step('building TypeScript packages (tsc -b)');
+run('pnpm', ['exec', 'tsc', '-b']);
+step('ready');

@@ -1,0 +1,42 @@
+#!/usr/bin/env node
+/**
+ * Runs every test: the type check, then vitest (unit, property, simulation and
+ * cross-checker tests), and ends with one summary line, `tests: N passed, M failed`.
+ * Extra arguments go to vitest (`pnpm test:all -- packages/erasure`).
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const report = join(root, 'test-results', 'vitest.json');
+
+const tsc = spawnSync('pnpm', ['exec', 'tsc', '-b'], { stdio: 'inherit', cwd: root });
+if (tsc.status !== 0) {
+  console.log('\ntests: 0 passed, 1 failed (type check)');
+  process.exit(1);
+}
+
+mkdirSync(dirname(report), { recursive: true });
+rmSync(report, { force: true });
+const vitest = spawnSync(
+  'pnpm',
+  ['exec', 'vitest', 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...process.argv.slice(2)],
+  { stdio: 'inherit', cwd: root },
+);
+
+if (!existsSync(report)) {
+  console.log(`\ntests: 0 passed, 1 failed (vitest exited ${vitest.status ?? vitest.signal} without a report)`);
+  process.exit(1);
+}
+const r = JSON.parse(readFileSync(report, 'utf8'));
+const failed = r.numFailedTests + (r.numFailedTestSuites ?? 0) - countSuitesWithFailedTests(r);
+const skipped = r.numPendingTests + (r.numTodoTests ?? 0);
+console.log(`\ntests: ${r.numPassedTests} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`);
+process.exit(vitest.status === 0 && failed === 0 && r.numPassedTests > 0 ? 0 : 1);
+
+/** Suites that failed only because a test in them failed are counted once, as that test. */
+function countSuitesWithFailedTests(result) {
+  return result.testResults.filter((s) => s.status === 'failed' && s.assertionResults.some((a) => a.status === 'failed')).length;
+}
