@@ -8,7 +8,9 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=isal.lock
 source "$here/isal.lock"
-cache="$here/.cache"
+# Overridable so a test can check that a wrong pin is refused without touching the real cache.
+cache="${ISAL_CACHE_DIR:-$here/.cache}"
+ISAL_DSC_SHA256="${ISAL_DSC_SHA256_OVERRIDE:-$ISAL_DSC_SHA256}"
 src_dir="$cache/isa-l-$ISAL_VERSION"
 stamp="$src_dir/.verified"
 
@@ -47,11 +49,17 @@ echo "fetch-isal: downloading $ISAL_PACKAGE=$ISAL_VERSION source" >&2
 
 dsc="$cache/download/${ISAL_PACKAGE}_${ISAL_VERSION}.dsc"
 orig="$cache/download/${ISAL_PACKAGE}_${ISAL_UPSTREAM}.orig.tar.xz"
-echo "$ISAL_DSC_SHA256  $dsc" | sha256sum --check --quiet -
+if ! echo "$ISAL_DSC_SHA256  $dsc" | sha256sum --check --quiet - 2>/dev/null; then
+  echo "fetch-isal: $dsc does not match the pinned SHA-256 $ISAL_DSC_SHA256 (wasm/isal.lock)" >&2
+  exit 1
+fi
 # The tarball must match the checksum the .dsc lists for it (and our pin).
 listed="$(awk '/^Checksums-Sha256:/{f=1;next} /^[^ ]/{f=0} f && $3 ~ /orig\.tar/ {print $1}' "$dsc")"
 [[ "$listed" == "$ISAL_ORIG_SHA256" ]] || { echo "fetch-isal: .dsc lists $listed for the tarball, expected $ISAL_ORIG_SHA256" >&2; exit 1; }
-echo "$ISAL_ORIG_SHA256  $orig" | sha256sum --check --quiet -
+if ! echo "$ISAL_ORIG_SHA256  $orig" | sha256sum --check --quiet - 2>/dev/null; then
+  echo "fetch-isal: $orig does not match its checksum in the .dsc" >&2
+  exit 1
+fi
 
 mkdir -p "$src_dir"
 tar -xJf "$orig" -C "$src_dir" --strip-components=1
