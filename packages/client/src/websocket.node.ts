@@ -1,0 +1,25 @@
+/** Node transport: the `ws` library, receiving Buffers without a copy. */
+import WebSocket from 'ws';
+import type { OpenSocket, SocketHandlers } from './socket.js';
+
+export const openSocket: OpenSocket = (url: string, handlers: SocketHandlers, maxFrameBytes: number) => {
+  const ws = new WebSocket(url, { maxPayload: maxFrameBytes, perMessageDeflate: false });
+  ws.binaryType = 'nodebuffer';
+  ws.on('open', handlers.onOpen);
+  ws.on('message', (data: Buffer, isBinary: boolean) => {
+    if (isBinary) handlers.onMessage(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+  });
+  ws.on('error', (err: Error & { code?: string }) => handlers.onError(err.code === 'ECONNREFUSED' ? 'refused' : err.message));
+  ws.on('close', (code: number, reason: Buffer) => handlers.onClose(describeClose(code, reason.toString())));
+  return {
+    send: (frame) => ws.send(frame, { binary: true }),
+    get bufferedAmount() {
+      return ws.bufferedAmount;
+    },
+    close: () => ws.close(1000),
+  };
+};
+
+function describeClose(code: number, reason: string): string {
+  return reason ? `closed (${code} ${reason})` : `closed (${code})`;
+}
