@@ -12,7 +12,7 @@
  * ```
  */
 export { connect, DEFAULT_MAX_VALUE_BYTES, DEFAULT_TIMEOUT_MS } from './store.js';
-export type { ConnectOptions, KeyStat, OperationOptions, Store } from './store.js';
+export type { ConnectOptions, KeyStat, OperationOptions, Progress, Store } from './store.js';
 export type { ClusterInfo, Credentials, ServerInfo } from './cluster.js';
 export type { ServerState, ServerStatus } from './connection.js';
 export { PowerStoreError, type PowerStoreErrorCode } from './errors.js';

@@ -57,7 +57,22 @@ export interface ConnectOptions {
 export interface OperationOptions {
   readonly signal?: AbortSignal;
   readonly timeoutMs?: number;
+  /** Called as each round starts and, while large frames drain, about every 100 ms. */
+  readonly onProgress?: (progress: Progress) => void;
 }
+
+/** Where an operation is: its round, and how much of that round's data is on the wire. */
+export interface Progress {
+  /** The protocol round: a write is clock → store → complete, a read collect → filter (→ repair). */
+  readonly phase: 'clock' | 'store' | 'complete' | 'collect' | 'filter' | 'repair';
+  /** Bytes of this round's frames handed to the network so far, over all servers. */
+  readonly bytesSent: number;
+  /** Bytes of this round's frames, over all servers. */
+  readonly bytesTotal: number;
+}
+
+/** How often progress is polled while a round's frames drain. */
+const PROGRESS_INTERVAL_MS = 100;
 
 /** What `stat` reports about a key. */
 export interface KeyStat {
@@ -137,6 +152,8 @@ interface InFlight {
   /** Servers that rejected this round, and why. */
   rejected: Map<number, string>;
   roundStarted: number;
+  readonly onProgress: ((progress: Progress) => void) | undefined;
+  progressTimer: ReturnType<typeof setInterval> | undefined;
   finish(result: unknown): void;
   fail(error: unknown): void;
 }
@@ -310,6 +327,7 @@ class PowerStore implements Store {
       const need = quorum(this.cluster);
       const cleanup = () => {
         clearTimeout(timer);
+        clearInterval(flight.progressTimer);
         signal?.removeEventListener('abort', onAbort);
         this.#inFlight.delete(opId);
       };
@@ -320,6 +338,8 @@ class PowerStore implements Store {
         answered: new Set(),
         rejected: new Map(),
         roundStarted: 0,
+        onProgress: options?.onProgress,
+        progressTimer: undefined,
         finish: (r) => {
           cleanup();
           resolve(r as R);
@@ -350,7 +370,33 @@ class PowerStore implements Store {
     flight.answered = new Set();
     flight.rejected = new Map();
     flight.roundStarted = performance.now();
-    for (const [to, frame] of flight.frames) this.#connections[to]!.send(frame, SEND_HIGH_WATER_BYTES);
+    const sent: [ServerConnection, number, number][] = [];
+    for (const [to, frame] of flight.frames) {
+      const connection = this.#connections[to]!;
+      const before = connection.status().bufferedBytes;
+      if (connection.send(frame, SEND_HIGH_WATER_BYTES)) sent.push([connection, frame.length, before]);
+    }
+    if (flight.onProgress) this.#trackProgress(flight, phaseOf(step.send[0]!.message.type), sent);
+  }
+
+  /**
+   * Reports how much of a round's frames left this process: a frame counts as sent once
+   * the socket's buffer has drained below where it stood when the frame was queued.
+   */
+  #trackProgress(flight: InFlight, phase: Progress['phase'], sent: readonly [ServerConnection, number, number][]): void {
+    clearInterval(flight.progressTimer);
+    const bytesTotal = sent.reduce((a, [, len]) => a + len, 0);
+    const report = () => {
+      let bytesSent = 0;
+      for (const [connection, len, before] of sent) {
+        const queued = connection.status().bufferedBytes;
+        bytesSent += Math.max(0, Math.min(len, before + len - queued));
+      }
+      flight.onProgress!({ phase, bytesSent, bytesTotal });
+      if (bytesSent >= bytesTotal) clearInterval(flight.progressTimer);
+    };
+    report();
+    if (bytesTotal > 0) flight.progressTimer = setInterval(report, PROGRESS_INTERVAL_MS);
   }
 
   /** Encodes each distinct message once: most rounds send the same one to every server. */
@@ -422,6 +468,10 @@ class PowerStore implements Store {
       `need ${need} of ${this.cluster.n} servers, ${reachable} reachable: ${reasons.join(', ')}`,
     );
   }
+}
+
+function phaseOf(type: Outgoing['message']['type']): Progress['phase'] {
+  return type.toLowerCase() as Progress['phase'];
 }
 
 function isReply(m: Message): m is Reply {

@@ -1,0 +1,102 @@
+/**
+ * The `powerstore` command, as a user runs it: the built bin against a real cluster.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { CliCluster, ensureBuilt, ROOT } from '../server/harness.js';
+
+const BIN = join(ROOT, 'packages/cli/dist/cli.js');
+let cluster: CliCluster;
+
+interface Run {
+  code: number | null;
+  stdout: Buffer;
+  stderr: string;
+}
+
+function run(args: readonly string[], options: { input?: Uint8Array; env?: Record<string, string>; cwd?: string } = {}): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd: options.cwd ?? cluster.dir, env: { ...process.env, ...options.env } });
+    const out: Buffer[] = [];
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => out.push(d));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout: Buffer.concat(out), stderr: err }));
+    child.stdin.end(options.input ?? new Uint8Array(0));
+  });
+}
+
+const files = () => ['--cluster', join(cluster.dir, 'cluster.json'), '--credentials', join(cluster.dir, 'writer.json')];
+
+beforeAll(async () => {
+  await ensureBuilt();
+  cluster = await CliCluster.create(1);
+  await cluster.startAll();
+}, 240_000);
+
+afterAll(async () => {
+  await cluster?.stop();
+});
+
+it('puts a file and gets it back byte for byte, with a progress bar for large values', async () => {
+  const value = randomBytes(3 * 1024 * 1024 + 17);
+  writeFileSync(join(cluster.dir, 'in.bin'), value);
+  const put = await run([...files(), 'put', 'photos/cat.jpg', 'in.bin']);
+  expect(put.code, put.stderr).toBe(0);
+  expect(put.stderr).toContain(`stored ${value.length} bytes under "photos/cat.jpg"`);
+  expect(put.stderr).toMatch(/put photos\/cat\.jpg \[=+\] 100%/);
+  const get = await run([...files(), 'get', 'photos/cat.jpg', 'out.bin']);
+  expect(get.code, get.stderr).toBe(0);
+  expect(Buffer.compare(readFileSync(join(cluster.dir, 'out.bin')), value)).toBe(0);
+});
+
+it('reads standard input and writes standard output, with cluster and credentials from the environment', async () => {
+  const env = { POWERSTORE_CLUSTER: join(cluster.dir, 'cluster.json'), POWERSTORE_CREDENTIALS: join(cluster.dir, 'writer.json') };
+  expect((await run(['put', 'note', '-'], { input: Buffer.from('hello\n'), env })).code).toBe(0);
+  const get = await run(['get', 'note'], { env });
+  expect(get.stdout.toString()).toBe('hello\n');
+});
+
+it('reports stat, deletes with rm, and exits 3 for a missing key', async () => {
+  await run([...files(), 'put', 'doomed', '-'], { input: Buffer.from('x') });
+  const stat = await run([...files(), 'stat', 'doomed', '--json']);
+  expect(stat.code).toBe(0);
+  const s = JSON.parse(stat.stdout.toString());
+  expect(s).toMatchObject({ key: 'doomed', exists: true, size: 1, misbehaving: [] });
+  expect(s.timestamp.num).toBeGreaterThan(0);
+  expect((await run([...files(), 'rm', 'doomed'])).code).toBe(0);
+  const gone = await run([...files(), 'get', 'doomed']);
+  expect(gone.code).toBe(3);
+  expect(gone.stderr).toContain('no value under "doomed"');
+  const human = await run([...files(), 'stat', 'doomed']);
+  expect(human.code).toBe(3);
+  expect(human.stdout.toString()).toMatch(/state: +deleted/);
+});
+
+it('exits 5 without credentials for a write, 2 on a usage error, 5 on a broken cluster file', async () => {
+  const noCreds = await run(['--cluster', join(cluster.dir, 'cluster.json'), 'put', 'k', '-'], { cwd: ROOT });
+  expect(noCreds.code).toBe(5);
+  expect(noCreds.stderr).toContain('writing needs writer credentials');
+  expect((await run([...files(), 'frobnicate'])).code).toBe(2);
+  expect((await run([...files(), '--timeout', 'soon', 'get', 'k'])).code).toBe(2);
+  writeFileSync(join(cluster.dir, 'broken.json'), '{ nope');
+  const broken = await run(['--cluster', join(cluster.dir, 'broken.json'), 'get', 'k']);
+  expect(broken.code).toBe(5);
+  expect(broken.stderr).toContain('is not valid JSON');
+});
+
+it('exits 4 and names the servers when a quorum is unreachable', async () => {
+  await cluster.signal(3, 'SIGKILL');
+  await cluster.signal(4, 'SIGKILL');
+  try {
+    const r = await run([...files(), '--timeout', '2000', 'get', 'note']);
+    expect(r.code).toBe(4);
+    expect(r.stderr).toMatch(/need 3 of 4 servers, 2 reachable: .*s3.*s4/);
+  } finally {
+    await Promise.all([cluster.start(3), cluster.start(4)]);
+  }
+});
