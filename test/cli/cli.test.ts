@@ -100,3 +100,14 @@ it('exits 4 and names the servers when a quorum is unreachable', async () => {
     await Promise.all([cluster.start(3), cluster.start(4)]);
   }
 });
+
+it('exits 0 quietly when the reader of standard output goes away early', async () => {
+  await run([...files(), 'put', 'long', 'in.bin']);
+  const child = spawn(process.execPath, [BIN, ...files(), 'get', 'long'], { cwd: cluster.dir });
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  child.stdout.once('data', () => child.stdout.destroy());
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  expect(stderr).not.toContain('EPIPE');
+  expect(code).toBe(0);
+});
