@@ -1,0 +1,53 @@
+/** Byte helpers shared by the codec, the crypto helpers and the state machines. */
+
+const encoder = new TextEncoder();
+
+/** UTF-8 bytes of `s`. */
+export function utf8(s: string): Uint8Array {
+  return encoder.encode(s);
+}
+
+/** Constant-structure equality of two byte arrays (length first, then every byte). */
+export function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a[i]! ^ b[i]!;
+  return diff === 0;
+}
+
+/** Lexicographic order of two byte arrays: negative, zero or positive. */
+export function compareBytes(a: Uint8Array, b: Uint8Array): number {
+  const len = Math.min(a.length, b.length);
+  for (let i = 0; i < len; i++) {
+    if (a[i] !== b[i]) return a[i]! - b[i]!;
+  }
+  return a.length - b.length;
+}
+
+/** Lower-case hex, for map keys and diagnostics. */
+export function toHex(b: Uint8Array): string {
+  let s = '';
+  for (let i = 0; i < b.length; i++) s += b[i]!.toString(16).padStart(2, '0');
+  return s;
+}
+
+/** Big-endian u32. */
+export function u32(x: number): Uint8Array {
+  const out = new Uint8Array(4);
+  new DataView(out.buffer).setUint32(0, x >>> 0);
+  return out;
+}
+
+/** Big-endian u64 of a safe non-negative integer. */
+export function u64(x: number): Uint8Array {
+  const out = new Uint8Array(8);
+  const view = new DataView(out.buffer);
+  view.setUint32(0, Math.floor(x / 2 ** 32));
+  view.setUint32(4, x >>> 0);
+  return out;
+}
+
+/** `bytes` preceded by its u32 length, so concatenated fields cannot be re-split differently. */
+export function lengthPrefixed(bytes: Uint8Array): Uint8Array[] {
+  return [u32(bytes.length), bytes];
+}

@@ -1,0 +1,47 @@
+/**
+ * Cross-checksums: the value's length, whether it is a tombstone, and the hash of every
+ * fragment. Servers store it unverified; a reader trusts one only when `t + 1` servers
+ * agree on it (one of them is correct and got it from the writer), which is also how the
+ * value length is authenticated.
+ */
+import { bytesEqual, toHex, u64 } from './bytes.js';
+import { DOMAIN, domain, fragmentHash, type CryptoProvider } from './crypto.js';
+
+/** What the writer commits to for a value. */
+export interface CrossChecksum {
+  /** True for a delete: the value is a tombstone (length 0). */
+  readonly tombstone: boolean;
+  /** Bytes in the value before erasure coding. */
+  readonly valueLength: number;
+  /** `hashes[i] = H(fr_i)`, one per server. */
+  readonly hashes: readonly Uint8Array[];
+}
+
+/** Hashes every fragment (possibly natively, hence async). */
+export async function computeCrossChecksum(
+  crypto: CryptoProvider,
+  fragments: readonly Uint8Array[],
+  valueLength: number,
+  tombstone: boolean,
+): Promise<CrossChecksum> {
+  const hashes = await Promise.all(fragments.map((f, i) => fragmentHash(crypto, i, f)));
+  return { tombstone, valueLength, hashes };
+}
+
+/** Whether `fragment` is entry `index` of `cc`. */
+export async function fragmentMatches(
+  crypto: CryptoProvider,
+  cc: CrossChecksum,
+  index: number,
+  fragment: Uint8Array,
+): Promise<boolean> {
+  const expected = cc.hashes[index];
+  return expected !== undefined && bytesEqual(expected, await fragmentHash(crypto, index, fragment));
+}
+
+/** A digest of the whole cross-checksum, to group replies that carry the same one. */
+export function crossChecksumDigest(crypto: CryptoProvider, cc: CrossChecksum): string {
+  return toHex(
+    crypto.sha256Sync([...domain(DOMAIN.crossChecksum), new Uint8Array([cc.tombstone ? 1 : 0]), u64(cc.valueLength), ...cc.hashes]),
+  );
+}

@@ -1,0 +1,145 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { decodeMessage, encodeMessage, ProtocolError, WIRE_VERSION, type Message } from '../src/index.js';
+import { candidate, message } from './arbitraries.js';
+
+const N = 4;
+
+/** Anything but a typed error escaping the decoder is a bug. */
+function decodeOrTypedError(frame: Uint8Array, n = N): Message | ProtocolError {
+  try {
+    return decodeMessage(frame, { n });
+  } catch (err) {
+    if (err instanceof ProtocolError && ['INVALID_FRAME', 'UNSUPPORTED_VERSION', 'UNKNOWN_TYPE'].includes(err.code)) return err;
+    throw err;
+  }
+}
+
+describe('wire codec', () => {
+  it('round-trips every message', () => {
+    fc.assert(
+      fc.property(message(N), (m) => {
+        expect(decodeMessage(encodeMessage(m), { n: N })).toEqual(m);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('round-trips for every cluster size up to t = 3', () => {
+    for (const n of [4, 7, 10]) {
+      fc.assert(
+        fc.property(message(n), (m) => {
+          expect(decodeMessage(encodeMessage(m), { n })).toEqual(m);
+        }),
+        { numRuns: 200 },
+      );
+    }
+  });
+
+  it('returns fragments as views into the frame, not copies', () => {
+    const fragment = Uint8Array.from([1, 2, 3, 4, 5]);
+    const frame = encodeMessage({
+      type: 'FILTER_ACK',
+      key: 'k',
+      opId: 1,
+      ts: { num: 1, writerId: new Uint8Array(16), mac: new Uint8Array(32) },
+      stripe: 0,
+      entry: { fragment, cc: { tombstone: false, valueLength: 10, hashes: Array.from({ length: N }, () => new Uint8Array(32)) }, vec: Array.from({ length: N }, () => new Uint8Array(32)) },
+    });
+    const m = decodeMessage(frame, { n: N });
+    if (m.type !== 'FILTER_ACK' || !m.entry) throw new Error('wrong type');
+    expect(m.entry.fragment.buffer).toBe(frame.buffer);
+    expect([...m.entry.fragment]).toEqual([1, 2, 3, 4, 5]);
+  });
+
+  it('never throws anything but typed errors on random bytes', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 300 }), (bytes) => {
+        decodeOrTypedError(bytes);
+      }),
+      { numRuns: 5000 },
+    );
+  });
+
+  it('never throws anything but typed errors on mutated valid frames', () => {
+    const mutation = fc.oneof(
+      fc.record({ kind: fc.constant('flip' as const), at: fc.nat(), bit: fc.nat({ max: 7 }) }),
+      fc.record({ kind: fc.constant('truncate' as const), at: fc.nat() }),
+      fc.record({ kind: fc.constant('extend' as const), extra: fc.uint8Array({ minLength: 1, maxLength: 8 }) }),
+      fc.record({ kind: fc.constant('set' as const), at: fc.nat(), value: fc.constantFrom(0, 1, 0x7f, 0x80, 0xff) }),
+    );
+    fc.assert(
+      fc.property(message(N), fc.array(mutation, { minLength: 1, maxLength: 4 }), (m, mutations) => {
+        let frame = encodeMessage(m);
+        for (const mu of mutations) {
+          if (mu.kind === 'flip' && frame.length > 0) {
+            frame = frame.slice();
+            frame[mu.at % frame.length]! ^= 1 << mu.bit;
+          } else if (mu.kind === 'set' && frame.length > 0) {
+            frame = frame.slice();
+            frame[mu.at % frame.length] = mu.value;
+          } else if (mu.kind === 'truncate') {
+            frame = frame.subarray(0, mu.at % (frame.length + 1));
+          } else if (mu.kind === 'extend') {
+            frame = Uint8Array.from([...frame, ...mu.extra]);
+          }
+        }
+        decodeOrTypedError(frame);
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('rejects an unknown version, an unknown type and trailing bytes with stable codes', () => {
+    const frame = encodeMessage({ type: 'CLOCK', key: 'k', opId: 7 });
+    const badVersion = frame.slice();
+    badVersion[0] = WIRE_VERSION + 1;
+    expect(() => decodeMessage(badVersion, { n: N })).toThrow(expect.objectContaining({ code: 'UNSUPPORTED_VERSION' }));
+    const badType = frame.slice();
+    badType[1] = 0x42;
+    expect(() => decodeMessage(badType, { n: N })).toThrow(expect.objectContaining({ code: 'UNKNOWN_TYPE' }));
+    expect(() => decodeMessage(Uint8Array.from([...frame, 0]), { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
+    expect(() => decodeMessage(frame.subarray(0, frame.length - 1), { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
+  });
+
+  it('enforces vector lengths and candidate counts against n', () => {
+    fc.assert(
+      fc.property(candidate(N), (c) => {
+        const frame = encodeMessage({ type: 'COMPLETE', key: 'k', opId: 1, candidate: c });
+        // A vec of n = 4 entries is not one of a 7-server cluster.
+        expect(() => decodeMessage(frame, { n: 7 })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
+        const many = encodeMessage({ type: 'FILTER', key: 'k', opId: 1, stripe: 0, candidates: [c, c, c, c, c] });
+        expect(() => decodeMessage(many, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
+      }),
+      { numRuns: 50 },
+    );
+  });
+
+  it('bounds keys, fragments, value lengths and timestamps', () => {
+    expect(() => encodeMessage({ type: 'CLOCK', key: 'x'.repeat(1025), opId: 1 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    const frame = encodeMessage({ type: 'CLOCK_ACK', key: 'k', opId: 1, ts: { num: 5, writerId: new Uint8Array(16), mac: new Uint8Array(32) } });
+    const huge = frame.slice();
+    huge.set([0xff, 0xff, 0xff, 0xff], 2 + 2 + 1 + 8); // high word of num: beyond 2^53
+    expect(() => decodeMessage(huge, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
+    const store = encodeMessage({
+      type: 'STORE',
+      key: 'k',
+      opId: 1,
+      ts: { num: 1, writerId: new Uint8Array(16), mac: new Uint8Array(32) },
+      stripe: 0,
+      fragment: new Uint8Array(100),
+      cc: { tombstone: false, valueLength: 200, hashes: Array.from({ length: N }, () => new Uint8Array(32)) },
+      nonceHash: new Uint8Array(32),
+      vec: Array.from({ length: N }, () => new Uint8Array(32)),
+    });
+    expect(() => decodeMessage(store, { n: N, maxFragmentLength: 99 })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
+    expect(decodeMessage(store, { n: N, maxFragmentLength: 100 }).type).toBe('STORE');
+  });
+
+  it('rejects keys that are not UTF-8', () => {
+    const frame = encodeMessage({ type: 'CLOCK', key: 'ab', opId: 1 });
+    const bad = frame.slice();
+    bad[4] = 0xc3; // a lead byte followed by ASCII
+    expect(() => decodeMessage(bad, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
+  });
+});

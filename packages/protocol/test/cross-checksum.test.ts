@@ -1,0 +1,39 @@
+import fc from 'fast-check';
+import { createReferenceCodec } from '@powerstore/erasure/reference';
+import { describe, expect, it } from 'vitest';
+import { createCryptoProvider } from '../src/crypto.node.js';
+import { computeCrossChecksum, crossChecksumDigest, fragmentMatches } from '../src/index.js';
+
+const crypto = createCryptoProvider();
+const codec = createReferenceCodec({ k: 2, n: 4 });
+
+describe('cross-checksum', () => {
+  it('every fragment matches its own entry and no other', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.uint8Array({ minLength: 1, maxLength: 50 }), async (value) => {
+        const fragments = codec.encode(value);
+        const cc = await computeCrossChecksum(crypto, fragments, value.length, false);
+        expect(cc.hashes).toHaveLength(4);
+        for (let i = 0; i < 4; i++) {
+          expect(await fragmentMatches(crypto, cc, i, fragments[i]!)).toBe(true);
+          expect(await fragmentMatches(crypto, cc, (i + 1) % 4, fragments[i]!)).toBe(false);
+          const flipped = fragments[i]!.slice();
+          flipped[0]! ^= 1;
+          expect(await fragmentMatches(crypto, cc, i, flipped)).toBe(false);
+        }
+        expect(await fragmentMatches(crypto, cc, 4, fragments[0]!)).toBe(false);
+      }),
+      { numRuns: 50 },
+    );
+  });
+
+  it('the digest authenticates the value length and the tombstone flag', async () => {
+    const fragments = codec.encode(new Uint8Array([1, 2, 3]));
+    const cc = await computeCrossChecksum(crypto, fragments, 3, false);
+    const d = crossChecksumDigest(crypto, cc);
+    expect(crossChecksumDigest(crypto, { ...cc, valueLength: 4 })).not.toBe(d);
+    expect(crossChecksumDigest(crypto, { ...cc, tombstone: true })).not.toBe(d);
+    expect(crossChecksumDigest(crypto, { ...cc, hashes: [...cc.hashes].reverse() })).not.toBe(d);
+    expect(crossChecksumDigest(crypto, await computeCrossChecksum(crypto, fragments, 3, false))).toBe(d);
+  });
+});

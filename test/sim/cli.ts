@@ -1,0 +1,72 @@
+/**
+ * `pnpm sim -- --seeds N [--t T] [--seed S] [--first F] [--mutant NAME] [--hostile] [--verbose]`
+ *
+ * Runs seeded simulations and ends with `N passed, M failed`. A failure prints its seed
+ * and the command that replays it exactly.
+ */
+import { parseArgs } from 'node:util';
+import { MUTANTS } from './mutants.js';
+import { runBatch } from './run.js';
+import { simulate } from './simulate.js';
+
+const { values } = parseArgs({
+  args: process.argv.slice(2).filter((a) => a !== '--'),
+  options: {
+    seeds: { type: 'string', default: '100' },
+    seed: { type: 'string' },
+    first: { type: 'string', default: '1' },
+    t: { type: 'string' },
+    mutant: { type: 'string' },
+    hostile: { type: 'boolean', default: false },
+    verbose: { type: 'boolean', default: false },
+  },
+  strict: true,
+});
+
+function int(name: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const x = Number(v);
+  if (!Number.isSafeInteger(x) || x < 0) {
+    console.error(`--${name} must be a non-negative integer, got ${v}`);
+    process.exit(2);
+  }
+  return x;
+}
+
+const t = int('t', values.t);
+if (t !== undefined && (t < 1 || t > 3)) {
+  console.error('--t must be 1, 2 or 3');
+  process.exit(2);
+}
+const mutant = values.mutant === undefined ? undefined : MUTANTS.find((m) => m.name === values.mutant);
+if (values.mutant !== undefined && !mutant) {
+  console.error(`unknown mutant ${values.mutant}; known: ${MUTANTS.map((m) => m.name).join(', ')}`);
+  process.exit(2);
+}
+const seed = int('seed', values.seed);
+const started = performance.now();
+
+if (seed !== undefined && values.verbose) {
+  const report = await simulate({
+    seed,
+    t: t ?? (seed % 3) + 1,
+    hostile: values.hostile || mutant !== undefined,
+    ...(mutant ? { protocol: mutant.protocol } : {}),
+  });
+  console.log(JSON.stringify({ ...report, history: report.history }, null, 1));
+}
+
+const result = await runBatch({
+  first: seed ?? int('first', values.first)!,
+  count: seed !== undefined ? 1 : int('seeds', values.seeds)!,
+  ...(t !== undefined ? { t } : {}),
+  ...(mutant ? { protocol: mutant.protocol, mutant: mutant.name, hostile: true } : { hostile: values.hostile }),
+  onFailure(report, replay) {
+    console.log(`FAIL seed ${report.seed} (t = ${report.t}): ${report.violations.join('; ')}`);
+    console.log(`  replay: ${replay}`);
+  },
+});
+const seconds = ((performance.now() - started) / 1000).toFixed(1);
+console.log(`reads ${result.reads} (${result.threeRoundReads} needed REPAIR), writes ${result.writes}, ${seconds} s`);
+console.log(`${result.passed} passed, ${result.failed} failed`);
+process.exit(result.failed === 0 ? 0 : 1);

@@ -1,0 +1,27 @@
+/**
+ * How the simulator builds protocol objects. Mutants replace one of these with a
+ * subclass that overrides a single predicate, so production code carries no test flags.
+ */
+import {
+  ReadOperation,
+  Server,
+  WriteOperation,
+  type ReaderOptions,
+  type ServerOptions,
+  type WriterOptions,
+  type WriteValue,
+} from '@powerstore/protocol';
+
+/** Constructors for the three roles. */
+export interface ProtocolFactories {
+  server(options: ServerOptions): Server;
+  reader(options: ReaderOptions, key: string, opId: number): ReadOperation;
+  writer(options: WriterOptions, key: string, value: WriteValue, opId: number): WriteOperation;
+}
+
+/** The production classes, unmodified. */
+export const correctProtocol: ProtocolFactories = {
+  server: (o) => new Server(o),
+  reader: (o, key, opId) => new ReadOperation(o, key, opId),
+  writer: (o, key, value, opId) => new WriteOperation(o, key, value, opId),
+};

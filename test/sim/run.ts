@@ -1,0 +1,62 @@
+/**
+ * Runs batches of seeds, shared by the CLI and the vitest suite.
+ */
+import type { ProtocolFactories } from './protocol-factories.js';
+import { replayCommand, simulate, type SimReport } from './simulate.js';
+
+/** Seeds `first … first + count − 1`; `t` fixed, or cycling 1, 2, 3 when undefined. */
+export interface BatchOptions {
+  readonly first: number;
+  readonly count: number;
+  readonly t?: number;
+  readonly protocol?: ProtocolFactories;
+  readonly hostile?: boolean;
+  /** Stop at the first failure (mutant hunting). */
+  readonly stopOnFailure?: boolean;
+  readonly mutant?: string;
+  readonly onFailure?: (report: SimReport, replay: string) => void;
+}
+
+/** Totals of a batch. */
+export interface BatchResult {
+  passed: number;
+  failed: number;
+  failures: { seed: number; t: number; violations: string[]; replay: string }[];
+  reads: number;
+  writes: number;
+  threeRoundReads: number;
+}
+
+/** The `t` a seed runs with when none is given, so one seed range covers t = 1..3. */
+export function tForSeed(seed: number): number {
+  return (seed % 3) + 1;
+}
+
+/** Runs the batch, sequentially (each run is deterministic; parallelism is per process). */
+export async function runBatch(options: BatchOptions): Promise<BatchResult> {
+  const result: BatchResult = { passed: 0, failed: 0, failures: [], reads: 0, writes: 0, threeRoundReads: 0 };
+  for (let seed = options.first; seed < options.first + options.count; seed++) {
+    const t = options.t ?? tForSeed(seed);
+    let report: SimReport;
+    try {
+      report = await simulate({ seed, t, ...(options.protocol ? { protocol: options.protocol } : {}), hostile: options.hostile ?? false });
+    } catch (err) {
+      // A crash of the simulated protocol is a failure of that seed, not of the batch.
+      const violations = [`threw: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`];
+      report = { seed, t, ok: false, violations } as unknown as SimReport;
+    }
+    result.reads += report.reads ?? 0;
+    result.writes += report.writes ?? 0;
+    result.threeRoundReads += report.threeRoundReads ?? 0;
+    if (report.ok) {
+      result.passed++;
+      continue;
+    }
+    result.failed++;
+    const replay = replayCommand(seed, t, { ...(options.mutant ? { mutant: options.mutant } : {}), hostile: options.hostile ?? false });
+    result.failures.push({ seed, t, violations: report.violations, replay });
+    options.onFailure?.(report, replay);
+    if (options.stopOnFailure) break;
+  }
+  return result;
+}
