@@ -1,0 +1,32 @@
+/**
+ * powerstore-server: the M-PoWerStore storage server as a library. The CLI (`cli.ts`) is a
+ * thin layer over these exports; tests and embedders use them directly.
+ */
+export {
+  CONFIG_VERSION,
+  initCluster,
+  loadClusterFile,
+  loadServerConfig,
+  loadWriterFile,
+  serverFileName,
+  type ClusterFile,
+  type ClusterServer,
+  type InitOptions,
+  type InitResult,
+  type LoadedServerConfig,
+  type ServerFile,
+  type WriterFile,
+} from './config.js';
+export { ConfigError, ServerError, SERVER_ERROR_CODES, type ServerErrorCode } from './errors.js';
+export { LevelStorage, STORAGE_FORMAT, type CommitInfo, type LevelStorageOptions } from './level-storage.js';
+export { createMetrics, type ServerMetrics, type StorageStats } from './metrics.js';
+export {
+  DEFAULT_LIMITS,
+  DEFAULT_MAX_FRAME_BYTES,
+  FRAME_OVERHEAD_BYTES,
+  startServer,
+  type RunningServer,
+  type ServerLimits,
+  type StartServerOptions,
+} from './server.js';
+export { startStaticServer, type StaticServer } from './static.js';

@@ -1,0 +1,102 @@
+/**
+ * Prometheus metrics of one server, on a registry of its own so several servers in one
+ * process (tests) do not collide. Names follow Prometheus conventions: `_total` for
+ * counters, base units (seconds, bytes).
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** Where the gauges of stored data come from. */
+export interface StorageStats {
+  readonly keyCount: number;
+  readonly historyEntryCount: number;
+}
+
+/** Every metric the server updates. */
+export interface ServerMetrics {
+  readonly registry: Registry;
+  /** Decoded requests, by type (`CLOCK`, `STORE`, …). */
+  readonly requests: Counter<'type'>;
+  /** Rejected or failed input, by kind (an ERROR code in lower case, or a transport kind). */
+  readonly errors: Counter<'kind'>;
+  /** Requests rejected as UNAUTHENTICATED (bad MAC or invalid candidate), by type. */
+  readonly authRejected: Counter<'type'>;
+  /** Candidates (in COMPLETE, FILTER or REPAIR) that failed `valid()`: forged or replayed. */
+  readonly invalidCandidates: Counter;
+  readonly bytesIn: Counter;
+  readonly bytesOut: Counter;
+  readonly connections: Gauge;
+  readonly connectionsRejected: Counter;
+  readonly inFlight: Gauge;
+  /** Request handling time (decode to reply queued), by type. */
+  readonly latency: Histogram<'type'>;
+  readonly commitSeconds: Histogram;
+  /** Requests whose writes shared one synced batch. */
+  readonly commitGroup: Histogram;
+}
+
+/** Creates the metrics; `stats` feeds the key and history gauges at scrape time. */
+export function createMetrics(stats: () => StorageStats | undefined): ServerMetrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'powerstore_' });
+  const registers = [registry];
+  new Gauge({
+    name: 'powerstore_keys',
+    help: 'Keys with a completed write',
+    registers,
+    collect() {
+      this.set(stats()?.keyCount ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'powerstore_history_entries',
+    help: 'History entries (stored fragments) over all keys',
+    registers,
+    collect() {
+      this.set(stats()?.historyEntryCount ?? 0);
+    },
+  });
+  return {
+    registry,
+    requests: new Counter({ name: 'powerstore_requests_total', help: 'Requests decoded, by type', labelNames: ['type'], registers }),
+    errors: new Counter({ name: 'powerstore_errors_total', help: 'Rejected or failed input, by kind', labelNames: ['kind'], registers }),
+    authRejected: new Counter({
+      name: 'powerstore_auth_rejected_total',
+      help: 'Requests rejected as UNAUTHENTICATED, by type',
+      labelNames: ['type'],
+      registers,
+    }),
+    invalidCandidates: new Counter({
+      name: 'powerstore_invalid_candidates_total',
+      help: 'Candidates in COMPLETE, FILTER or REPAIR that failed validation (forged or replayed)',
+      registers,
+    }),
+    bytesIn: new Counter({ name: 'powerstore_bytes_received_total', help: 'WebSocket payload bytes received', registers }),
+    bytesOut: new Counter({ name: 'powerstore_bytes_sent_total', help: 'WebSocket payload bytes sent', registers }),
+    connections: new Gauge({ name: 'powerstore_connections', help: 'Open WebSocket connections', registers }),
+    connectionsRejected: new Counter({
+      name: 'powerstore_connections_rejected_total',
+      help: 'WebSocket upgrades refused (connection cap or shutting down)',
+      registers,
+    }),
+    inFlight: new Gauge({ name: 'powerstore_inflight_requests', help: 'Requests received and not yet answered', registers }),
+    latency: new Histogram({
+      name: 'powerstore_request_duration_seconds',
+      help: 'Time from a decoded request to its reply, by type',
+      labelNames: ['type'],
+      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    }),
+    commitSeconds: new Histogram({
+      name: 'powerstore_storage_commit_duration_seconds',
+      help: 'Wall time of one synced LevelDB batch',
+      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1],
+      registers,
+    }),
+    commitGroup: new Histogram({
+      name: 'powerstore_storage_commit_group_size',
+      help: 'Requests made durable by one synced batch (group commit)',
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128],
+      registers,
+    }),
+  };
+}

@@ -1,0 +1,77 @@
+/**
+ * A small static file server for `powerstore-server dev --static <dir>`: the hook the demo
+ * web app uses. It runs in the dev supervisor on its own port, apart from the storage
+ * servers, so a storage server never serves files. Besides the directory it serves the
+ * public `cluster.json` at `/cluster.json`, which is how the page finds the servers.
+ */
+import { createReadStream, statSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { extname, join, normalize, resolve, sep } from 'node:path';
+
+const TYPES: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.mjs': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.json': 'application/json',
+  '.wasm': 'application/wasm',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.ico': 'image/x-icon',
+  '.map': 'application/json',
+  '.txt': 'text/plain; charset=utf-8',
+};
+
+/** A listening static server. */
+export interface StaticServer {
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+/** Serves `root` (index.html for directories) and `clusterJson` at `/cluster.json`. */
+export async function startStaticServer(options: {
+  root: string;
+  clusterJson: string;
+  host: string;
+  port: number;
+}): Promise<StaticServer> {
+  const root = resolve(options.root);
+  const server = createServer((req, res) => {
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.writeHead(405).end();
+      return;
+    }
+    let path: string;
+    try {
+      path = decodeURIComponent((req.url ?? '/').split('?')[0]!);
+    } catch {
+      res.writeHead(400).end();
+      return;
+    }
+    let file = path === '/cluster.json' ? options.clusterJson : join(root, normalize(path));
+    // normalize() keeps '..' out of the joined path, and this check keeps it inside root.
+    if (file !== options.clusterJson && file !== root && !file.startsWith(root + sep)) {
+      res.writeHead(403).end();
+      return;
+    }
+    try {
+      if (statSync(file).isDirectory()) file = join(file, 'index.html');
+      const size = statSync(file).size;
+      res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream', 'content-length': size, 'cache-control': 'no-cache' });
+      if (req.method === 'HEAD') res.end();
+      else createReadStream(file).pipe(res);
+    } catch {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+    }
+  });
+  await new Promise<void>((done, fail) => {
+    server.once('error', fail);
+    server.listen(options.port, options.host, () => done());
+  });
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://${options.host.includes(':') ? `[${options.host}]` : options.host}:${port}`,
+    close: () => new Promise<void>((done) => server.close(() => done())),
+  };
+}

@@ -1,0 +1,162 @@
+/**
+ * The CLI as an operator meets it: help, init's files and refusals, configuration errors
+ * that name file and field, a server refusing another server's data, wss:// with a
+ * certificate, and `dev` starting and stopping a whole cluster.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { get as httpsGet } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { decodeMessage, encodeMessage } from '@powerstore/protocol';
+import { CLI, cli, ensureBuilt, freeBasePort } from './harness.js';
+
+const root = mkdtempSync(join(tmpdir(), 'powerstore-cli-'));
+beforeAll(ensureBuilt, 240_000);
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+let dirs = 0;
+const fresh = () => join(root, `d${dirs++}`);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('powerstore-server CLI', () => {
+  it('has --help on every command', () => {
+    const top = cli(['--help']);
+    expect(top.status).toBe(0);
+    expect(top.stdout).toMatch(/init[\s\S]*start[\s\S]*dev/);
+    const init = cli(['init', '--help']);
+    expect(init.stdout).toContain('--base-port');
+    expect(init.stdout).toContain('--force');
+    const start = cli(['start', '--help']);
+    for (const flag of ['--config', '--data', '--tls-cert', '--tls-key', '--max-frame-bytes', '--max-connections', '--max-inflight-per-connection']) {
+      expect(start.stdout).toContain(flag);
+    }
+    expect(start.stdout).toMatch(/--unsafe-no-fsync\s+FOR BENCHMARKS ONLY/);
+    const dev = cli(['dev', '--help']);
+    expect(dev.stdout).toContain('--static');
+    expect(cli(['start']).status).not.toBe(0);
+  });
+
+  it('init writes the files with secret modes and refuses to overwrite without --force', () => {
+    const dir = fresh();
+    const r = cli(['init', '--t', '1', '--dir', dir, '--base-port', '9301']);
+    expect(r.status).toBe(0);
+    expect(statSync(join(dir, 'server-2.json')).mode & 0o777).toBe(0o600);
+    expect(statSync(join(dir, 'writer.json')).mode & 0o777).toBe(0o600);
+    const cluster = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8'));
+    expect(cluster.servers.map((s: { url: string }) => s.url)).toEqual(['ws://127.0.0.1:9301', 'ws://127.0.0.1:9302', 'ws://127.0.0.1:9303', 'ws://127.0.0.1:9304']);
+    const again = cli(['init', '--t', '1', '--dir', dir]);
+    expect(again.status).toBe(2);
+    expect(again.stderr).toContain('CONFIG_EXISTS');
+    expect(again.stderr).toContain('--force');
+    expect(cli(['init', '--t', '1', '--dir', dir, '--force']).status).toBe(0);
+    expect(cli(['init', '--t', '0', '--dir', fresh()]).status).not.toBe(0);
+  });
+
+  it('start names the file and field of a configuration error, and refuses another server’s data', async () => {
+    const dir = fresh();
+    const base = await freeBasePort(4);
+    expect(cli(['init', '--t', '1', '--dir', dir, '--base-port', String(base)]).status).toBe(0);
+    const file = join(dir, 'server-1.json');
+    const good = readFileSync(file, 'utf8');
+    writeFileSync(file, JSON.stringify({ ...JSON.parse(good), key: 'zz' }));
+    const bad = cli(['start', '--config', file, '--data', join(dir, 'data')]);
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain(`${file}: field "key"`);
+    writeFileSync(file, good);
+    // Server 2's files on server 1's data directory.
+    const s1 = spawn(process.execPath, [CLI, 'start', '--config', file, '--data', join(dir, 'data-1')], { stdio: 'ignore' });
+    await waitFor(`http://127.0.0.1:${base}/healthz`);
+    // While it runs: its port and its database are taken, and both refusals say so.
+    const portTaken = cli(['start', '--config', file, '--data', join(dir, 'data-other')]);
+    expect(portTaken.status).toBe(1);
+    expect(portTaken.stderr).toContain('LISTEN_FAILED');
+    expect(portTaken.stderr).toContain('EADDRINUSE');
+    const dbTaken = cli(['start', '--config', file, '--data', join(dir, 'data-1')]);
+    expect(dbTaken.status).toBe(1);
+    expect(dbTaken.stderr).toContain('STORAGE_FAILED');
+    s1.kill('SIGTERM');
+    expect(await new Promise((r) => s1.once('exit', r))).toBe(0);
+    const wrong = cli(['start', '--config', join(dir, 'server-2.json'), '--data', join(dir, 'data-1')]);
+    expect(wrong.status).toBe(1);
+    expect(wrong.stderr).toContain('STORAGE_MISMATCH');
+  });
+
+  it('serves wss:// and https:// with --tls-cert/--tls-key', async () => {
+    const dir = fresh();
+    mkdirSync(dir);
+    const cert = join(dir, 'cert.pem');
+    const key = join(dir, 'key.pem');
+    const ssl = spawnSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1'], { encoding: 'utf8' });
+    if (ssl.status !== 0) throw new Error(`openssl failed: ${ssl.stderr}`);
+    const base = await freeBasePort(4);
+    expect(cli(['init', '--t', '1', '--dir', dir, '--base-port', String(base), '--tls']).status).toBe(0);
+    expect(JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')).servers[0].url).toBe(`wss://127.0.0.1:${base}`);
+    const child = spawn(process.execPath, [CLI, 'start', '--config', join(dir, 'server-1.json'), '--data', join(dir, 'data-1'), '--tls-cert', cert, '--tls-key', key], { stdio: 'ignore' });
+    try {
+      let status = 0;
+      for (let i = 0; i < 200 && status !== 200; i++) {
+        status = await new Promise<number>((resolve) => {
+          httpsGet(`https://127.0.0.1:${base}/healthz`, { rejectUnauthorized: false }, (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          }).on('error', () => resolve(0));
+        });
+        if (status !== 200) await sleep(50);
+      }
+      expect(status).toBe(200);
+      const ws = new WebSocket(`wss://127.0.0.1:${base}`, { rejectUnauthorized: false });
+      const reply = await new Promise<Uint8Array>((resolve, reject) => {
+        ws.once('open', () => ws.send(encodeMessage({ type: 'CLOCK', key: 'tls', opId: 4 })));
+        ws.once('message', (d: Buffer) => resolve(new Uint8Array(d)));
+        ws.once('error', reject);
+      });
+      expect(decodeMessage(reply, { n: 4 })).toMatchObject({ type: 'CLOCK_ACK', key: 'tls', opId: 4 });
+      ws.close();
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    }
+  });
+
+  it('dev creates and starts the whole cluster, serves --static, and stops everything on SIGINT', async () => {
+    const dir = fresh();
+    const site = join(root, 'site');
+    mkdirSync(site, { recursive: true });
+    writeFileSync(join(site, 'index.html'), '<h1>demo</h1>');
+    const base = await freeBasePort(5);
+    const dev = spawn(process.execPath, [CLI, 'dev', '--dir', dir, '--base-port', String(base + 1), '--static', site], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    dev.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    dev.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const deadline = Date.now() + 30_000;
+    while (!out.includes('Ctrl-C stops everything') && Date.now() < deadline && dev.exitCode === null) await sleep(50);
+    expect(out).toContain('Ctrl-C stops everything');
+    for (let id = 1; id <= 4; id++) {
+      expect(out).toContain(`server ${id}: ws://127.0.0.1:${base + id}`);
+      expect((await fetch(`http://127.0.0.1:${base + id}/healthz`)).status).toBe(200);
+    }
+    expect(await (await fetch(`http://127.0.0.1:${base}/`)).text()).toBe('<h1>demo</h1>');
+    expect((await (await fetch(`http://127.0.0.1:${base}/cluster.json`)).json()).n).toBe(4);
+    expect((await fetch(`http://127.0.0.1:${base}/..%2f..%2fwriter.json`)).status).not.toBe(200);
+    dev.kill('SIGINT');
+    expect(await new Promise((r) => dev.once('exit', r))).toBe(0);
+    expect(out).toContain('all servers stopped');
+    for (let id = 1; id <= 4; id++) await expect(fetch(`http://127.0.0.1:${base + id}/healthz`)).rejects.toThrow();
+    // A second run reuses the cluster it created.
+    expect(statSync(join(dir, 'data-1')).isDirectory()).toBe(true);
+  }, 60_000);
+});
+
+async function waitFor(url: string): Promise<void> {
+  for (let i = 0; i < 400; i++) {
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      // not up yet
+    }
+    await sleep(50);
+  }
+  throw new Error(`${url} never answered`);
+}

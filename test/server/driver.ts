@@ -1,0 +1,227 @@
+/**
+ * A thin test driver: one WebSocket per server, the protocol core's WriteOperation and
+ * ReadOperation driven over them. Not the client library (issue 5): it reconnects
+ * lazily, drops messages for servers that are down (the protocol needs only n − t), and
+ * gives every operation a deadline.
+ */
+import { randomBytes } from 'node:crypto';
+import WebSocket from 'ws';
+import { createCodec, type ErasureCodec } from '@powerstore/erasure';
+import {
+  decodeMessage,
+  encodeMessage,
+  ReadOperation,
+  WriteOperation,
+  writerCredentials,
+  type ClientOperation,
+  type ClusterConfig,
+  type ReadResult,
+  type Reply,
+  type Step,
+  type WriteResult,
+  type WriterCredentials,
+  type WriteValue,
+} from '@powerstore/protocol';
+import { createCryptoProvider } from '@powerstore/protocol/crypto';
+
+export const crypto = createCryptoProvider();
+
+/** An operation that missed its deadline. */
+export class OperationTimeout extends Error {
+  readonly code = 'OPERATION_TIMEOUT';
+}
+
+interface Running {
+  readonly op: ClientOperation<unknown>;
+  chain: Promise<void>;
+  resolve(v: unknown): void;
+  reject(e: unknown): void;
+  done: boolean;
+}
+
+/** Connections to every server of a cluster. */
+export class ClusterClient {
+  readonly #urls: readonly string[];
+  readonly #config: ClusterConfig;
+  readonly #sockets: (WebSocket | undefined)[];
+  readonly #lastAttempt: number[];
+  readonly #running = new Map<number, Running>();
+  readonly #queued = new WeakMap<WebSocket, Uint8Array[]>();
+  #nextOpId = 1 + Math.floor(Math.random() * 1e9);
+  #closed = false;
+  /** Called for every decoded reply (tests record acknowledgements per server). */
+  onReply: ((from: number, reply: Reply) => void) | undefined;
+
+  constructor(urls: readonly string[], config: ClusterConfig) {
+    this.#urls = urls;
+    this.#config = config;
+    this.#sockets = urls.map(() => undefined);
+    this.#lastAttempt = urls.map(() => 0);
+  }
+
+  /** Opens every connection it can within `timeoutMs`; resolves with how many opened. */
+  async connect(timeoutMs = 5000): Promise<number> {
+    const opened = await Promise.all(
+      this.#urls.map(
+        (_, i) =>
+          new Promise<boolean>((resolve) => {
+            const ws = this.#socket(i);
+            if (!ws) return resolve(false);
+            if (ws.readyState === WebSocket.OPEN) return resolve(true);
+            const timer = setTimeout(() => resolve(false), timeoutMs);
+            ws.once('open', () => {
+              clearTimeout(timer);
+              resolve(true);
+            });
+            ws.once('close', () => {
+              clearTimeout(timer);
+              resolve(false);
+            });
+          }),
+      ),
+    );
+    return opened.filter(Boolean).length;
+  }
+
+  /** A fresh operation id. */
+  opId(): number {
+    return this.#nextOpId++;
+  }
+
+  /** Runs `op` to completion or rejects with {@link OperationTimeout}. */
+  run<R>(op: ClientOperation<R> & { readonly opId: number }, timeoutMs: number): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        entry.done = true;
+        this.#running.delete(op.opId);
+        reject(new OperationTimeout(`operation ${op.opId} timed out after ${timeoutMs} ms`));
+      }, timeoutMs);
+      const entry: Running = {
+        op,
+        chain: Promise.resolve(),
+        done: false,
+        resolve: (v) => {
+          clearTimeout(timer);
+          resolve(v as R);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      };
+      this.#running.set(op.opId, entry);
+      // Replies are fed one at a time: the state machines must be awaited between inputs.
+      entry.chain = op.start().then((step) => this.#step(entry, op.opId, step), (e: unknown) => this.#fail(entry, op.opId, e));
+    });
+  }
+
+  #step(entry: Running, opId: number, step: Step<unknown>): void {
+    if (entry.done) return;
+    if (step.result !== undefined) {
+      entry.done = true;
+      this.#running.delete(opId);
+      entry.resolve(step.result);
+      return;
+    }
+    for (const o of step.send ?? []) this.send(o.to, encodeMessage(o.message));
+  }
+
+  #fail(entry: Running, opId: number, e: unknown): void {
+    entry.done = true;
+    this.#running.delete(opId);
+    entry.reject(e);
+  }
+
+  /** Sends raw bytes to server `i` if it is reachable; otherwise drops them. */
+  send(i: number, frame: Uint8Array): void {
+    const ws = this.#socket(i);
+    if (!ws) return;
+    if (ws.readyState === WebSocket.OPEN) ws.send(frame);
+    else if (ws.readyState === WebSocket.CONNECTING) this.#queued.get(ws)?.push(frame);
+  }
+
+  #socket(i: number): WebSocket | undefined {
+    if (this.#closed) return undefined;
+    const existing = this.#sockets[i];
+    if (existing && (existing.readyState === WebSocket.OPEN || existing.readyState === WebSocket.CONNECTING)) return existing;
+    // Reconnect at most every 200 ms so a dead server costs nothing per message.
+    if (Date.now() - this.#lastAttempt[i]! < 200) return undefined;
+    this.#lastAttempt[i] = Date.now();
+    const ws = new WebSocket(this.#urls[i]!, { perMessageDeflate: false, maxPayload: 64 * 1024 * 1024 });
+    this.#sockets[i] = ws;
+    // Frames sent while connecting go out in order once open (one listener, not one per frame).
+    const queued: Uint8Array[] = [];
+    this.#queued.set(ws, queued);
+    ws.once('open', () => {
+      for (const f of queued.splice(0)) ws.send(f);
+    });
+    ws.on('error', () => undefined);
+    ws.on('message', (data: Buffer) => {
+      let reply: Reply;
+      try {
+        reply = decodeMessage(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), { n: this.#config.n }) as Reply;
+      } catch {
+        return;
+      }
+      this.onReply?.(i, reply);
+      const entry = this.#running.get(reply.opId);
+      if (!entry) return;
+      entry.chain = entry.chain.then(
+        () =>
+          entry.done
+            ? undefined
+            : entry.op.onReply(i, reply).then(
+                (step) => this.#step(entry, reply.opId, step),
+                (e: unknown) => this.#fail(entry, reply.opId, e),
+              ),
+      );
+    });
+    return ws;
+  }
+
+  /** Closes every connection; running operations time out. */
+  close(): void {
+    this.#closed = true;
+    for (const ws of this.#sockets) ws?.terminate();
+  }
+}
+
+/** A writer and reader over a {@link ClusterClient}. */
+export class TestClient {
+  readonly cluster: ClusterClient;
+  readonly config: ClusterConfig;
+  readonly codec: ErasureCodec;
+  readonly credentials: WriterCredentials | undefined;
+
+  private constructor(cluster: ClusterClient, config: ClusterConfig, codec: ErasureCodec, credentials: WriterCredentials | undefined) {
+    this.cluster = cluster;
+    this.config = config;
+    this.codec = codec;
+    this.credentials = credentials;
+  }
+
+  /** Connects to `urls`; `serverKeys` make it a writer (with a fresh random writer id). */
+  static async open(urls: readonly string[], config: ClusterConfig, serverKeys?: readonly Uint8Array[]): Promise<TestClient> {
+    const codec = await createCodec({ k: config.t + 1, n: config.n });
+    const credentials = serverKeys ? writerCredentials(crypto, serverKeys, new Uint8Array(randomBytes(16))) : undefined;
+    const cluster = new ClusterClient(urls, config);
+    await cluster.connect();
+    return new TestClient(cluster, config, codec, credentials);
+  }
+
+  write(key: string, value: WriteValue, timeoutMs = 10_000): Promise<WriteResult> {
+    if (!this.credentials) throw new Error('not a writer');
+    const random = (n: number) => new Uint8Array(randomBytes(n));
+    const op = new WriteOperation({ config: this.config, credentials: this.credentials, crypto, codec: this.codec, random }, key, value, this.cluster.opId());
+    return this.cluster.run(op, timeoutMs);
+  }
+
+  read(key: string, timeoutMs = 10_000): Promise<ReadResult> {
+    const op = new ReadOperation({ config: this.config, crypto, codec: this.codec }, key, this.cluster.opId());
+    return this.cluster.run(op, timeoutMs);
+  }
+
+  close(): void {
+    this.cluster.close();
+  }
+}

@@ -1,0 +1,186 @@
+/**
+ * Real clusters for the server tests: the built `powerstore-server` binary, run with node
+ * as separate processes on loopback, each on its own LevelDB directory.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, statSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { clusterConfig, type ClusterConfig } from '@powerstore/protocol';
+import { loadWriterFile } from '../../packages/server/src/index.js';
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+/** The built CLI, as npm would install it. */
+export const CLI = join(ROOT, 'packages/server/dist/cli.js');
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Builds the server package and its references (`tsc -b packages/server`, not the whole
+ * workspace, so unrelated work in progress elsewhere cannot fail these tests). Test files
+ * in parallel workers take turns through a lock directory, since two builds writing the
+ * same outputs race.
+ */
+export async function ensureBuilt(): Promise<void> {
+  const lock = join(tmpdir(), `powerstore-build-${createHash('sha256').update(ROOT).digest('hex').slice(0, 12)}.lock`);
+  const deadline = Date.now() + 240_000;
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch {
+      // A lock older than the build could take was left by a killed run.
+      try {
+        if (Date.now() - statSync(lock).mtimeMs > 180_000) rmSync(lock, { recursive: true, force: true });
+      } catch {
+        // gone meanwhile
+      }
+      if (Date.now() > deadline) throw new Error(`build lock ${lock} held too long`);
+      await sleep(200);
+    }
+  }
+  try {
+    const r = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', 'packages/server'], { cwd: ROOT, encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`tsc -b failed:\n${r.stdout}\n${r.stderr}`);
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+/** Runs the CLI to completion. */
+export function cli(args: readonly string[]): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 30_000 });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+async function portFree(port: number): Promise<boolean> {
+  return new Promise((done) => {
+    const s = createServer();
+    s.once('error', () => done(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => done(true)));
+  });
+}
+
+/** A base port with `count` consecutive free ports after it, chosen at random to avoid other runs. */
+export async function freeBasePort(count: number): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const base = 20_000 + Math.floor(Math.random() * 30_000);
+    let ok = true;
+    for (let p = base; p < base + count && ok; p++) ok = await portFree(p);
+    if (ok) return base;
+  }
+  throw new Error('no free ports');
+}
+
+/** A cluster made by `powerstore-server init` and run by `powerstore-server start`. */
+export class CliCluster {
+  readonly dir: string;
+  readonly config: ClusterConfig;
+  readonly urls: readonly string[];
+  readonly serverKeys: readonly Uint8Array[];
+  readonly #procs = new Map<number, ChildProcess>();
+  readonly #startArgs: readonly string[];
+
+  private constructor(dir: string, config: ClusterConfig, urls: string[], serverKeys: Uint8Array[], startArgs: readonly string[]) {
+    this.dir = dir;
+    this.config = config;
+    this.urls = urls;
+    this.serverKeys = serverKeys;
+    this.#startArgs = startArgs;
+  }
+
+  /** `init` into a fresh temporary directory; `startArgs` go to every `start`. */
+  static async create(t = 1, startArgs: readonly string[] = []): Promise<CliCluster> {
+    const dir = mkdtempSync(join(tmpdir(), 'powerstore-cluster-'));
+    const config = clusterConfig(t);
+    const base = await freeBasePort(config.n);
+    const r = cli(['init', '--t', String(t), '--dir', dir, '--base-port', String(base)]);
+    if (r.status !== 0) throw new Error(`init failed: ${r.stderr}`);
+    const writer = loadWriterFile(join(dir, 'writer.json'));
+    return new CliCluster(dir, config, writer.servers.map((s) => s.url), writer.serverKeys, startArgs);
+  }
+
+  /** HTTP base URL of server `id` (1-based). */
+  http(id: number): string {
+    return this.urls[id - 1]!.replace(/^ws/, 'http');
+  }
+
+  /** Starts server `id` on `<dir>/data-<id>` and waits for /healthz. */
+  async start(id: number, extraArgs: readonly string[] = []): Promise<ChildProcess> {
+    if (this.#procs.has(id)) throw new Error(`server ${id} is running`);
+    const log = openSync(join(this.dir, `server-${id}.log`), 'a');
+    const child = spawn(
+      process.execPath,
+      [CLI, 'start', '--config', join(this.dir, `server-${id}.json`), '--data', join(this.dir, `data-${id}`), ...this.#startArgs, ...extraArgs],
+      { stdio: ['ignore', log, log] },
+    );
+    closeSync(log);
+    this.#procs.set(id, child);
+    child.once('exit', () => {
+      if (this.#procs.get(id) === child) this.#procs.delete(id);
+    });
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline) {
+      if (child.exitCode !== null) throw new Error(`server ${id} exited with ${child.exitCode}; see ${this.dir}/server-${id}.log`);
+      try {
+        if ((await fetch(`${this.http(id)}/healthz`, { signal: AbortSignal.timeout(1000) })).ok) return child;
+      } catch {
+        // not up yet
+      }
+      await sleep(50);
+    }
+    throw new Error(`server ${id} did not become healthy`);
+  }
+
+  async startAll(): Promise<void> {
+    await Promise.all(this.urls.map((_, i) => this.start(i + 1)));
+  }
+
+  /** The process of server `id`, if running. */
+  process(id: number): ChildProcess | undefined {
+    return this.#procs.get(id);
+  }
+
+  /** Sends `signal` to server `id` and waits for it to exit; resolves with its exit code. */
+  async signal(id: number, signal: NodeJS.Signals, timeoutMs = 20_000): Promise<number | null> {
+    const child = this.#procs.get(id);
+    if (!child) return null;
+    const exited = new Promise<number | null>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
+      else child.once('exit', (code) => resolve(code));
+    });
+    child.kill(signal);
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    const code = await exited;
+    clearTimeout(timer);
+    this.#procs.delete(id);
+    return code;
+  }
+
+  /** Text of server `id`'s /metrics. */
+  async metrics(id: number): Promise<string> {
+    return (await fetch(`${this.http(id)}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
+  }
+
+  /** Stops every server gracefully and, with `remove`, deletes the directory. */
+  async stop(remove = true): Promise<void> {
+    await Promise.all([...this.#procs.keys()].map((id) => this.signal(id, 'SIGTERM')));
+    if (remove) rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** Sum of a metric's samples whose labels include `labels`, from Prometheus text. */
+export function metricValue(text: string, name: string, labels: Record<string, string> = {}): number {
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const body = m[2] ?? '';
+    if (Object.entries(labels).every(([k, v]) => body.includes(`${k}="${v}"`))) sum += Number(m[3]);
+  }
+  return sum;
+}
