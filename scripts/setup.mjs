@@ -3,7 +3,7 @@
  * Brings a fresh machine (Node 20, npm, apt) to a built workspace, and is a quick no-op
  * on one that is already set up. Run by `npm start` and `npm test`; safe to run again.
  *
- *   node scripts/setup.mjs [--build-only] [--for-tests]
+ *   node scripts/setup.mjs [--build-only] [--for-tests] [--with-demo]
  *
  * 1. pnpm, at the version pinned in package.json's `packageManager` (corepack cannot
  *    verify signatures here, so npm installs it);
@@ -11,7 +11,8 @@
  *    Debian's Chromium for the browser tests, when `/usr/bin/chromium` is missing;
  * 3. workspace dependencies from the committed lockfile;
  * 4. the WebAssembly codec, from wasm/src and ISA-L's Debian source, when its inputs changed;
- * 5. the TypeScript packages (`tsc -b`).
+ * 5. the TypeScript packages (`tsc -b`);
+ * 6. with `--with-demo`, the demo web app (`vite build examples/web`), which `npm start` serves.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -22,6 +23,7 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const buildOnly = process.argv.includes('--build-only');
 const forTests = process.argv.includes('--for-tests');
+const withDemo = process.argv.includes('--with-demo');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 const pnpmVersion = pkg.packageManager.replace(/^pnpm@/, '');
 
@@ -95,4 +97,8 @@ if (fresh) {
 
 step('building TypeScript packages (tsc -b)');
 run('pnpm', ['exec', 'tsc', '-b']);
+if (withDemo) {
+  step('building the demo web app (vite build examples/web)');
+  run('pnpm', ['exec', 'vite', 'build', 'examples/web', '--logLevel', 'warn']);
+}
 step('ready');

@@ -4,7 +4,9 @@
  * - `cluster.json` (public): `t`, `n` and every server's id and WebSocket URL; what a
  *   reader needs.
  * - `server-<id>.json` (secret, mode 0600): one server's id, listen address and `k_i`.
- * - `writer.json` (secret, mode 0600): the server list plus every `k_i` and a writer id.
+ * - `writer.json` (secret, mode 0600): the server list plus every `k_i`. It carries no
+ *   writer id: everyone who copies the file would share it, and two writers with one id
+ *   can give different values the same timestamp. Each loaded writer draws its own.
  *
  * Server ids are 1-based like the paper's `s_1 … s_n`; the protocol index is `id − 1`.
  * Keys are lower-case hex. Every reader of these files checks each field and names the
@@ -55,8 +57,11 @@ export interface WriterFile {
   readonly servers: readonly ClusterServer[];
   /** `k_1 … k_n`, hex, in id order. */
   readonly serverKeys: readonly string[];
-  /** Hex; a writer running several processes should give each its own id. */
-  readonly writerId: string;
+  /**
+   * Hex. Optional and not written by `init`: a file that pins one must be used by a
+   * single writer process at a time.
+   */
+  readonly writerId?: string;
 }
 
 /** A loaded server file, with the key as bytes and the cluster shape checked. */
@@ -141,7 +146,6 @@ export function initCluster(options: InitOptions): InitResult {
     n: config.n,
     servers,
     serverKeys: keys,
-    writerId: randomBytes(WRITER_ID_LENGTH).toString('hex'),
   };
   writeJson(writerFile, writer, true);
   return { clusterFile, serverFiles, writerFile, cluster };
@@ -246,7 +250,10 @@ export function loadClusterFile(file: string): ClusterFile {
   return { version, t, n, servers: serverList(obj, file, n) };
 }
 
-/** Reads and checks `writer.json`; the keys come back as bytes. */
+/**
+ * Reads and checks `writer.json`; the keys come back as bytes. Without a `writerId` in
+ * the file, each call draws a fresh random one.
+ */
 export function loadWriterFile(file: string): {
   cluster: ClusterConfig;
   servers: ClusterServer[];
@@ -260,5 +267,14 @@ export function loadWriterFile(file: string): {
   const keys = obj['serverKeys'];
   if (!Array.isArray(keys) || keys.length !== cluster.n) throw new ConfigError('CONFIG_INVALID', file, 'serverKeys', `must list ${cluster.n} keys`);
   const serverKeys = keys.map((k: unknown, i) => hex(k, file, `serverKeys[${i}]`, SERVER_KEY_LENGTH));
-  return { cluster, servers, serverKeys, writerId: hex(obj['writerId'], file, 'writerId', WRITER_ID_LENGTH) };
+  const writerId =
+    obj['writerId'] === undefined ? nonZeroRandom(WRITER_ID_LENGTH) : hex(obj['writerId'], file, 'writerId', WRITER_ID_LENGTH);
+  return { cluster, servers, serverKeys, writerId };
+}
+
+function nonZeroRandom(length: number): Uint8Array {
+  for (;;) {
+    const id = new Uint8Array(randomBytes(length));
+    if (id.some((b) => b !== 0)) return id;
+  }
 }

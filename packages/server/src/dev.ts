@@ -100,8 +100,15 @@ export async function runDev(o: DevFlags & { cliPath: string }): Promise<void> {
   if (o.static && !stopping) {
     const first = new URL(cluster.servers[0]!.url);
     const port = o.staticPort ?? Number(first.port) - 1;
-    staticServer = await startStaticServer({ root: o.static, clusterJson: clusterFile, host: first.hostname.replace(/^\[|\]$/g, ''), port });
-    process.stdout.write(`  static files: ${staticServer.url}/ (from ${o.static}; cluster at ${staticServer.url}/cluster.json)\n`);
+    const host = first.hostname.replace(/^\[|\]$/g, '');
+    // The demo page writes, so it needs the credentials; hand them out only on loopback.
+    const loopback = host === 'localhost' || host === '::1' || host.startsWith('127.');
+    const writerJson = loopback ? join(o.dir, 'writer.json') : undefined;
+    staticServer = await startStaticServer({ root: o.static, clusterJson: clusterFile, ...(writerJson ? { writerJson } : {}), host, port });
+    process.stdout.write(
+      `  web app: ${staticServer.url}/  (files from ${o.static}; cluster at /cluster.json` +
+        `${writerJson ? ', writer credentials at /writer.json, loopback only' : '; no writer credentials off loopback'})\n`,
+    );
   }
   process.stdout.write('Ctrl-C stops everything.\n');
   await finished;

@@ -2,7 +2,9 @@
  * A small static file server for `powerstore-server dev --static <dir>`: the hook the demo
  * web app uses. It runs in the dev supervisor on its own port, apart from the storage
  * servers, so a storage server never serves files. Besides the directory it serves the
- * public `cluster.json` at `/cluster.json`, which is how the page finds the servers.
+ * public `cluster.json` at `/cluster.json`, which is how the page finds the servers, and,
+ * when given, the writer credentials at `/writer.json` so the demo page can write (the
+ * dev supervisor does that only on loopback: anyone who can fetch them can write).
  */
 import { createReadStream, statSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -33,6 +35,8 @@ export interface StaticServer {
 export async function startStaticServer(options: {
   root: string;
   clusterJson: string;
+  /** Writer credentials to serve at `/writer.json`; omit to serve none. */
+  writerJson?: string;
   host: string;
   port: number;
 }): Promise<StaticServer> {
@@ -49,9 +53,10 @@ export async function startStaticServer(options: {
       res.writeHead(400).end();
       return;
     }
-    let file = path === '/cluster.json' ? options.clusterJson : join(root, normalize(path));
+    const special = path === '/cluster.json' ? options.clusterJson : path === '/writer.json' ? options.writerJson : undefined;
+    let file = special ?? join(root, normalize(path));
     // normalize() keeps '..' out of the joined path, and this check keeps it inside root.
-    if (file !== options.clusterJson && file !== root && !file.startsWith(root + sep)) {
+    if (special === undefined && file !== root && !file.startsWith(root + sep)) {
       res.writeHead(403).end();
       return;
     }

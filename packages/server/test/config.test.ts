@@ -30,6 +30,18 @@ describe('cluster files', () => {
     expect(writerCredentials(createCryptoProvider(), w.serverKeys, w.writerId).writerKey).toHaveLength(32);
   });
 
+  it('writes no shared writer id: every loaded writer draws its own, unless the file pins one', () => {
+    const r = initCluster({ t: 1, dir: fresh() });
+    expect(JSON.parse(readFileSync(r.writerFile, 'utf8'))).not.toHaveProperty('writerId');
+    const a = loadWriterFile(r.writerFile).writerId;
+    const b = loadWriterFile(r.writerFile).writerId;
+    expect(a).toHaveLength(16);
+    expect(Buffer.compare(a, b)).not.toBe(0);
+    const pinned = { ...JSON.parse(readFileSync(r.writerFile, 'utf8')), writerId: '11'.repeat(16) };
+    writeFileSync(r.writerFile, JSON.stringify(pinned));
+    expect(Buffer.from(loadWriterFile(r.writerFile).writerId).toString('hex')).toBe('11'.repeat(16));
+  });
+
   it('refuses to overwrite a cluster unless forced', () => {
     const dir = fresh();
     const first = initCluster({ t: 1, dir });

@@ -1,0 +1,491 @@
+/**
+ * The PowerStore demo page: store dropped files in a Byzantine-fault-tolerant cluster,
+ * list, download and delete them, and watch every server's health while doing it.
+ *
+ * The page needs nothing but `@powerstore/client`: it fetches `./cluster.json` (the
+ * servers) and, if present, `./writer.json` (writer credentials; without them the page
+ * is read-only), then talks WebSockets to every server itself.
+ */
+import { connect, PowerStoreError, type Progress, type ServerStatus, type Store } from '@powerstore/client';
+
+/** Where the page keeps its list of files: in PowerStore itself, so it survives reloads. */
+const INDEX_KEY = 'demo/index';
+/** Files are stored under `files/<name>`. */
+const FILE_PREFIX = 'files/';
+/** A connected server whose last answer took longer than this is shown as slow. */
+const SLOW_ROUND_TRIP_MS = 1_000;
+/** …and so is one with this much data queued to it and not yet sent. */
+const SLOW_BUFFERED_BYTES = 1024 * 1024;
+/** How often the server list is refreshed (round-trip times change without events). */
+const SERVER_REFRESH_MS = 500;
+
+interface IndexEntry {
+  readonly key: string;
+  readonly name: string;
+  readonly size: number;
+  readonly type: string;
+  /** ISO date. */
+  readonly storedAt: string;
+}
+
+interface FileIndex {
+  readonly version: 1;
+  readonly files: readonly IndexEntry[];
+}
+
+/** What the page shows for a server's connection. */
+type Health = 'connecting' | 'connected' | 'slow' | 'disconnected';
+
+function element<T extends HTMLElement>(id: string): T {
+  const e = document.getElementById(id);
+  if (!e) throw new Error(`the page has no #${id}`);
+  return e as T;
+}
+
+const ui = {
+  summary: element('summary'),
+  status: element('status'),
+  error: element('error'),
+  need: element('need'),
+  servers: element<HTMLUListElement>('servers'),
+  dropzone: element('dropzone'),
+  fileInput: element<HTMLInputElement>('file-input'),
+  uploads: element<HTMLUListElement>('uploads'),
+  empty: element('empty'),
+  files: element<HTMLTableElement>('files'),
+  fileRows: element<HTMLTableSectionElement>('file-rows'),
+};
+
+let store: Store | undefined;
+let files: readonly IndexEntry[] = [];
+
+// ---------------------------------------------------------------------------- messages
+
+function setStatus(text: string): void {
+  ui.status.textContent = text;
+}
+
+function showError(context: string, e: unknown): void {
+  const message = e instanceof PowerStoreError ? `${e.message} (${e.code})` : e instanceof Error ? e.message : String(e);
+  ui.error.textContent = `${context}: ${message}`;
+  ui.error.hidden = false;
+  console.error(context, e);
+}
+
+function clearError(): void {
+  ui.error.hidden = true;
+  ui.error.textContent = '';
+}
+
+function formatBytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  const units = ['KiB', 'MiB', 'GiB'];
+  let value = n / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
+}
+
+// ---------------------------------------------------------------------------- servers
+
+function health(s: ServerStatus): Health {
+  if (s.state === 'open') {
+    const slow = (s.lastRoundTripMs ?? 0) > SLOW_ROUND_TRIP_MS || s.bufferedBytes > SLOW_BUFFERED_BYTES;
+    return slow ? 'slow' : 'connected';
+  }
+  // A server that was reached before, or failed, and is being retried is disconnected;
+  // "connecting" is only the first attempt.
+  if (s.state === 'connecting' && s.lastError === undefined) return 'connecting';
+  return 'disconnected';
+}
+
+const HEALTH_LABEL: Record<Health, string> = {
+  connecting: 'connecting',
+  connected: 'connected',
+  slow: 'slow',
+  disconnected: 'disconnected',
+};
+
+function serverDetail(s: ServerStatus, h: Health): string {
+  switch (h) {
+    case 'connected':
+    case 'slow': {
+      const parts: string[] = [];
+      if (s.lastRoundTripMs !== undefined) parts.push(`last answer in ${Math.round(s.lastRoundTripMs)} ms`);
+      if (s.bufferedBytes > 0) parts.push(`${formatBytes(s.bufferedBytes)} queued`);
+      return parts.join(', ') || 'ready';
+    }
+    case 'connecting':
+      return 'opening a WebSocket…';
+    case 'disconnected':
+      return `${s.lastError ?? 'connection lost'}; reconnecting`;
+  }
+}
+
+/** Updates a text node only when it changes, so assistive technology is not flooded. */
+function setText(parent: HTMLElement, selector: string, text: string): void {
+  const e = parent.querySelector<HTMLElement>(selector);
+  if (e && e.textContent !== text) e.textContent = text;
+}
+
+function serverItem(id: number, url: string): HTMLLIElement {
+  let li = ui.servers.querySelector<HTMLLIElement>(`li[data-id="${id}"]`);
+  if (li) return li;
+  li = document.createElement('li');
+  li.className = 'server';
+  li.dataset.id = String(id);
+  li.dataset.testid = `server-${id}`;
+  li.setAttribute('aria-labelledby', `server-${id}-name`);
+  li.innerHTML = `
+    <div class="server-head">
+      <span class="dot" aria-hidden="true"></span>
+      <strong class="server-name" id="server-${id}-name"></strong>
+      <span class="badge" data-testid="server-state"></span>
+      <span class="badge bad" data-testid="server-misbehaving" hidden>misbehaving</span>
+    </div>
+    <div class="server-url muted small"></div>
+    <div class="server-detail small" data-testid="server-detail"></div>
+    <div class="server-reason small" data-testid="server-reason" hidden></div>`;
+  setText(li, '.server-name', `Server ${id}`);
+  setText(li, '.server-url', url);
+  ui.servers.append(li);
+  return li;
+}
+
+function renderServers(servers: readonly ServerStatus[]): void {
+  for (const s of servers) {
+    const li = serverItem(s.id, s.url);
+    const h = health(s);
+    li.dataset.connection = h;
+    li.dataset.state = s.misbehaving !== undefined ? 'misbehaving' : h;
+    setText(li, '[data-testid="server-state"]', HEALTH_LABEL[h]);
+    setText(li, '[data-testid="server-detail"]', serverDetail(s, h));
+    const flag = li.querySelector<HTMLElement>('[data-testid="server-misbehaving"]')!;
+    const reason = li.querySelector<HTMLElement>('[data-testid="server-reason"]')!;
+    flag.hidden = s.misbehaving === undefined;
+    reason.hidden = s.misbehaving === undefined;
+    setText(li, '[data-testid="server-reason"]', s.misbehaving === undefined ? '' : `Caught misbehaving: ${s.misbehaving}`);
+  }
+}
+
+// ---------------------------------------------------------------------------- the index
+
+function parseIndex(bytes: Uint8Array | undefined): FileIndex {
+  if (bytes === undefined) return { version: 1, files: [] };
+  const parsed: unknown = JSON.parse(new TextDecoder().decode(bytes));
+  const list = (parsed as { files?: unknown } | null)?.files;
+  if (!Array.isArray(list)) throw new Error(`${INDEX_KEY} does not hold a file list`);
+  const entries = list.filter(
+    (f): f is IndexEntry =>
+      typeof f === 'object' && f !== null && typeof f.key === 'string' && typeof f.name === 'string' && typeof f.size === 'number',
+  );
+  return { version: 1, files: entries };
+}
+
+async function readIndex(s: Store): Promise<FileIndex> {
+  return parseIndex(await s.get(INDEX_KEY));
+}
+
+/** Index changes are read-modify-write; this page runs them one at a time. */
+let indexQueue: Promise<unknown> = Promise.resolve();
+
+function updateIndex(s: Store, change: (files: readonly IndexEntry[]) => IndexEntry[]): Promise<FileIndex> {
+  const next = indexQueue.then(async () => {
+    // Re-read first: another tab (or person) may have changed the list meanwhile.
+    const current = await readIndex(s);
+    const updated: FileIndex = { version: 1, files: change(current.files).sort((a, b) => a.name.localeCompare(b.name)) };
+    await s.put(INDEX_KEY, JSON.stringify(updated));
+    return updated;
+  });
+  indexQueue = next.catch(() => undefined);
+  return next;
+}
+
+// ---------------------------------------------------------------------------- file list
+
+function renderFiles(): void {
+  ui.empty.hidden = files.length > 0;
+  ui.files.hidden = files.length === 0;
+  const rows = files.map((f) => {
+    const tr = document.createElement('tr');
+    tr.dataset.testid = 'file-row';
+    tr.dataset.key = f.key;
+    tr.dataset.name = f.name;
+
+    const name = document.createElement('th');
+    name.scope = 'row';
+    name.className = 'file-name';
+    name.textContent = f.name;
+    const size = document.createElement('td');
+    size.className = 'num';
+    size.textContent = formatBytes(f.size);
+    size.title = `${f.size} bytes`;
+    const when = document.createElement('td');
+    const date = new Date(f.storedAt);
+    when.textContent = Number.isNaN(date.getTime()) ? '' : date.toLocaleString();
+
+    const actions = document.createElement('td');
+    actions.className = 'actions';
+    const download = document.createElement('button');
+    download.type = 'button';
+    download.textContent = 'Download';
+    download.dataset.testid = 'download';
+    download.setAttribute('aria-label', `Download ${f.name}`);
+    download.addEventListener('click', () => void downloadFile(f, download));
+    const remove = document.createElement('button');
+    remove.type = 'button';
+    remove.className = 'danger';
+    remove.textContent = 'Delete';
+    remove.dataset.testid = 'delete';
+    remove.setAttribute('aria-label', `Delete ${f.name}`);
+    remove.disabled = !store?.canWrite;
+    remove.addEventListener('click', () => void deleteFile(f, remove));
+    actions.append(download, remove);
+
+    tr.append(name, size, when, actions);
+    return tr;
+  });
+  ui.fileRows.replaceChildren(...rows);
+}
+
+async function downloadFile(f: IndexEntry, button: HTMLButtonElement): Promise<void> {
+  if (!store) return;
+  button.disabled = true;
+  clearError();
+  setStatus(`Reading ${f.name}…`);
+  try {
+    const bytes = await store.get(f.key);
+    if (bytes === undefined) {
+      setStatus(`${f.name} is no longer stored; refreshing the list.`);
+      files = (await readIndex(store)).files;
+      renderFiles();
+      return;
+    }
+    const url = URL.createObjectURL(new Blob([bytes as Uint8Array<ArrayBuffer>], { type: f.type || 'application/octet-stream' }));
+    const a = document.createElement('a');
+    a.href = url;
+    a.download = f.name;
+    a.hidden = true;
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60_000);
+    setStatus(`Read ${f.name} (${formatBytes(bytes.length)}) back from the cluster.`);
+  } catch (e) {
+    showError(`Reading ${f.name} failed`, e);
+    setStatus(`Reading ${f.name} failed.`);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function deleteFile(f: IndexEntry, button: HTMLButtonElement): Promise<void> {
+  if (!store) return;
+  const s = store;
+  button.disabled = true;
+  clearError();
+  setStatus(`Deleting ${f.name}…`);
+  try {
+    await s.delete(f.key);
+    files = (await updateIndex(s, (list) => list.filter((x) => x.key !== f.key))).files;
+    renderFiles();
+    setStatus(`Deleted ${f.name}.`);
+  } catch (e) {
+    showError(`Deleting ${f.name} failed`, e);
+    setStatus(`Deleting ${f.name} failed.`);
+    button.disabled = false;
+  }
+}
+
+// ---------------------------------------------------------------------------- uploads
+
+/** Overall progress of a put, 0–100: the store round carries the data and gets most of the bar. */
+function percent(p: Progress): number {
+  const fraction = p.bytesTotal > 0 ? p.bytesSent / p.bytesTotal : 1;
+  switch (p.phase) {
+    case 'clock':
+      return 2;
+    case 'store':
+      return 5 + Math.round(85 * fraction);
+    case 'complete':
+      return 92;
+    default:
+      return 0;
+  }
+}
+
+const PHASE_LABEL: Record<Progress['phase'], string> = {
+  clock: 'reading the clock',
+  store: 'sending fragments',
+  complete: 'completing the write',
+  collect: 'collecting',
+  filter: 'filtering',
+  repair: 'repairing',
+};
+
+function uploadItem(file: File): { li: HTMLLIElement; bar: HTMLProgressElement; text: HTMLElement } {
+  const li = document.createElement('li');
+  li.className = 'upload';
+  li.dataset.testid = 'upload';
+  li.dataset.name = file.name;
+  li.dataset.state = 'queued';
+  const id = `upload-${Math.random().toString(36).slice(2)}`;
+  const label = document.createElement('label');
+  label.htmlFor = id;
+  label.className = 'upload-name';
+  label.textContent = `${file.name} (${formatBytes(file.size)})`;
+  const bar = document.createElement('progress');
+  bar.id = id;
+  bar.max = 100;
+  bar.value = 0;
+  bar.dataset.testid = 'upload-progress';
+  const text = document.createElement('span');
+  text.className = 'upload-text small muted';
+  text.dataset.testid = 'upload-text';
+  text.textContent = 'queued';
+  li.append(label, bar, text);
+  ui.uploads.prepend(li);
+  return { li, bar, text };
+}
+
+let uploadQueue: Promise<void> = Promise.resolve();
+
+function storeFiles(list: FileList | readonly File[]): void {
+  const s = store;
+  if (!s) return;
+  if (!s.canWrite) {
+    showError('Storing files', new Error('this page has no writer credentials (writer.json), so it can only read'));
+    return;
+  }
+  for (const file of Array.from(list)) {
+    const item = uploadItem(file);
+    // One upload at a time: progress then means something, and memory stays bounded.
+    uploadQueue = uploadQueue.then(() => storeFile(s, file, item));
+  }
+}
+
+async function storeFile(s: Store, file: File, item: ReturnType<typeof uploadItem>): Promise<void> {
+  const key = FILE_PREFIX + file.name;
+  const show = (state: string, value: number, text: string) => {
+    item.li.dataset.state = state;
+    item.bar.value = value;
+    item.text.textContent = text;
+  };
+  clearError();
+  setStatus(`Storing ${file.name}…`);
+  try {
+    show('reading', 0, 'reading the file');
+    const bytes = new Uint8Array(await file.arrayBuffer());
+    await s.put(key, bytes, {
+      onProgress: (p) =>
+        show(
+          'storing',
+          percent(p),
+          p.phase === 'store' && p.bytesTotal > 0
+            ? `${PHASE_LABEL[p.phase]}: ${formatBytes(p.bytesSent)} of ${formatBytes(p.bytesTotal)}`
+            : PHASE_LABEL[p.phase],
+        ),
+    });
+    show('indexing', 96, 'adding it to the file list');
+    const entry: IndexEntry = { key, name: file.name, size: bytes.length, type: file.type, storedAt: new Date().toISOString() };
+    files = (await updateIndex(s, (list) => [...list.filter((x) => x.key !== key), entry])).files;
+    renderFiles();
+    show('done', 100, 'stored');
+    setStatus(`Stored ${file.name} (${formatBytes(bytes.length)}).`);
+  } catch (e) {
+    show('failed', 0, 'failed');
+    showError(`Storing ${file.name} failed`, e);
+    setStatus(`Storing ${file.name} failed.`);
+  }
+}
+
+function wireUploads(): void {
+  const zone = ui.dropzone;
+  ui.fileInput.addEventListener('change', () => {
+    if (ui.fileInput.files) storeFiles(ui.fileInput.files);
+    ui.fileInput.value = '';
+  });
+  zone.addEventListener('dragover', (e) => {
+    e.preventDefault();
+    if (e.dataTransfer) e.dataTransfer.dropEffect = store?.canWrite ? 'copy' : 'none';
+    zone.classList.add('over');
+  });
+  zone.addEventListener('dragleave', () => zone.classList.remove('over'));
+  zone.addEventListener('drop', (e) => {
+    e.preventDefault();
+    zone.classList.remove('over');
+    if (e.dataTransfer?.files.length) storeFiles(e.dataTransfer.files);
+  });
+}
+
+// ---------------------------------------------------------------------------- start
+
+/** `undefined` when the file is not there (404); the page can run read-only without writer.json. */
+async function fetchJson(path: string): Promise<unknown> {
+  const response = await fetch(path, { cache: 'no-store' });
+  if (response.status === 404) return undefined;
+  if (!response.ok) throw new Error(`GET ${path}: HTTP ${response.status}`);
+  return response.json();
+}
+
+async function main(): Promise<void> {
+  wireUploads();
+  let cluster: { t?: unknown; servers?: { id: number; url: string }[] } | undefined;
+  let writer: unknown;
+  try {
+    [cluster, writer] = (await Promise.all([fetchJson('./cluster.json'), fetchJson('./writer.json')])) as [typeof cluster, unknown];
+  } catch (e) {
+    showError('Loading the cluster description failed', e);
+    setStatus('No cluster.');
+    document.body.dataset.ready = 'error';
+    return;
+  }
+  if (cluster === undefined) {
+    showError('Loading the cluster description failed', new Error('./cluster.json is missing: serve it next to this page'));
+    setStatus('No cluster.');
+    document.body.dataset.ready = 'error';
+    return;
+  }
+  const servers = Array.isArray(cluster.servers) ? cluster.servers : [];
+  const t = typeof cluster.t === 'number' ? cluster.t : NaN;
+  ui.summary.textContent = `${servers.length} servers, tolerating ${t} faulty (crashed, slow or malicious) ${t === 1 ? 'server' : 'servers'}${writer === undefined ? ' · read-only' : ''}`;
+  ui.need.textContent = Number.isFinite(t) ? String(t + 1) : 't + 1';
+  servers.forEach((s) => serverItem(s.id, s.url));
+  renderServers(
+    servers.map((s): ServerStatus => ({ id: s.id, url: s.url, state: 'connecting', lastError: undefined, misbehaving: undefined, bufferedBytes: 0, lastRoundTripMs: undefined })),
+  );
+
+  setStatus('Connecting to the servers…');
+  try {
+    store = await connect({ cluster, ...(writer === undefined ? {} : { credentials: writer as object }), timeoutMs: 15_000, onServerStatus: renderServers });
+  } catch (e) {
+    showError('Connecting failed', e);
+    setStatus('Not connected. Start the servers and reload the page.');
+    document.body.dataset.ready = 'error';
+    return;
+  }
+  const s = store;
+  renderServers(s.servers());
+  setInterval(() => renderServers(s.servers()), SERVER_REFRESH_MS);
+  window.addEventListener('pagehide', () => s.close());
+
+  if (s.canWrite) {
+    ui.fileInput.disabled = false;
+    ui.dropzone.dataset.disabled = 'false';
+  }
+  setStatus('Connected. Loading the file list…');
+  try {
+    files = (await readIndex(s)).files;
+    renderFiles();
+    setStatus(s.canWrite ? 'Ready.' : 'Ready (read-only: no writer.json).');
+  } catch (e) {
+    showError('Reading the file list failed', e);
+    setStatus('Connected, but the file list could not be read.');
+  }
+  document.body.dataset.ready = 'true';
+}
+
+void main();

@@ -1,0 +1,266 @@
+/**
+ * @powerstore/client behaviours that need a running cluster but no control over it:
+ * one suite, run in Node by vitest and in Chromium from an esbuild bundle
+ * (client-suite.test.ts). Each case is `(env) => Promise<void>` and throws on failure;
+ * it imports nothing but the client, so the same code runs on both platforms.
+ */
+import { connect, PowerStoreError, type Store } from '@powerstore/client';
+
+/** What a case gets: plain JSON, so it can be handed into a page. */
+export interface SuiteEnv {
+  /** `cluster.json`. */
+  readonly cluster: object;
+  /** `writer.json`. */
+  readonly credentials: object;
+  /** `cluster.json` with server 2 replaced by a proxy that corrupts every fragment it returns. */
+  readonly byzantineCluster: object;
+  /** Prefix for every key, unique per run, so runs sharing a cluster do not interfere. */
+  readonly prefix: string;
+}
+
+export type SuiteCase = (env: SuiteEnv) => Promise<void>;
+
+class AssertionError extends Error {
+  override readonly name = 'AssertionError';
+}
+
+function assert(condition: unknown, message: string): asserts condition {
+  if (!condition) throw new AssertionError(message);
+}
+
+function equalBytes(actual: Uint8Array | undefined, expected: Uint8Array, what: string): void {
+  assert(actual !== undefined, `${what}: got undefined, expected ${expected.length} bytes`);
+  assert(actual.length === expected.length, `${what}: got ${actual.length} bytes, expected ${expected.length}`);
+  for (let i = 0; i < expected.length; i++) {
+    assert(actual[i] === expected[i], `${what}: byte ${i} is ${actual[i]}, expected ${expected[i]}`);
+  }
+}
+
+function text(bytes: Uint8Array | undefined): string | undefined {
+  return bytes === undefined ? undefined : new TextDecoder().decode(bytes);
+}
+
+/** Rejects with a `PowerStoreError`'s code, or fails if `p` resolves or throws something else. */
+async function errorCode(p: Promise<unknown>, what: string): Promise<string> {
+  try {
+    await p;
+  } catch (e) {
+    assert(e instanceof PowerStoreError, `${what}: threw ${String(e)}, not a PowerStoreError`);
+    return e.code;
+  }
+  throw new AssertionError(`${what}: resolved, expected an error`);
+}
+
+function bytes(length: number, seed: number): Uint8Array {
+  const out = new Uint8Array(length);
+  let x = seed | 1;
+  for (let i = 0; i < length; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    out[i] = x;
+  }
+  return out;
+}
+
+/** Opens stores for one case and closes them all afterwards. */
+async function withStores(
+  env: SuiteEnv,
+  body: (open: (options?: { reader?: boolean; cluster?: object }) => Promise<Store>) => Promise<void>,
+): Promise<void> {
+  const stores: Store[] = [];
+  try {
+    await body(async (options = {}) => {
+      const store = await connect({
+        cluster: options.cluster ?? env.cluster,
+        ...(options.reader ? {} : { credentials: env.credentials }),
+        timeoutMs: 15_000,
+      });
+      stores.push(store);
+      return store;
+    });
+  } finally {
+    for (const s of stores) s.close();
+  }
+}
+
+export const clientSuite: Record<string, SuiteCase> = {
+  async 'puts and gets a string'(env) {
+    await withStores(env, async (open) => {
+      const store = await open();
+      const key = `${env.prefix}/string`;
+      await store.put(key, 'héllo wörld ✓');
+      assert(text(await store.get(key)) === 'héllo wörld ✓', 'string read back differs');
+      await store.put(key, 'second');
+      assert(text(await store.get(key)) === 'second', 'an overwrite is not read back');
+    });
+  },
+
+  async 'puts and gets bytes, including an empty value'(env) {
+    await withStores(env, async (open) => {
+      const store = await open();
+      const value = bytes(1000, 7);
+      await store.put(`${env.prefix}/bytes`, value);
+      equalBytes(await store.get(`${env.prefix}/bytes`), value, 'bytes');
+      await store.put(`${env.prefix}/empty`, new Uint8Array(0));
+      equalBytes(await store.get(`${env.prefix}/empty`), new Uint8Array(0), 'empty value');
+      await store.put(`${env.prefix}/empty-string`, '');
+      equalBytes(await store.get(`${env.prefix}/empty-string`), new Uint8Array(0), 'empty string');
+    });
+  },
+
+  async 'puts and gets 1 MiB'(env) {
+    await withStores(env, async (open) => {
+      const store = await open();
+      const value = bytes(1024 * 1024, 11);
+      await store.put(`${env.prefix}/mebibyte`, value);
+      equalBytes(await store.get(`${env.prefix}/mebibyte`), value, '1 MiB');
+      const stat = await store.stat(`${env.prefix}/mebibyte`);
+      assert(stat.exists && stat.size === value.length, `stat says exists=${stat.exists} size=${stat.size}`);
+    });
+  },
+
+  async 'gets undefined for a key never written'(env) {
+    await withStores(env, async (open) => {
+      const store = await open();
+      assert((await store.get(`${env.prefix}/never-written`)) === undefined, 'a never-written key has a value');
+      const stat = await store.stat(`${env.prefix}/never-written`);
+      assert(!stat.exists && !stat.deleted && stat.size === 0, `stat of a never-written key: ${JSON.stringify(stat)}`);
+    });
+  },
+
+  async 'deletes a key: get returns undefined and stat says deleted'(env) {
+    await withStores(env, async (open) => {
+      const store = await open();
+      const key = `${env.prefix}/deleted`;
+      await store.put(key, 'doomed');
+      await store.delete(key);
+      assert((await store.get(key)) === undefined, 'a deleted key still has a value');
+      const stat = await store.stat(key);
+      assert(!stat.exists && stat.deleted, `stat of a deleted key: exists=${stat.exists} deleted=${stat.deleted}`);
+      await store.put(key, 'back');
+      assert(text(await store.get(key)) === 'back', 'a key cannot be written again after a delete');
+    });
+  },
+
+  async 'stat reports size, timestamp and the servers that answered'(env) {
+    await withStores(env, async (open) => {
+      const store = await open();
+      const key = `${env.prefix}/stat`;
+      await store.put(key, 'one');
+      const first = await store.stat(key);
+      await store.put(key, 'three');
+      const second = await store.stat(key);
+      assert(second.exists && second.size === 5, `size ${second.size}, expected 5`);
+      assert(second.timestamp.num > first.timestamp.num, `timestamps did not grow: ${first.timestamp.num} then ${second.timestamp.num}`);
+      assert(/^[0-9a-f]+$/.test(second.timestamp.writerId), `writer id ${second.timestamp.writerId} is not hex`);
+      assert(second.answered.length >= 3, `only ${second.answered.length} servers answered`);
+      assert(second.misbehaving.length === 0, `servers misbehaving: ${JSON.stringify(second.misbehaving)}`);
+    });
+  },
+
+  async 'a reader without credentials reads, and its put fails with NO_CREDENTIALS'(env) {
+    await withStores(env, async (open) => {
+      const writer = await open();
+      const reader = await open({ reader: true });
+      assert(writer.canWrite && !reader.canWrite, `canWrite: writer ${writer.canWrite}, reader ${reader.canWrite}`);
+      const key = `${env.prefix}/shared`;
+      await writer.put(key, 'for everyone');
+      assert(text(await reader.get(key)) === 'for everyone', 'the reader does not see the write');
+      const put = await errorCode(reader.put(key, 'from a reader'), 'reader.put');
+      assert(put === 'NO_CREDENTIALS', `reader.put failed with ${put}`);
+      const del = await errorCode(reader.delete(key), 'reader.delete');
+      assert(del === 'NO_CREDENTIALS', `reader.delete failed with ${del}`);
+      assert(text(await reader.get(key)) === 'for everyone', 'the refused write changed the value');
+    });
+  },
+
+  async 'rejects an invalid key with INVALID_ARGUMENT'(env) {
+    await withStores(env, async (open) => {
+      const store = await open();
+      const cases: [string, Promise<unknown>][] = [
+        ['empty key', store.put('', 'v')],
+        ['1025-byte key', store.put('k'.repeat(1025), 'v')],
+        ['key over 1024 bytes of UTF-8', store.get('é'.repeat(513))],
+        ['non-string key', store.get(42 as unknown as string)],
+        ['non-string key on delete', store.delete(undefined as unknown as string)],
+      ];
+      for (const [what, p] of cases) {
+        const code = await errorCode(p, what);
+        assert(code === 'INVALID_ARGUMENT', `${what}: ${code}`);
+      }
+      const bad = await errorCode(store.put(`${env.prefix}/v`, 42 as unknown as string), 'non-bytes value');
+      assert(bad === 'INVALID_ARGUMENT', `non-bytes value: ${bad}`);
+    });
+  },
+
+  async 'aborts with ABORTED, before and during an operation'(env) {
+    await withStores(env, async (open) => {
+      const store = await open();
+      const key = `${env.prefix}/aborted`;
+      const before = await errorCode(store.put(key, 'v', { signal: AbortSignal.abort() }), 'put with an aborted signal');
+      assert(before === 'ABORTED', `put with an aborted signal: ${before}`);
+      const getBefore = await errorCode(store.get(key, { signal: AbortSignal.abort() }), 'get with an aborted signal');
+      assert(getBefore === 'ABORTED', `get with an aborted signal: ${getBefore}`);
+      const controller = new AbortController();
+      const during = store.put(key, bytes(256 * 1024, 3), { signal: controller.signal });
+      controller.abort(new Error('user cancelled'));
+      const code = await errorCode(during, 'put aborted in flight');
+      assert(code === 'ABORTED', `put aborted in flight: ${code}`);
+      // The store is still usable.
+      await store.put(key, 'after');
+      assert(text(await store.get(key)) === 'after', 'the store does not work after an abort');
+    });
+  },
+
+  async 'concurrent puts from two stores: reads see the last writes'(env) {
+    await withStores(env, async (open) => {
+      const [a, b, reader] = await Promise.all([open(), open(), open({ reader: true })]);
+      const keys = Array.from({ length: 6 }, (_, i) => `${env.prefix}/concurrent-${i}`);
+      // Both stores write every key at once: each key ends with one of the two values,
+      // and every reader sees the same one.
+      await Promise.all(keys.flatMap((k) => [a.put(k, `a:${k}`), b.put(k, `b:${k}`)]));
+      for (const k of keys) {
+        const [x, y] = await Promise.all([reader.get(k), a.get(k)]);
+        assert(text(x) === `a:${k}` || text(x) === `b:${k}`, `${k} holds ${String(text(x))}`);
+        assert(text(x) === text(y), `${k}: two readers disagree (${String(text(x))} / ${String(text(y))})`);
+      }
+      // Writes that follow each other: the later one wins, whichever store made it.
+      await Promise.all(keys.map((k) => a.put(k, `a2:${k}`)));
+      await Promise.all(keys.map((k) => b.put(k, `b2:${k}`)));
+      for (const k of keys) {
+        const seen = text(await reader.get(k));
+        assert(seen === `b2:${k}`, `${k}: read ${String(seen)} after b's later write`);
+      }
+    });
+  },
+
+  async 'a Byzantine server: reads return the right bytes and it is reported as misbehaving'(env) {
+    await withStores(env, async (open) => {
+      const store = await open({ cluster: env.byzantineCluster });
+      const key = `${env.prefix}/attacked`;
+      const value = bytes(300_000, 5);
+      await store.put(key, value);
+      // The corrupted answer is used only when it is among the first n − t to arrive;
+      // read until it was (bounded).
+      for (let i = 0; i < 30 && store.servers()[1]?.misbehaving === undefined; i++) {
+        equalBytes(await store.get(key), value, `read ${i + 1}`);
+      }
+      const flagged = store.servers().filter((s) => s.misbehaving !== undefined);
+      assert(flagged.length === 1 && flagged[0]!.id === 2, `misbehaving servers: ${JSON.stringify(flagged.map((s) => [s.id, s.misbehaving]))}`);
+      assert(/fragment/.test(flagged[0]!.misbehaving!), `reason: ${flagged[0]!.misbehaving}`);
+      equalBytes(await store.get(key), value, 'read after the server was caught');
+      const stat = await store.stat(key);
+      assert(stat.size === value.length, `stat size ${stat.size}`);
+    });
+  },
+};
+
+export const caseNames: readonly string[] = Object.keys(clientSuite);
+
+/** Runs one case by name. */
+export async function runCase(name: string, env: SuiteEnv): Promise<void> {
+  const c = clientSuite[name];
+  if (!c) throw new Error(`no case named ${JSON.stringify(name)}`);
+  await c(env);
+}
