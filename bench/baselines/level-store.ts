@@ -1,0 +1,97 @@
+/**
+ * LevelDB storage of the baselines, the way powerstore-server's LevelStorage uses it:
+ * classic-level, per-key exclusion by promise chains, and group commit — every write
+ * handed in during one event-loop turn (or while the previous batch syncs) goes into one
+ * `batch(..., { sync })`, and each request is answered only once its batch is durable.
+ * (LevelStorage's committer is not exported, so the ~40 lines are repeated here.)
+ */
+import { ClassicLevel } from 'classic-level';
+
+type Put = { type: 'put'; key: string; value: Uint8Array };
+
+class GroupCommitter {
+  #ops: Put[] = [];
+  #waiters: { resolve(): void; reject(e: unknown): void }[] = [];
+  #writing: Promise<void> | undefined;
+  #scheduled = false;
+
+  constructor(
+    private readonly db: ClassicLevel<string, Uint8Array>,
+    private readonly sync: boolean,
+  ) {}
+
+  commit(ops: Put[]): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      for (const op of ops) this.#ops.push(op);
+      this.#waiters.push({ resolve, reject });
+      if (this.#writing || this.#scheduled) return;
+      this.#scheduled = true;
+      setImmediate(() => {
+        this.#scheduled = false;
+        this.#flush();
+      });
+    });
+  }
+
+  #flush(): void {
+    if (this.#writing || this.#waiters.length === 0) return;
+    const ops = this.#ops;
+    const waiters = this.#waiters;
+    this.#ops = [];
+    this.#waiters = [];
+    this.#writing = this.db.batch(ops, { sync: this.sync }).then(
+      () => waiters.forEach((w) => w.resolve()),
+      (e: unknown) => waiters.forEach((w) => w.reject(e)),
+    );
+    void this.#writing.finally(() => {
+      this.#writing = undefined;
+      if (this.#waiters.length > 0) this.#flush();
+    });
+  }
+}
+
+export class BaselineStore {
+  readonly #db: ClassicLevel<string, Uint8Array>;
+  readonly #committer: GroupCommitter;
+  readonly #tails = new Map<string, Promise<unknown>>();
+
+  private constructor(db: ClassicLevel<string, Uint8Array>, sync: boolean) {
+    this.#db = db;
+    this.#committer = new GroupCommitter(db, sync);
+  }
+
+  static async open(path: string, sync: boolean): Promise<BaselineStore> {
+    const db = new ClassicLevel<string, Uint8Array>(path, { keyEncoding: 'utf8', valueEncoding: 'view' });
+    await db.open();
+    return new BaselineStore(db, sync);
+  }
+
+  get(key: string): Promise<Uint8Array | undefined> {
+    return this.#db.get(key);
+  }
+
+  getMany(keys: string[]): Promise<(Uint8Array | undefined)[]> {
+    return this.#db.getMany(keys);
+  }
+
+  /** Durable once resolved. */
+  commit(puts: { key: string; value: Uint8Array }[]): Promise<void> {
+    return this.#committer.commit(puts.map((p) => ({ type: 'put', key: p.key, value: p.value })));
+  }
+
+  /** Runs `fn` after every earlier callback on `key` (and its commit) finished. */
+  withKey<R>(key: string, fn: () => Promise<R>): Promise<R> {
+    const prev = this.#tails.get(key) ?? Promise.resolve();
+    const run = prev.then(fn, fn);
+    const tail = run.catch(() => undefined);
+    this.#tails.set(key, tail);
+    void tail.then(() => {
+      if (this.#tails.get(key) === tail) this.#tails.delete(key);
+    });
+    return run;
+  }
+
+  close(): Promise<void> {
+    return this.#db.close();
+  }
+}

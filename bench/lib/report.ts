@@ -1,0 +1,215 @@
+/** bench/results/<out>.json, .md and the throughput–latency SVG, from one run's rows. */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { SystemName } from './clusters.js';
+import { median, round } from './stats.js';
+import type { KeyPattern, Op } from '../load/worker.js';
+import type { ProfileResult } from '../profile/profile.js';
+
+export interface Cell {
+  readonly t: number;
+  readonly valueBytes: number;
+  readonly op: Op;
+  readonly keys: KeyPattern;
+  readonly fsync: boolean;
+  readonly repeats: number;
+}
+
+export interface Row {
+  readonly system: SystemName;
+  readonly op: Op;
+  readonly t: number;
+  readonly valueBytes: number;
+  readonly clients: number;
+  readonly opsPerSec: number;
+  readonly mbPerSec: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly fsync: boolean;
+  readonly keys: KeyPattern;
+  readonly rep: number;
+  readonly errors: number;
+  readonly readP50Ms?: number;
+  readonly writeP50Ms?: number;
+}
+
+export interface BenchResults {
+  readonly meta: Record<string, unknown>;
+  readonly rows: Row[];
+  readonly peaks?: Peak[];
+  readonly profile?: ProfileResult;
+}
+
+/** A system's peak in one cell: medians over repetitions of each repetition's best step. */
+export interface Peak {
+  readonly system: SystemName;
+  readonly op: Op;
+  readonly t: number;
+  readonly valueBytes: number;
+  readonly keys: KeyPattern;
+  readonly fsync: boolean;
+  readonly reps: number;
+  readonly clients: number;
+  readonly opsPerSec: number;
+  readonly mbPerSec: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  /** Every repetition's peak op/s, for the spread. */
+  readonly repPeaks: number[];
+  /** Median over repetitions of (this system's peak / M-ABD's peak), and / single's. */
+  readonly vsAbd?: number;
+  readonly vsSingle?: number;
+}
+
+const cellKey = (r: { t: number; valueBytes: number; op: Op; keys: KeyPattern; fsync: boolean }) => `${r.t}|${r.valueBytes}|${r.op}|${r.keys}|${r.fsync}`;
+const size = (b: number) => (b >= 1048576 ? `${b / 1048576} MiB` : `${b / 1024} KiB`);
+
+export function peaks(rows: readonly Row[]): Peak[] {
+  const best = new Map<string, Row>(); // cell|system|rep → best row
+  for (const r of rows) {
+    const k = `${cellKey(r)}|${r.system}|${r.rep}`;
+    const b = best.get(k);
+    if (!b || r.opsPerSec > b.opsPerSec) best.set(k, r);
+  }
+  const byCellSystem = new Map<string, Row[]>();
+  for (const [k, r] of best) {
+    const ck = k.slice(0, k.lastIndexOf('|'));
+    byCellSystem.set(ck, [...(byCellSystem.get(ck) ?? []), r]);
+  }
+  const perRep = (cell: string, system: string, rep: number) => best.get(`${cell}|${system}|${rep}`)?.opsPerSec;
+  const out: Peak[] = [];
+  for (const [, reps] of byCellSystem) {
+    const r0 = reps[0]!;
+    const cell = cellKey(r0);
+    const ratio = (other: SystemName) => {
+      const rs = reps.map((r) => {
+        const o = perRep(cell, other, r.rep);
+        return o ? r.opsPerSec / o : NaN;
+      });
+      const m = median(rs);
+      return Number.isFinite(m) ? round(m, 2) : undefined;
+    };
+    const vsAbd = r0.system === 'm-abd' ? undefined : ratio('m-abd');
+    const vsSingle = r0.system === 'single' ? undefined : ratio('single');
+    out.push({
+      system: r0.system,
+      op: r0.op,
+      t: r0.t,
+      valueBytes: r0.valueBytes,
+      keys: r0.keys,
+      fsync: r0.fsync,
+      reps: reps.length,
+      clients: median(reps.map((r) => r.clients)),
+      opsPerSec: round(median(reps.map((r) => r.opsPerSec)), 1),
+      mbPerSec: round(median(reps.map((r) => r.mbPerSec)), 2),
+      p50Ms: round(median(reps.map((r) => r.p50Ms))),
+      p99Ms: round(median(reps.map((r) => r.p99Ms))),
+      repPeaks: reps.map((r) => r.opsPerSec),
+      ...(vsAbd !== undefined ? { vsAbd } : {}),
+      ...(vsSingle !== undefined ? { vsSingle } : {}),
+    });
+  }
+  return out;
+}
+
+const SYSTEM_ORDER: SystemName[] = ['powerstore', 'm-abd', 'single'];
+const COLORS: Record<SystemName, string> = { powerstore: '#1f77b4', 'm-abd': '#d62728', single: '#7f7f7f' };
+
+function markdown(results: BenchResults, ps: Peak[], svgName: string): string {
+  const m = results.meta;
+  const lines: string[] = [];
+  lines.push('# PowerStore vs M-ABD vs single server', '');
+  lines.push(`Produced by \`${String(m['invocation'] ?? '')}\` (args: \`${String(m['command'])}\`), ${String(m['started'])} → ${String(m['finished'])}; Node ${String(m['node'])}, ${String(m['cpus'])} cores (${String(m['cpuModel'])}), ${String(m['memGiB'])} GiB, shared with other users, so absolute numbers are noisy: compare ratios from the same run.`, '');
+  if (m['wsZeroMask']) lines.push(`**${String(m['wsZeroMask'])}.**`, '');
+  if (m['partial']) lines.push('**Partial: written while the run was still going (it writes after every t/fsync group); the profile comes at the end.**', '');
+  lines.push(`Closed-loop clients (one operation at a time each), ladder ${JSON.stringify(m['ladder'])}, each step ${String(m['warmupMs'])} ms warm-up + ${String(m['measureMs'])} ms measured; systems take turns at every step. Peak = the best step; with several repetitions, the median of the repetitions' peaks, and the ratio column is the median of per-repetition ratios. ${String(m['mbDefinition'])}.`, '');
+  lines.push(`![throughput against latency](${svgName})`, '');
+  lines.push('## Peaks', '');
+  lines.push('| t | value | op | keys | fsync | system | peak op/s | MB/s | clients | p50 ms | p99 ms | × M-ABD | × single | reps (peak op/s) |');
+  lines.push('|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|');
+  const sorted = [...ps].sort(
+    (a, b) => Number(b.fsync) - Number(a.fsync) || a.t - b.t || a.keys.localeCompare(b.keys) || a.valueBytes - b.valueBytes || a.op.localeCompare(b.op) || SYSTEM_ORDER.indexOf(a.system) - SYSTEM_ORDER.indexOf(b.system),
+  );
+  for (const p of sorted) {
+    lines.push(
+      `| ${p.t} | ${size(p.valueBytes)} | ${p.op} | ${p.keys} | ${p.fsync ? 'on' : 'off'} | ${p.system} | ${p.opsPerSec} | ${p.mbPerSec} | ${p.clients} | ${p.p50Ms} | ${p.p99Ms} | ${p.vsAbd ?? ''} | ${p.vsSingle ?? ''} | ${p.repPeaks.join(', ')} |`,
+    );
+  }
+  if (results.profile) {
+    lines.push('', '## Profile (t = 1, 256 KiB, one client, one operation at a time; mean ms per operation)', '');
+    lines.push(results.profile.method, '');
+    for (const side of ['client', 'server'] as const) {
+      const table = results.profile[side];
+      const stages = [...new Set(table.flatMap((r) => Object.keys(r.stages)))];
+      lines.push(`### ${side}`, '');
+      lines.push(`| system | op | total ms | ${stages.join(' | ')} |`);
+      lines.push(`|---|---|---:|${stages.map(() => '---:').join('|')}|`);
+      for (const r of table) lines.push(`| ${r.system} | ${r.op} | ${r.totalMs} | ${stages.map((s) => (r.stages[s] === undefined ? '' : String(r.stages[s]))).join(' | ')} |`);
+      lines.push('');
+    }
+    const m = results.profile.wsMask;
+    lines.push(`ws, one client→server frame of ${m.frameBytes / 1024} KiB on loopback (ms per frame, mean of ${m.frames}): random mask (as the clients send) ${m.randomMask.sendMs} in send(), ${m.randomMask.totalMs} until delivered; all-zero mask (ws skips masking) ${m.zeroMask.sendMs} / ${m.zeroMask.totalMs}; bufferutil ${m.bufferutil ? 'installed' : 'not installed, so ws masks byte by byte in JavaScript'}.`, '');
+  }
+  lines.push('', '## All steps', '');
+  lines.push('| t | value | op | keys | fsync | rep | system | clients | op/s | MB/s | p50 ms | p99 ms | errors |');
+  lines.push('|---|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|');
+  for (const r of results.rows) {
+    lines.push(`| ${r.t} | ${size(r.valueBytes)} | ${r.op} | ${r.keys} | ${r.fsync ? 'on' : 'off'} | ${r.rep} | ${r.system} | ${r.clients} | ${r.opsPerSec} | ${r.mbPerSec} | ${r.p50Ms} | ${r.p99Ms} | ${r.errors} |`);
+  }
+  return lines.join('\n') + '\n';
+}
+
+/** Throughput (x) against median latency (y), one line per system, one panel per operation. */
+function svg(rows: readonly Row[]): string {
+  // The headline cell: t = 1, 256 KiB, distinct keys, fsync on (else the first cell there is).
+  const pick = rows.find((r) => r.t === 1 && r.valueBytes === 262144 && r.keys === 'distinct' && r.fsync) ?? rows[0];
+  if (!pick) return '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>';
+  const cellRows = rows.filter((r) => r.t === pick.t && r.valueBytes === pick.valueBytes && r.keys === pick.keys && r.fsync === pick.fsync && r.rep === 1);
+  const ops = [...new Set(cellRows.map((r) => r.op))];
+  const W = 420;
+  const H = 320;
+  const pad = { l: 56, r: 16, t: 36, b: 46 };
+  const panels: string[] = [];
+  ops.forEach((op, i) => {
+    const pts = cellRows.filter((r) => r.op === op && Number.isFinite(r.p50Ms));
+    const xMax = Math.max(1, ...pts.map((r) => r.opsPerSec)) * 1.1;
+    const yMax = Math.max(1, ...pts.map((r) => r.p50Ms)) * 1.1;
+    const x = (v: number) => pad.l + (v / xMax) * (W - pad.l - pad.r);
+    const y = (v: number) => H - pad.b - (v / yMax) * (H - pad.t - pad.b);
+    const g: string[] = [`<g transform="translate(${i * W},0)">`];
+    g.push(`<text x="${W / 2}" y="20" text-anchor="middle" font-weight="bold">${op}, t=${pick.t}, ${size(pick.valueBytes)}, fsync ${pick.fsync ? 'on' : 'off'}</text>`);
+    g.push(`<line x1="${pad.l}" y1="${H - pad.b}" x2="${W - pad.r}" y2="${H - pad.b}" stroke="#000"/><line x1="${pad.l}" y1="${pad.t}" x2="${pad.l}" y2="${H - pad.b}" stroke="#000"/>`);
+    for (let k = 0; k <= 4; k++) {
+      const xv = (xMax / 4) * k;
+      const yv = (yMax / 4) * k;
+      g.push(`<text x="${x(xv)}" y="${H - pad.b + 16}" text-anchor="middle" font-size="11">${Math.round(xv)}</text>`);
+      g.push(`<text x="${pad.l - 6}" y="${y(yv) + 4}" text-anchor="end" font-size="11">${yv.toFixed(yv < 10 ? 1 : 0)}</text>`);
+      g.push(`<line x1="${pad.l}" y1="${y(yv)}" x2="${W - pad.r}" y2="${y(yv)}" stroke="#eee"/>`);
+    }
+    g.push(`<text x="${(W + pad.l) / 2}" y="${H - 8}" text-anchor="middle" font-size="12">throughput (op/s)</text>`);
+    g.push(`<text x="14" y="${(H - pad.b + pad.t) / 2}" text-anchor="middle" font-size="12" transform="rotate(-90 14 ${(H - pad.b + pad.t) / 2})">median latency (ms)</text>`);
+    for (const s of SYSTEM_ORDER) {
+      const line = pts.filter((r) => r.system === s).sort((a, b) => a.clients - b.clients);
+      if (line.length === 0) continue;
+      g.push(`<polyline fill="none" stroke="${COLORS[s]}" stroke-width="2" points="${line.map((r) => `${x(r.opsPerSec).toFixed(1)},${y(r.p50Ms).toFixed(1)}`).join(' ')}"/>`);
+      for (const r of line) g.push(`<circle cx="${x(r.opsPerSec).toFixed(1)}" cy="${y(r.p50Ms).toFixed(1)}" r="3" fill="${COLORS[s]}"><title>${s} ${r.clients} clients: ${r.opsPerSec} op/s, p50 ${r.p50Ms} ms</title></circle>`);
+    }
+    g.push('</g>');
+    panels.push(g.join(''));
+  });
+  const legend = SYSTEM_ORDER.map((s, i) => `<g transform="translate(${20 + i * 140},${H + 8})"><rect width="14" height="4" y="-4" fill="${COLORS[s]}"/><text x="20" y="0" font-size="12">${s}</text></g>`).join('');
+  const width = Math.max(1, ops.length) * W;
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${H + 24}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="#fff"/>${panels.join('')}${legend}<text x="${width - 10}" y="${H + 16}" text-anchor="end" font-size="10" fill="#555">points: client counts of repetition 1 (hover for values)</text></svg>\n`;
+}
+
+/** Writes the three files; returns their paths. */
+export function writeReports(dir: string, out: string, results: BenchResults): string[] {
+  const ps = peaks(results.rows);
+  const full: BenchResults = { ...results, peaks: ps };
+  const svgName = out === 'latest' ? 'throughput-latency.svg' : `${out}-throughput-latency.svg`;
+  const files = [join(dir, `${out}.json`), join(dir, `${out}.md`), join(dir, svgName)];
+  writeFileSync(files[0]!, JSON.stringify(full, null, 1) + '\n');
+  writeFileSync(files[1]!, markdown(full, ps, svgName));
+  writeFileSync(files[2]!, svg(results.rows));
+  return files;
+}
