@@ -6,6 +6,7 @@
  * makes the client send (full values in ABD's write-back; n fragments in PowerStore's
  * STORE) show up as client CPU in the profile.
  */
+import { createRequire } from 'node:module';
 import { WebSocket, WebSocketServer } from 'ws';
 import { round } from '../lib/stats.js';
 
@@ -51,7 +52,9 @@ export async function measureMasking(frameBytes = 256 * 1024, frames = 100): Pro
     const mid = (a: { sendMs: number; totalMs: number }, b: { sendMs: number; totalMs: number }) => ({ sendMs: round((a.sendMs + b.sendMs) / 2, 3), totalMs: round((a.totalMs + b.totalMs) / 2, 3) });
     let bufferutil = false;
     try {
-      await import('bufferutil' as string);
+      // Resolved from ws's own location: that is where ws looks for it (as a peer).
+      const require = createRequire(import.meta.url);
+      createRequire(require.resolve('ws'))('bufferutil');
       bufferutil = true;
     } catch {
       // not installed: ws masks in JavaScript
