@@ -3,52 +3,10 @@
  * classic-level, per-key exclusion by promise chains, and group commit — every write
  * handed in during one event-loop turn (or while the previous batch syncs) goes into one
  * `batch(..., { sync })`, and each request is answered only once its batch is durable.
- * (LevelStorage's committer is not exported, so the ~40 lines are repeated here.)
+ * The committer is powerstore-server's own.
  */
 import { ClassicLevel } from 'classic-level';
-
-type Put = { type: 'put'; key: string; value: Uint8Array };
-
-class GroupCommitter {
-  #ops: Put[] = [];
-  #waiters: { resolve(): void; reject(e: unknown): void }[] = [];
-  #writing: Promise<void> | undefined;
-  #scheduled = false;
-
-  constructor(
-    private readonly db: ClassicLevel<string, Uint8Array>,
-    private readonly sync: boolean,
-  ) {}
-
-  commit(ops: Put[]): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      for (const op of ops) this.#ops.push(op);
-      this.#waiters.push({ resolve, reject });
-      if (this.#writing || this.#scheduled) return;
-      this.#scheduled = true;
-      setImmediate(() => {
-        this.#scheduled = false;
-        this.#flush();
-      });
-    });
-  }
-
-  #flush(): void {
-    if (this.#writing || this.#waiters.length === 0) return;
-    const ops = this.#ops;
-    const waiters = this.#waiters;
-    this.#ops = [];
-    this.#waiters = [];
-    this.#writing = this.db.batch(ops, { sync: this.sync }).then(
-      () => waiters.forEach((w) => w.resolve()),
-      (e: unknown) => waiters.forEach((w) => w.reject(e)),
-    );
-    void this.#writing.finally(() => {
-      this.#writing = undefined;
-      if (this.#waiters.length > 0) this.#flush();
-    });
-  }
-}
+import { GroupCommitter } from 'powerstore-server';
 
 export class BaselineStore {
   readonly #db: ClassicLevel<string, Uint8Array>;
@@ -57,7 +15,7 @@ export class BaselineStore {
 
   private constructor(db: ClassicLevel<string, Uint8Array>, sync: boolean) {
     this.#db = db;
-    this.#committer = new GroupCommitter(db, sync);
+    this.#committer = new GroupCommitter(db, sync, undefined);
   }
 
   static async open(path: string, sync: boolean): Promise<BaselineStore> {

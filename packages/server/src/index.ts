@@ -18,7 +18,7 @@ export {
   type WriterFile,
 } from './config.js';
 export { ConfigError, ServerError, SERVER_ERROR_CODES, type ServerErrorCode } from './errors.js';
-export { LevelStorage, STORAGE_FORMAT, type CommitInfo, type LevelStorageOptions } from './level-storage.js';
+export { GroupCommitter, LevelStorage, STORAGE_FORMAT, type CommitInfo, type LevelStorageOptions, type Put } from './level-storage.js';
 export { createMetrics, type ServerMetrics, type StorageStats } from './metrics.js';
 export {
   DEFAULT_LIMITS,

@@ -63,7 +63,8 @@ export interface CommitInfo {
   readonly seconds: number;
 }
 
-type Put = { type: 'put'; key: string; value: Uint8Array };
+/** One write of a {@link GroupCommitter} batch. */
+export type Put = { type: 'put'; key: string; value: Uint8Array };
 
 interface Waiter {
   resolve(): void;
@@ -73,9 +74,9 @@ interface Waiter {
 /**
  * Accumulates batches from concurrent callbacks and writes them as one synced LevelDB
  * batch; at most one write is outstanding, and whatever arrives meanwhile goes into the
- * next one.
+ * next one. Exported so the benchmark baselines store exactly as the server does.
  */
-class GroupCommitter {
+export class GroupCommitter {
   #ops: Put[] = [];
   #bytes = 0;
   #waiters: Waiter[] = [];
