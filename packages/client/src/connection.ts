@@ -63,6 +63,11 @@ export class ServerConnection {
     return this.#state;
   }
 
+  /** Bytes queued to this server and not yet sent. */
+  get bufferedBytes(): number {
+    return this.#socket?.bufferedAmount ?? 0;
+  }
+
   status(): ServerStatus {
     return {
       id: this.index + 1,
@@ -70,7 +75,7 @@ export class ServerConnection {
       state: this.#state,
       lastError: this.#lastError,
       misbehaving: this.#misbehaving,
-      bufferedBytes: this.#socket?.bufferedAmount ?? 0,
+      bufferedBytes: this.bufferedBytes,
       lastRoundTripMs: this.#lastRoundTripMs,
     };
   }

@@ -373,7 +373,7 @@ class PowerStore implements Store {
     const sent: [ServerConnection, number, number][] = [];
     for (const [to, frame] of flight.frames) {
       const connection = this.#connections[to]!;
-      const before = connection.status().bufferedBytes;
+      const before = connection.bufferedBytes;
       if (connection.send(frame, SEND_HIGH_WATER_BYTES)) sent.push([connection, frame.length, before]);
     }
     if (flight.onProgress) this.#trackProgress(flight, phaseOf(step.send[0]!.message.type), sent);
@@ -389,7 +389,7 @@ class PowerStore implements Store {
     const report = () => {
       let bytesSent = 0;
       for (const [connection, len, before] of sent) {
-        const queued = connection.status().bufferedBytes;
+        const queued = connection.bufferedBytes;
         bytesSent += Math.max(0, Math.min(len, before + len - queued));
       }
       flight.onProgress!({ phase, bytesSent, bytesTotal });
