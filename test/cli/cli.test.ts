@@ -3,7 +3,8 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { CliCluster, ensureBuilt, ROOT } from '../server/harness.js';
@@ -78,7 +79,10 @@ it('reports stat, deletes with rm, and exits 3 for a missing key', async () => {
 });
 
 it('exits 5 without credentials for a write, 2 on a usage error, 5 on a broken cluster file', async () => {
-  const noCreds = await run(['--cluster', join(cluster.dir, 'cluster.json'), 'put', 'k', '-'], { cwd: ROOT });
+  // From a directory with no .powerstore/ to fall back on (the repository may have one from `npm start`).
+  const empty = mkdtempSync(join(tmpdir(), 'powerstore-cli-cwd-'));
+  const noCreds = await run(['--cluster', join(cluster.dir, 'cluster.json'), 'put', 'k', '-'], { cwd: empty });
+  rmSync(empty, { recursive: true, force: true });
   expect(noCreds.code).toBe(5);
   expect(noCreds.stderr).toContain('writing needs writer credentials');
   expect((await run([...files(), 'frobnicate'])).code).toBe(2);

@@ -146,8 +146,13 @@ describe('a Byzantine server', () => {
     const store = await open({ servers });
     const value = new Uint8Array(300_000).map((_, i) => (i * 7 + 1) & 255);
     await store.put('attacked', value);
-    // Enough reads that server 2's corrupted answer is among the first n − t at least once.
-    for (let i = 0; i < 6; i++) expect(Buffer.compare((await store.get('attacked'))!, value)).toBe(0);
+    // Server 2 sits behind a proxy, so it is often the slowest and its corrupted answer
+    // arrives after the read has its quorum; read until one read has seen it (bounded).
+    const deadline = Date.now() + 20_000;
+    for (let i = 0; i < 200 && Date.now() < deadline; i++) {
+      expect(Buffer.compare((await store.get('attacked'))!, value)).toBe(0);
+      if (i >= 5 && store.servers()[1]!.misbehaving) break;
+    }
     expect(proxy.corrupted).toBeGreaterThan(0);
     const stat = await store.stat('attacked');
     expect(stat.size).toBe(value.length);
