@@ -1,4 +1,7 @@
 /** Byte helpers shared by the codec, the crypto helpers and the state machines. */
+import { bytesToHex, concatBytes, hexToBytes } from '@noble/hashes/utils.js';
+
+export { bytesToHex as toHex, concatBytes, hexToBytes };
 
 const encoder = new TextEncoder();
 
@@ -22,13 +25,6 @@ export function compareBytes(a: Uint8Array, b: Uint8Array): number {
     if (a[i] !== b[i]) return a[i]! - b[i]!;
   }
   return a.length - b.length;
-}
-
-/** Lower-case hex, for map keys and diagnostics. */
-export function toHex(b: Uint8Array): string {
-  let s = '';
-  for (let i = 0; i < b.length; i++) s += b[i]!.toString(16).padStart(2, '0');
-  return s;
 }
 
 /** Big-endian u32. */

@@ -1,60 +1,65 @@
 /**
- * Candidates `(ts, N, vec)`: the metadata of a completed (or written-back) write. `vec[i]`
- * is `MAC_{k_i}(key | ts | H(N))`, letting server `i` check a written-back candidate
- * without the history entry (the M-PoWerStore "proof of writing").
+ * Candidates `(ts, N, cert)`: the metadata of a completed (or written-back) write. The
+ * certificate proves who wrote `ts` and commits to `H(N)`; the revealed nonce proves the
+ * writer finished its STORE round (the "proof of writing"). See `certificate.ts` for
+ * `valid(c)`.
  */
-import { bytesEqual, toHex, u32, u64 } from './bytes.js';
-import { DOMAIN, HASH_LENGTH, domain, keyField, type CryptoProvider } from './crypto.js';
-import { TS0, timestampKey, timestampsEqual, type Timestamp } from './timestamp.js';
+import { bytesEqual, toHex } from './bytes.js';
+import type { WriteCertificate } from './certificate.js';
+import { HASH_LENGTH } from './crypto.js';
+import type { Grant } from './grant.js';
+import { timestampKey, timestampsEqual, type Timestamp } from './timestamp.js';
 
 /** Bytes in a nonce `N`. */
 export const NONCE_LENGTH = HASH_LENGTH;
 
-/** A candidate `(ts, N, vec)`. */
+/** A candidate `(ts, N, cert)`. */
 export interface Candidate {
   readonly ts: Timestamp;
-  /** The nonce revealed by COMPLETE; `H(N)` was stored with the fragments. */
+  /** The nonce revealed by COMPLETE; `cert.nonceHash = H(N)` was stored with the fragments. */
   readonly nonce: Uint8Array;
-  /** One MAC per server, `vec[i]` under `k_i`. */
-  readonly vec: readonly Uint8Array[];
+  readonly cert: WriteCertificate;
 }
 
-/** `c0 = (ts0, NULL, NULL)`: what a server holds before any write. */
-export function initialCandidate(n: number): Candidate {
-  return { ts: TS0, nonce: new Uint8Array(NONCE_LENGTH), vec: Array.from({ length: n }, () => new Uint8Array(HASH_LENGTH)) };
+/** Field-wise equality of two grants. */
+export function grantsEqual(a: Grant | undefined, b: Grant | undefined): boolean {
+  if (!a || !b) return a === b;
+  return (
+    bytesEqual(a.issuer, b.issuer) &&
+    bytesEqual(a.grantee, b.grantee) &&
+    a.prefix === b.prefix &&
+    a.expiresAt === b.expiresAt &&
+    bytesEqual(a.signature, b.signature)
+  );
 }
 
-/** `MAC_{k_i}(key | ts | Nbar)`; it covers the timestamp's own MAC so that one cannot be swapped. */
-export function candidateMac(
-  crypto: CryptoProvider,
-  serverKey: Uint8Array,
-  serverIndex: number,
-  key: string,
-  ts: Timestamp,
-  nonceHash: Uint8Array,
-): Uint8Array {
-  return crypto.hmacSha256(serverKey, [
-    ...domain(DOMAIN.candidateMac),
-    ...keyField(key),
-    u64(ts.num),
-    ts.writerId,
-    ts.mac,
-    u32(serverIndex),
-    nonceHash,
-  ]);
-}
-
-/** Element-wise equality of two MAC vectors. */
-export function vecsEqual(a: readonly Uint8Array[], b: readonly Uint8Array[]): boolean {
-  return a.length === b.length && a.every((x, i) => bytesEqual(x, b[i]!));
+/** Field-wise equality of two certificates. */
+export function certificatesEqual(a: WriteCertificate, b: WriteCertificate): boolean {
+  return (
+    bytesEqual(a.signature, b.signature) &&
+    bytesEqual(a.signer, b.signer) &&
+    bytesEqual(a.nonceHash, b.nonceHash) &&
+    bytesEqual(a.ccDigest, b.ccDigest) &&
+    grantsEqual(a.grant, b.grant)
+  );
 }
 
 /** Field-wise equality. */
 export function candidatesEqual(a: Candidate, b: Candidate): boolean {
-  return timestampsEqual(a.ts, b.ts) && bytesEqual(a.nonce, b.nonce) && vecsEqual(a.vec, b.vec);
+  return timestampsEqual(a.ts, b.ts) && bytesEqual(a.nonce, b.nonce) && certificatesEqual(a.cert, b.cert);
 }
 
-/** A string identifying every field, so a candidate set can be a map. */
+/** A string identifying the certificate's every field. */
+export function certificateId(c: WriteCertificate): string {
+  const g = c.grant;
+  const grant = g ? `${toHex(g.issuer)}.${toHex(g.grantee)}.${g.expiresAt}.${toHex(g.signature)}.${JSON.stringify(g.prefix)}` : '-';
+  return `${toHex(c.signer)}/${toHex(c.nonceHash)}/${toHex(c.ccDigest)}/${toHex(c.signature)}/${grant}`;
+}
+
+/**
+ * A string identifying every field, so a candidate set can be a map: two candidates
+ * that differ anywhere (a forged field beside a genuine one) never share an id.
+ */
 export function candidateId(c: Candidate): string {
-  return `${timestampKey(c.ts)}/${toHex(c.ts.mac)}/${toHex(c.nonce)}/${c.vec.map(toHex).join('')}`;
+  return `${timestampKey(c.ts)}/${toHex(c.nonce)}/${certificateId(c.cert)}`;
 }

@@ -1,10 +1,9 @@
 /**
  * Cross-checksums: the value's length, whether it is a tombstone, and the hash of every
- * fragment. Servers store it unverified; a reader trusts one only when `t + 1` servers
- * agree on it (one of them is correct and got it from the writer), which is also how the
- * value length is authenticated.
+ * fragment. The writer signs their digest in the write certificate, so a fragment that
+ * hashes to its entry is exactly what the writer wrote, whichever server sent it.
  */
-import { bytesEqual, toHex, u64 } from './bytes.js';
+import { bytesEqual, u64 } from './bytes.js';
 import { DOMAIN, domain, fragmentHash, type CryptoProvider } from './crypto.js';
 
 /** What the writer commits to for a value. */
@@ -39,9 +38,7 @@ export async function fragmentMatches(
   return expected !== undefined && bytesEqual(expected, await fragmentHash(crypto, index, fragment));
 }
 
-/** A digest of the whole cross-checksum, to group replies that carry the same one. */
-export function crossChecksumDigest(crypto: CryptoProvider, cc: CrossChecksum): string {
-  return toHex(
-    crypto.sha256Sync([...domain(DOMAIN.crossChecksum), new Uint8Array([cc.tombstone ? 1 : 0]), u64(cc.valueLength), ...cc.hashes]),
-  );
+/** The digest a write certificate signs: covers the flag, the length and every hash. */
+export function crossChecksumDigest(crypto: CryptoProvider, cc: CrossChecksum): Uint8Array {
+  return crypto.sha256Sync([...domain(DOMAIN.crossChecksum), new Uint8Array([cc.tombstone ? 1 : 0]), u64(cc.valueLength), ...cc.hashes]);
 }

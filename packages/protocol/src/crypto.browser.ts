@@ -1,14 +1,33 @@
 /**
- * Browser provider: WebCrypto's native SHA-256 for fragments (async only), @noble/hashes
- * for the small inputs that must be hashed synchronously and for HMAC (WebCrypto HMAC
- * would need an async key import per MAC key).
+ * Browser provider: WebCrypto's native SHA-256 for fragments and Ed25519 for signatures
+ * (Chromium, Firefox and Safari all ship it; Node ≥ 20 too), @noble for the small
+ * inputs that must be hashed synchronously, and @noble/curves where a platform lacks
+ * WebCrypto Ed25519 (detected once).
  */
-import { hmac } from '@noble/hashes/hmac.js';
-import { sha256 } from '@noble/hashes/sha2.js';
-import type { CryptoProvider } from './crypto.js';
+import { toHex } from './bytes.js';
+import { PUBLIC_KEY_LENGTH, SEED_LENGTH, SIGNATURE_LENGTH, type CryptoProvider, type Signer } from './crypto.js';
+import { nobleSha256, nobleSigner, nobleVerifyEd25519 } from './crypto.noble.js';
+
+const ED25519 = { name: 'Ed25519' } as const;
+/** PKCS #8 wrapping of a raw Ed25519 seed: WebCrypto imports private keys only this way. */
+const PKCS8_PREFIX = Uint8Array.from([0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20]);
+const KEY_CACHE_SIZE = 1024;
 
 /** A provider backed by `crypto.subtle` (browsers, workers, Node ≥ 20). */
 export function createCryptoProvider(subtle: SubtleCrypto = globalThis.crypto.subtle): CryptoProvider {
+  let native: Promise<boolean> | undefined;
+  const hasNativeEd25519 = () => (native ??= detectEd25519(subtle));
+  const keys = new Map<string, Promise<CryptoKey | null>>();
+  const publicKey = (raw: Uint8Array): Promise<CryptoKey | null> => {
+    const id = toHex(raw);
+    let key = keys.get(id);
+    if (!key) {
+      key = subtle.importKey('raw', raw as Uint8Array<ArrayBuffer>, ED25519, false, ['verify']).catch(() => null);
+      if (keys.size >= KEY_CACHE_SIZE) keys.delete(keys.keys().next().value!);
+      keys.set(id, key);
+    }
+    return key;
+  };
   return {
     name: 'browser',
     async sha256(parts) {
@@ -16,17 +35,49 @@ export function createCryptoProvider(subtle: SubtleCrypto = globalThis.crypto.su
       const input = parts.length === 1 ? parts[0]! : join(parts);
       return new Uint8Array(await subtle.digest('SHA-256', input as Uint8Array<ArrayBuffer>));
     },
-    sha256Sync(parts) {
-      const h = sha256.create();
-      for (const p of parts) h.update(p);
-      return h.digest();
+    sha256Sync: nobleSha256,
+    async verifyEd25519(pub, message, signature) {
+      if (pub.length !== PUBLIC_KEY_LENGTH || signature.length !== SIGNATURE_LENGTH) return false;
+      if (!(await hasNativeEd25519())) return nobleVerifyEd25519(pub, message, signature);
+      const key = await publicKey(pub);
+      if (!key) return false;
+      try {
+        return await subtle.verify(ED25519, key, signature as Uint8Array<ArrayBuffer>, message as Uint8Array<ArrayBuffer>);
+      } catch {
+        return false;
+      }
     },
-    hmacSha256(key, parts) {
-      const h = hmac.create(sha256, key);
-      for (const p of parts) h.update(p);
-      return h.digest();
+    async signerFromSeed(seed) {
+      if (seed.length !== SEED_LENGTH) throw new RangeError(`an Ed25519 seed is ${SEED_LENGTH} bytes, got ${seed.length}`);
+      if (!(await hasNativeEd25519())) return nobleSigner(seed);
+      const pkcs8 = new Uint8Array(PKCS8_PREFIX.length + SEED_LENGTH);
+      pkcs8.set(PKCS8_PREFIX);
+      pkcs8.set(seed, PKCS8_PREFIX.length);
+      const privateKey = await subtle.importKey('pkcs8', pkcs8, ED25519, false, ['sign']);
+      // The public half is derived in JavaScript once: WebCrypto cannot export it from a
+      // non-extractable private key.
+      return signerFromCryptoKey(subtle, privateKey, nobleSigner(seed).publicKey);
     },
   };
+}
+
+/** A signer over a WebCrypto Ed25519 private key (for example a non-extractable one kept in IndexedDB). */
+export function signerFromCryptoKey(subtle: SubtleCrypto, privateKey: CryptoKey, publicKey: Uint8Array): Signer {
+  return {
+    publicKey,
+    sign: async (message) => new Uint8Array(await subtle.sign(ED25519, privateKey, message as Uint8Array<ArrayBuffer>)),
+  };
+}
+
+async function detectEd25519(subtle: SubtleCrypto): Promise<boolean> {
+  try {
+    // RFC 8032 test vector 1's public key: importing it succeeds only where Ed25519 exists.
+    const raw = Uint8Array.from(atob('11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo='), (c) => c.charCodeAt(0));
+    await subtle.importKey('raw', raw, ED25519, false, ['verify']);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function join(parts: readonly Uint8Array[]): Uint8Array {

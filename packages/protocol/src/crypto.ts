@@ -1,20 +1,38 @@
 /**
- * Hashing and MACs of M-PoWerStore behind an injected provider.
+ * Hashing and signatures of PowerStore behind an injected provider.
  *
- * Every hash and MAC input starts with its own domain label (length-prefixed), so a
+ * Every hash and signed input starts with its own domain label (length-prefixed), so a
  * fragment hash can never be confused with a nonce hash, a cross-checksum digest or a
- * MAC input, and every MAC binds the key name, so nothing authenticated for one key
- * replays on another.
+ * signed message, and every signed message binds the cluster and the key name, so
+ * nothing signed for one key or cluster replays on another.
  */
 import { lengthPrefixed, u32, u64, utf8 } from './bytes.js';
 
-/** Bytes in every hash, MAC and nonce (SHA-256). */
+/** Bytes in every hash and nonce (SHA-256). */
 export const HASH_LENGTH = 32;
+/** Bytes in an Ed25519 public key. */
+export const PUBLIC_KEY_LENGTH = 32;
+/** Bytes in an Ed25519 signature. */
+export const SIGNATURE_LENGTH = 64;
+/** Bytes in an Ed25519 seed (RFC 8032's private key). */
+export const SEED_LENGTH = 32;
 
 /**
- * SHA-256 and HMAC-SHA-256. Bulk fragment hashing is async so WebCrypto can serve it;
- * small inputs that must be hashed synchronously go through `sha256Sync`.
- * Every method treats `parts` as their concatenation.
+ * An Ed25519 key pair that can sign: a writer's identity. The private half may be a
+ * non-extractable WebCrypto key, so it is never exposed, only used.
+ */
+export interface Signer {
+  /** The 32-byte Ed25519 public key. */
+  readonly publicKey: Uint8Array;
+  /** The 64-byte Ed25519 signature of `message` (deterministic, RFC 8032). */
+  sign(message: Uint8Array): Promise<Uint8Array>;
+}
+
+/**
+ * SHA-256 and Ed25519. Bulk fragment hashing and signatures are async so WebCrypto can
+ * serve them; small inputs that must be hashed synchronously go through `sha256Sync`.
+ * Every hash method treats `parts` as their concatenation. All providers give identical
+ * bytes (the test suite checks it).
  */
 export interface CryptoProvider {
   /** For diagnostics and test names. */
@@ -23,19 +41,25 @@ export interface CryptoProvider {
   sha256(parts: readonly Uint8Array[]): Promise<Uint8Array>;
   /** SHA-256 of small inputs. */
   sha256Sync(parts: readonly Uint8Array[]): Uint8Array;
-  /** HMAC-SHA-256 under `key`. */
-  hmacSha256(key: Uint8Array, parts: readonly Uint8Array[]): Uint8Array;
+  /**
+   * Whether `signature` is `publicKey`'s Ed25519 signature of `message` (RFC 8032,
+   * canonical encodings only). Malformed keys or signatures give `false`, never a throw.
+   */
+  verifyEd25519(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): Promise<boolean>;
+  /** The signer for a 32-byte seed. */
+  signerFromSeed(seed: Uint8Array): Promise<Signer>;
 }
 
 /** Domain-separation labels; changing one is a protocol version change. */
 export const DOMAIN = {
-  fragment: 'powerstore/v1/fragment',
-  nonce: 'powerstore/v1/nonce',
-  crossChecksum: 'powerstore/v1/cross-checksum',
-  timestampMac: 'powerstore/v1/mac/timestamp',
-  candidateMac: 'powerstore/v1/mac/candidate',
-  writerKey: 'powerstore/v1/writer-key',
-  digest: 'powerstore/v1/digest',
+  fragment: 'powerstore/v2/fragment',
+  nonce: 'powerstore/v2/nonce',
+  crossChecksum: 'powerstore/v2/cross-checksum',
+  certificate: 'powerstore/v2/write-certificate',
+  grant: 'powerstore/v2/grant',
+  grantId: 'powerstore/v2/grant-id',
+  identity: 'powerstore/v2/identity',
+  digest: 'powerstore/v2/digest',
 } as const;
 
 const labels = new Map<string, Uint8Array[]>();
@@ -59,7 +83,7 @@ export function nonceHash(crypto: CryptoProvider, nonce: Uint8Array): Uint8Array
   return crypto.sha256Sync([...domain(DOMAIN.nonce), nonce]);
 }
 
-/** The key name as MAC input, length-prefixed so `("ab", …)` and `("a", "b…")` differ. */
+/** The key name as signed input, length-prefixed so `("ab", …)` and `("a", "b…")` differ. */
 export function keyField(key: string): Uint8Array[] {
   return lengthPrefixed(utf8(key));
 }

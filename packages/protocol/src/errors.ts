@@ -1,19 +1,47 @@
 /**
  * Stable error codes. Callers (and the ERROR wire reply) branch on `code`; messages may
- * change freely.
+ * change freely. Each code has an explicit number: the wire carries the number, so
+ * reordering or adding codes never changes what an old number means.
  */
-export const ERROR_CODES = [
-  'INVALID_FRAME',
-  'UNSUPPORTED_VERSION',
-  'UNKNOWN_TYPE',
-  'UNAUTHENTICATED',
-  'INVALID_ARGUMENT',
-  'UNSUPPORTED',
-  'INTERNAL',
-] as const;
+export const ERROR_CODE_NUMBERS = {
+  /** A frame that does not decode: bad length, bound or field. */
+  INVALID_FRAME: 1,
+  /** A wire version this side does not speak. */
+  UNSUPPORTED_VERSION: 2,
+  /** A message type this side does not know. */
+  UNKNOWN_TYPE: 3,
+  /** A signature that does not verify, or a candidate that is not valid. */
+  UNAUTHENTICATED: 4,
+  /** Well-formed but wrong for this cluster: shapes, lengths, a fragment not matching `cc`. */
+  INVALID_ARGUMENT: 5,
+  /** A feature the other side does not have yet (multi-stripe values). */
+  UNSUPPORTED: 6,
+  /** The server failed (storage); the request may succeed elsewhere or later. */
+  INTERNAL: 7,
+  /** A correctly signed write its signer may not make: no authority for the key, owner not admitted. */
+  NOT_AUTHORIZED: 8,
+  /** The grant a write relies on has expired (by the server's clock). */
+  GRANT_EXPIRED: 9,
+  /** The signer, the grant or its issuer is on the cluster's revocation list. */
+  REVOKED: 10,
+  /** The key's owner has no room left under its quota on this server; nothing was stored. */
+  QUOTA_EXCEEDED: 11,
+  /** `Hist[key][ts]` already holds a different entry: history is write-once. */
+  CONFLICT: 12,
+} as const;
 
-/** One of {@link ERROR_CODES}. */
-export type ProtocolErrorCode = (typeof ERROR_CODES)[number];
+/** One of the stable codes. */
+export type ProtocolErrorCode = keyof typeof ERROR_CODE_NUMBERS;
+
+/** Every code, in number order. */
+export const ERROR_CODES = Object.keys(ERROR_CODE_NUMBERS) as ProtocolErrorCode[];
+
+const BY_NUMBER = new Map<number, ProtocolErrorCode>(ERROR_CODES.map((c) => [ERROR_CODE_NUMBERS[c], c]));
+
+/** The code a wire number stands for, or `undefined` for a number this side does not know. */
+export function errorCodeOf(num: number): ProtocolErrorCode | undefined {
+  return BY_NUMBER.get(num);
+}
 
 /** Every error the protocol core throws on bad input or reports in an ERROR reply. */
 export class ProtocolError extends Error {

@@ -1,31 +1,91 @@
 /**
- * @powerstore/protocol — the sans-IO core of M-PoWerStore: writer, reader and server
- * state machines, their messages and wire codec, and the hashing/MAC helpers. No
- * sockets, timers, disks or globals: hosts inject crypto, randomness, the erasure codec
- * and storage, and move the messages.
+ * @powerstore/protocol — the sans-IO core of PowerStore (M-PoWerStore with signed write
+ * certificates): writer, reader and server state machines, their messages, wire codec
+ * and storage records, identities, grants, certificates and the write policy. No
+ * sockets, timers, disks or globals: hosts inject crypto, randomness, the clock, the
+ * erasure codec and storage, and move the messages.
  */
 export { bytesEqual, compareBytes, toHex } from './bytes.js';
-export { candidateId, candidateMac, candidatesEqual, initialCandidate, NONCE_LENGTH, type Candidate } from './candidate.js';
-export { decodeMessage, encodeMessage, WIRE_VERSION, MAX_KEY_LENGTH, type DecodeOptions } from './codec.js';
-export { clusterConfig, quorum, MAX_SERVERS, MAX_VALUE_LENGTH, type ClusterConfig } from './config.js';
-export { deriveWriterKey, writerCredentials, SERVER_KEY_LENGTH, type WriterCredentials } from './credentials.js';
+export { candidateId, candidatesEqual, certificateId, certificatesEqual, grantsEqual, NONCE_LENGTH, type Candidate } from './candidate.js';
+export {
+  authorityProblem,
+  certificateMessage,
+  CertificateVerifier,
+  isValidCandidate,
+  signCertificate,
+  type CandidateFields,
+  type CertificateCheck,
+  type WriteCertificate,
+} from './certificate.js';
+export {
+  CLUSTER_FILE_VERSION,
+  ClusterFileError,
+  parseClusterFile,
+  parsePolicy,
+  type Cluster,
+  type ClusterFile,
+  type ClusterServer,
+  type PolicyJson,
+} from './cluster-file.js';
+export { decodeHeader, decodeMessage, encodeMessage, MAX_KEY_LENGTH, WIRE_VERSION, type DecodeOptions, type FrameHeader } from './codec.js';
+export { clusterConfig, MAX_SERVERS, MAX_VALUE_LENGTH, quorum, type ClusterConfig } from './config.js';
 export { computeCrossChecksum, crossChecksumDigest, fragmentMatches, type CrossChecksum } from './cross-checksum.js';
-export { DOMAIN, HASH_LENGTH, fragmentHash, nonceHash, type CryptoProvider } from './crypto.js';
-export { ERROR_CODES, ProtocolError, type ProtocolErrorCode } from './errors.js';
+export {
+  DOMAIN,
+  fragmentHash,
+  HASH_LENGTH,
+  nonceHash,
+  PUBLIC_KEY_LENGTH,
+  SEED_LENGTH,
+  SIGNATURE_LENGTH,
+  type CryptoProvider,
+  type Signer,
+} from './crypto.js';
+export { ERROR_CODE_NUMBERS, ERROR_CODES, errorCodeOf, ProtocolError, type ProtocolErrorCode } from './errors.js';
+export {
+  CLUSTER_ID_LENGTH,
+  grantFromJson,
+  grantId,
+  grantMessage,
+  grantToJson,
+  mayGrant,
+  MAX_EXPIRY,
+  signGrant,
+  type ClusterIdentity,
+  type Grant,
+  type GrantJson,
+} from './grant.js';
+export {
+  decodePublicKey,
+  encodePublicKey,
+  fromBase32,
+  identityFromJson,
+  identityToJson,
+  isOwnerId,
+  namespaceOf,
+  namespacePrefix,
+  ownerIdOf,
+  toBase32,
+  writerTagOf,
+  type IdentityJson,
+} from './identity.js';
+export { isRequest, REQUEST_TYPES, type ClientOperation, type HistoryEntry, type Outgoing, type Step } from './messages.js';
 export type * from './messages.js';
+export { Admission, OPEN_POLICY, type Quota, type Refusal, type WritePolicy } from './policy.js';
 export type { RandomBytes } from './random.js';
-export { ReadOperation, type FilterAnswer, type ReaderOptions, type ReadResult, type SafeGroup } from './reader.js';
-export { Server, type ServerOptions } from './server.js';
-export { MemoryStorage, type KeyRecord, type ServerStorage } from './storage.js';
+export { ReadOperation, type FilterAnswer, type ReaderOptions, type ReadResult } from './reader.js';
+export { decodeEntryRecord, decodeKeyRecord, encodeEntryRecord, encodeKeyRecord, historyEntryBytes, RECORD_VERSION, type KeyState } from './record.js';
+export { entriesEqual, Server, type FrameResult, type ServerOptions } from './server.js';
+export { MemoryStorage, UsageLedger, type Charge, type KeyRecord, type Reservation, type ServerStorage, type Usage } from './storage.js';
 export { storageConformance, type ConformanceCheck } from './storage-conformance.js';
 export {
-  TS0,
-  WRITER_ID_LENGTH,
   compareTimestamps,
-  makeTimestamp,
+  INSTANCE_ID_LENGTH,
+  makeWriterId,
   timestampKey,
   timestampsEqual,
-  verifyTimestamp,
+  TS0,
+  WRITER_ID_LENGTH,
   type Timestamp,
 } from './timestamp.js';
-export { WriteOperation, type WriteResult, type WriterOptions, type WriteValue } from './writer.js';
+export { WriteOperation, WriterSession, type WriteResult, type WriterOptions, type WriterSessionOptions, type WriteValue } from './writer.js';

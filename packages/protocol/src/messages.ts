@@ -1,11 +1,12 @@
 /**
- * The six requests of M-PoWerStore, their acknowledgements and an error reply. Every
- * message names its key and the client's `opId`, so a client drops replies that belong
- * to another operation (late or replayed acks).
+ * The requests of PowerStore, their acknowledgements and an error reply. Every message
+ * names its key and the client's `opId`, so a client drops replies that belong to another
+ * operation (late or replayed acks).
  */
 import type { Candidate } from './candidate.js';
+import type { WriteCertificate } from './certificate.js';
 import type { CrossChecksum } from './cross-checksum.js';
-import type { ProtocolErrorCode } from './errors.js';
+import type { ProtocolError, ProtocolErrorCode } from './errors.js';
 import type { Timestamp } from './timestamp.js';
 
 interface Base {
@@ -15,22 +16,21 @@ interface Base {
   readonly opId: number;
 }
 
-/** What server `i` stores for a timestamp: `Hist[ts] = (fr_i, cc, Nbar, vec)`. */
+/** What server `i` stores for a timestamp: `Hist[ts] = (fr_i, cc, cert)` (`cert` carries `Nbar`). */
 export interface HistoryEntry {
   readonly ts: Timestamp;
   /** Reserved for values carried in several stripes; always 0 today. */
   readonly stripe: number;
   readonly fragment: Uint8Array;
   readonly cc: CrossChecksum;
-  readonly nonceHash: Uint8Array;
-  readonly vec: readonly Uint8Array[];
+  readonly cert: WriteCertificate;
 }
 
-/** Writer round 1: ask for `lc.ts`. */
+/** Writer round 1: ask for `lc`, whose certificate proves its timestamp. */
 export interface ClockRequest extends Base {
   readonly type: 'CLOCK';
 }
-/** Writer round 2: store fragment `i` and its metadata. */
+/** Writer round 2: store fragment `i`, the cross-checksum and the signed certificate. */
 export interface StoreRequest extends Base, HistoryEntry {
   readonly type: 'STORE';
 }
@@ -49,20 +49,11 @@ export interface FilterRequest extends Base {
   readonly stripe: number;
   readonly candidates: readonly Candidate[];
 }
-/**
- * Reader round 3 (under attack only): repaired candidates to write back. The paper sends
- * one; several (all sharing the selected timestamp, one per distinct nonce) let a reader
- * repair without trusting a nonce it cannot check.
- */
-export interface RepairRequest extends Base {
-  readonly type: 'REPAIR';
-  readonly candidates: readonly Candidate[];
-}
 
-/** `lc.ts` of the server. */
+/** The server's `lc`; `undefined` stands for `c0`. The writer believes it only if it is valid. */
 export interface ClockAck extends Base {
   readonly type: 'CLOCK_ACK';
-  readonly ts: Timestamp;
+  readonly candidate: Candidate | undefined;
 }
 /** The STORE for `ts` is durable. */
 export interface StoreAck extends Base {
@@ -84,11 +75,7 @@ export interface FilterAck extends Base {
   readonly type: 'FILTER_ACK';
   readonly ts: Timestamp;
   readonly stripe: number;
-  readonly entry: { readonly fragment: Uint8Array; readonly cc: CrossChecksum; readonly vec: readonly Uint8Array[] } | undefined;
-}
-/** The REPAIR was processed. */
-export interface RepairAck extends Base {
-  readonly type: 'REPAIR_ACK';
+  readonly entry: { readonly fragment: Uint8Array; readonly cc: CrossChecksum; readonly cert: WriteCertificate } | undefined;
 }
 /** The request was rejected; `code` says why. */
 export interface ErrorReply extends Base {
@@ -98,11 +85,21 @@ export interface ErrorReply extends Base {
 }
 
 /** Client → server. */
-export type Request = ClockRequest | StoreRequest | CompleteRequest | CollectRequest | FilterRequest | RepairRequest;
+export type Request = ClockRequest | StoreRequest | CompleteRequest | CollectRequest | FilterRequest;
 /** Server → client. */
-export type Reply = ClockAck | StoreAck | CompleteAck | CollectAck | FilterAck | RepairAck | ErrorReply;
+export type Reply = ClockAck | StoreAck | CompleteAck | CollectAck | FilterAck | ErrorReply;
 /** Anything on the wire. */
 export type Message = Request | Reply;
+/** The request types. */
+export type RequestType = Request['type'];
+
+/** Every request type, for hosts that label metrics by type. */
+export const REQUEST_TYPES: readonly RequestType[] = ['CLOCK', 'STORE', 'COMPLETE', 'COLLECT', 'FILTER'];
+
+/** Whether `m` is a request (rather than a reply). */
+export function isRequest(m: Message): m is Request {
+  return (REQUEST_TYPES as readonly string[]).includes(m.type);
+}
 
 /** A message addressed to server `to` (0-based). */
 export interface Outgoing {
@@ -116,12 +113,18 @@ export interface Step<R> {
   readonly send?: readonly Outgoing[];
   /** Set once, when the operation has finished. */
   readonly result?: R;
+  /**
+   * Set once, when the operation cannot finish: more than `t` servers rejected a round,
+   * so `n − t` acknowledgements are out of reach. The code is the one at least `t + 1`
+   * servers gave (one of them correct), or `INTERNAL` when they disagree.
+   */
+  readonly error?: ProtocolError;
 }
 
 /** A client operation: a small state machine the host drives with replies. */
 export interface ClientOperation<R> {
   /** First round's messages, one per server. */
   start(): Promise<Step<R>>;
-  /** Feed one reply from server `from`; replies after the result are ignored. */
+  /** Feed one reply (ERROR replies included) from server `from`; replies after the end are ignored. */
   onReply(from: number, reply: Reply): Promise<Step<R>>;
 }

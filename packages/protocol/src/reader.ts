@@ -1,15 +1,23 @@
 /**
- * The reader of M-PoWerStore (Algorithm 6): COLLECT → FILTER → (REPAIR only under
- * attack). Readers hold no credentials: what they trust is agreement of `t + 1` servers.
+ * The reader of PowerStore (M-PoWerStore's Algorithm 6 with signed write certificates):
+ * COLLECT → FILTER, always two rounds. Readers hold no credentials; they check
+ * certificates themselves with the same `valid(c)` as servers.
+ *
+ * REPAIR is gone: the paper needs it because a MAC vector can verify at some correct
+ * servers and not at others (BigMac). A certificate verifies at every correct server or
+ * at none, so every correct server in FILTER's quorum writes back the selected candidate
+ * (or a higher one), which is all Lemma 5.8 (read atomicity) needs.
  */
 import type { ErasureCodec } from '@powerstore/erasure';
-import { candidateId, vecsEqual, type Candidate } from './candidate.js';
+import { bytesEqual } from './bytes.js';
+import { candidateId, certificateId, type Candidate } from './candidate.js';
+import type { CertificateVerifier } from './certificate.js';
 import { MAX_VALUE_LENGTH, quorum, type ClusterConfig } from './config.js';
-import { crossChecksumDigest, fragmentMatches, type CrossChecksum } from './cross-checksum.js';
+import { crossChecksumDigest, fragmentMatches } from './cross-checksum.js';
 import type { CryptoProvider } from './crypto.js';
 import { check } from './errors.js';
-import { toHex } from './bytes.js';
 import type { ClientOperation, FilterAck, Outgoing, Reply, Step } from './messages.js';
+import { Rejections } from './rejections.js';
 import { TS0, compareTimestamps, timestampsEqual, type Timestamp } from './timestamp.js';
 
 /** What a reader needs. */
@@ -18,6 +26,10 @@ export interface ReaderOptions {
   readonly crypto: CryptoProvider;
   /** Injected so the WebAssembly codec and the reference one are interchangeable. */
   readonly codec: ErasureCodec;
+  /** Checks candidates and their certificates for this cluster (and caches what it verified). */
+  readonly verifier: CertificateVerifier;
+  /** Called when a server is caught answering what no correct server would. */
+  readonly onEvidence?: (server: number, reason: string) => void;
 }
 
 /** What a finished read reports. */
@@ -26,46 +38,40 @@ export interface ReadResult {
   readonly value: Uint8Array | undefined;
   /** Timestamp of the write read (`ts0` when never written). */
   readonly ts: Timestamp;
-  /** Communication rounds used: 2, or 3 when a candidate needed REPAIR. */
+  /** The certificate of the write read (who wrote it, and under which grant); `undefined` at `ts0`. */
+  readonly cert: Candidate['cert'] | undefined;
+  /** Communication rounds used: always 2. */
   readonly rounds: number;
 }
 
-/** `W[i]`: server `i`'s FILTER answer, with its fragment checked against its own `cc`. */
+/** `W[i]`: server `i`'s FILTER answer, checked against its own certificate. */
 export interface FilterAnswer {
   readonly ts: Timestamp;
   readonly entry: FilterAck['entry'];
-  /** `H(fr_i) = cc[i]` and the length fits `cc`'s value length. */
+  /** {@link certificateId} of the entry's certificate. */
+  readonly certId: string | undefined;
+  /** The certificate covers `cc`, `H(fr_i) = cc[i]` and the length fits the value length. */
   readonly fragmentOk: boolean;
-  /** Groups answers with the same `cc` and `vec`. */
-  readonly groupKey: string;
 }
 
-/** A set of `t + 1` (or more) agreeing answers for one timestamp. */
-export interface SafeGroup {
-  readonly ts: Timestamp;
-  readonly members: readonly number[];
-  readonly cc: CrossChecksum;
-  readonly vec: readonly Uint8Array[];
-}
-
-type Phase = 'idle' | 'collect' | 'filter' | 'repair' | 'done';
+type Phase = 'idle' | 'collect' | 'filter' | 'done';
 
 /**
  * One READ of one key. The host sends what `start` and `onReply` return and must await
- * each call before the next (fragment hashing may be asynchronous).
+ * each call before the next (verification and hashing may be asynchronous).
  */
 export class ReadOperation implements ClientOperation<ReadResult> {
   protected readonly options: ReaderOptions;
   readonly key: string;
   readonly opId: number;
   #phase: Phase = 'idle';
-  /** Q in COLLECT, then R in FILTER, then the REPAIR acks. */
+  /** Q in COLLECT, then R in FILTER. */
   readonly #responded = new Set<number>();
-  /** The candidate set C, by {@link candidateId}. */
+  readonly #rejections = new Rejections();
+  /** The candidate set C, by {@link candidateId}: only candidates that are valid. */
   protected readonly candidates = new Map<string, Candidate>();
   /** W[1 … n]. */
   protected readonly answers = new Map<number, FilterAnswer>();
-  #pending: ReadResult | undefined;
 
   constructor(options: ReaderOptions, key: string, opId: number) {
     const { config, codec } = options;
@@ -80,6 +86,11 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     return this.#phase;
   }
 
+  /** Servers that answered FILTER, in protocol indices. */
+  answered(): number[] {
+    return [...this.answers.keys()].sort((a, b) => a - b);
+  }
+
   async start(): Promise<Step<ReadResult>> {
     check(this.#phase === 'idle', 'operation already started');
     this.#phase = 'collect';
@@ -89,26 +100,31 @@ export class ReadOperation implements ClientOperation<ReadResult> {
   async onReply(from: number, reply: Reply): Promise<Step<ReadResult>> {
     const { config } = this.options;
     if (reply.key !== this.key || reply.opId !== this.opId || from < 0 || from >= config.n) return {};
-    if (this.#responded.has(from)) return {};
+    if (this.#phase === 'idle' || this.#phase === 'done' || this.#responded.has(from)) return {};
+    if (reply.type === 'ERROR') {
+      const failure = this.#rejections.add(config, from, reply);
+      if (!failure) return {};
+      this.#phase = 'done';
+      return { error: failure };
+    }
     switch (this.#phase) {
-      case 'collect':
+      case 'collect': {
         if (reply.type !== 'COLLECT_ACK') return {};
         this.#responded.add(from);
-        if (reply.candidate && compareTimestamps(reply.candidate.ts, TS0) > 0) {
-          this.candidates.set(candidateId(reply.candidate), reply.candidate);
+        const c = reply.candidate;
+        if (c && compareTimestamps(c.ts, TS0) > 0) {
+          // An invalid candidate is invalid at every correct server too: drop it now.
+          if (await this.options.verifier.valid(this.key, c)) this.candidates.set(candidateId(c), c);
+          else this.options.onEvidence?.(from, 'sent a candidate that is not valid');
         }
         return this.#responded.size >= quorum(config) ? this.#filter() : {};
+      }
       case 'filter':
         if (reply.type !== 'FILTER_ACK') return {};
         this.#responded.add(from);
         this.answers.set(from, await this.#answer(from, reply));
         this.#dropInvalid();
-        return this.#responded.size >= quorum(config) ? this.#tryFinishFilter() : {};
-      case 'repair':
-        if (reply.type !== 'REPAIR_ACK') return {};
-        this.#responded.add(from);
-        if (this.#responded.size < quorum(config)) return {};
-        return this.#finish(this.#pending!);
+        return this.#responded.size >= quorum(config) ? this.#tryFinish() : {};
       default:
         return {};
     }
@@ -121,63 +137,40 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     return lower >= quorum(this.options.config);
   }
 
-  /** `safe(c)`: `t + 1` servers answered `c.ts` with the same `cc` and `vec` and fragments matching `cc`. */
-  protected safeGroup(ts: Timestamp): SafeGroup | undefined {
-    const groups = new Map<string, number[]>();
+  /**
+   * `safe(c)`: the servers that answered `c.ts` with `c`'s certificate and a fragment
+   * matching the cross-checksum it signs, once there are `t + 1` of them (enough to
+   * decode); `undefined` before.
+   */
+  protected safeMembers(c: Candidate): number[] | undefined {
+    const id = certificateId(c.cert);
+    const members: number[] = [];
     for (const [i, w] of this.answers) {
-      if (!w.entry || !w.fragmentOk || !timestampsEqual(w.ts, ts)) continue;
-      const g = groups.get(w.groupKey);
-      if (g) g.push(i);
-      else groups.set(w.groupKey, [i]);
+      if (w.entry && w.fragmentOk && w.certId === id && timestampsEqual(w.ts, c.ts)) members.push(i);
     }
-    for (const members of groups.values()) {
-      if (members.length >= this.matchingServersForSafe()) {
-        const entry = this.answers.get(members[0]!)!.entry!;
-        return { ts, members, cc: entry.cc, vec: entry.vec };
-      }
-    }
-    return undefined;
+    return members.length >= this.options.config.t + 1 ? members : undefined;
   }
 
-  /** `t + 1`: at least one of them is correct. */
-  protected matchingServersForSafe(): number {
-    return this.options.config.t + 1;
-  }
-
-  /** Whether server `i`'s fragment is entry `i` of its own cross-checksum. */
+  /** Whether server `i`'s fragment is entry `i` of the cross-checksum its certificate signs. */
   protected async fragmentVerifies(i: number, entry: NonNullable<FilterAck['entry']>): Promise<boolean> {
     const { codec, crypto } = this.options;
     const { valueLength } = entry.cc;
     // Bounded before the codec sees it: the entry may come from a Byzantine server.
     if (!Number.isSafeInteger(valueLength) || valueLength < 0 || valueLength > MAX_VALUE_LENGTH) return false;
     return (
+      entry.cc.hashes.length === this.options.config.n &&
+      bytesEqual(crossChecksumDigest(crypto, entry.cc), entry.cert.ccDigest) &&
       entry.fragment.length === codec.fragmentLength(valueLength) &&
       (await fragmentMatches(crypto, entry.cc, i, entry.fragment))
     );
   }
 
-  /**
-   * REPAIR (line 154): candidates at the selected timestamp whose `vec` differs from the
-   * one `t + 1` servers hold, with that `vec` put in; empty when nothing needs repair.
-   */
-  protected repairs(group: SafeGroup): Candidate[] {
-    const out = new Map<string, Candidate>();
-    for (const c of this.candidates.values()) {
-      if (!timestampsEqual(c.ts, group.ts) || vecsEqual(c.vec, group.vec)) continue;
-      const repaired = { ts: c.ts, nonce: c.nonce, vec: group.vec };
-      out.set(candidateId(repaired), repaired);
-    }
-    return [...out.values()];
-  }
-
   async #answer(from: number, reply: FilterAck): Promise<FilterAnswer> {
-    const { crypto } = this.options;
     const entry = reply.entry;
-    if (!entry) return { ts: reply.ts, entry, fragmentOk: false, groupKey: '' };
-    const shapeOk = entry.cc.hashes.length === this.options.config.n && entry.vec.length === this.options.config.n;
-    const fragmentOk = shapeOk && (await this.fragmentVerifies(from, entry));
-    const groupKey = shapeOk ? `${crossChecksumDigest(crypto, entry.cc)}/${entry.vec.map(toHex).join('')}` : '';
-    return { ts: reply.ts, entry, fragmentOk, groupKey };
+    if (!entry) return { ts: reply.ts, entry, certId: undefined, fragmentOk: false };
+    const fragmentOk = await this.fragmentVerifies(from, entry);
+    if (!fragmentOk) this.options.onEvidence?.(from, 'sent a fragment that does not match the cross-checksum its certificate signs');
+    return { ts: reply.ts, entry, certId: certificateId(entry.cert), fragmentOk };
   }
 
   #dropInvalid(): void {
@@ -187,37 +180,32 @@ export class ReadOperation implements ClientOperation<ReadResult> {
   #filter(): Step<ReadResult> {
     this.#phase = 'filter';
     this.#responded.clear();
+    this.#rejections.clear();
     const candidates = [...this.candidates.values()];
     return { send: this.#toAll({ type: 'FILTER', key: this.key, opId: this.opId, stripe: 0, candidates }) };
   }
 
-  #highest(): Timestamp | undefined {
-    let best: Timestamp | undefined;
-    for (const c of this.candidates.values()) if (!best || compareTimestamps(c.ts, best) > 0) best = c.ts;
-    return best;
+  /** FILTER's exit: `n − t` answers and a highest candidate that is safe, or C = ∅. */
+  #tryFinish(): Step<ReadResult> {
+    let high: Timestamp | undefined;
+    for (const c of this.candidates.values()) if (!high || compareTimestamps(c.ts, high) > 0) high = c.ts;
+    if (!high) return this.#finish({ value: undefined, ts: TS0, cert: undefined, rounds: 2 });
+    // Several candidates share the highest timestamp only if their writer signed twice.
+    for (const c of this.candidates.values()) {
+      if (!timestampsEqual(c.ts, high)) continue;
+      const members = this.safeMembers(c);
+      if (members) return this.#finish({ value: this.#restore(members), ts: high, cert: c.cert, rounds: 2 });
+    }
+    return {};
   }
 
-  /** FILTER's exit (line 66): `n − t` answers and the highest candidate is safe, or C = ∅. */
-  #tryFinishFilter(): Step<ReadResult> {
-    const high = this.#highest();
-    if (!high) return this.#finish({ value: undefined, ts: TS0, rounds: 2 });
-    const group = this.safeGroup(high);
-    if (!group) return {};
-    const value = this.#restore(group);
-    const repairs = this.repairs(group);
-    if (repairs.length === 0) return this.#finish({ value, ts: high, rounds: 2 });
-    this.#phase = 'repair';
-    this.#responded.clear();
-    this.#pending = { value, ts: high, rounds: 3 };
-    return { send: this.#toAll({ type: 'REPAIR', key: this.key, opId: this.opId, candidates: repairs }) };
-  }
-
-  /** RESTORE: decode from the group's verified fragments. */
-  #restore(group: SafeGroup): Uint8Array | undefined {
-    if (group.cc.tombstone) return undefined;
+  /** RESTORE: decode from verified fragments. */
+  #restore(members: readonly number[]): Uint8Array | undefined {
+    const first = this.answers.get(members[0]!)!.entry!;
+    if (first.cc.tombstone) return undefined;
     const fragments: (Uint8Array | undefined)[] = new Array(this.options.config.n).fill(undefined);
-    for (const i of group.members) fragments[i] = this.answers.get(i)!.entry!.fragment;
-    return this.options.codec.decode(fragments, group.cc.valueLength);
+    for (const i of members) fragments[i] = this.answers.get(i)!.entry!.fragment;
+    return this.options.codec.decode(fragments, first.cc.valueLength);
   }
 
   #finish(result: ReadResult): Step<ReadResult> {

@@ -1,167 +1,235 @@
 /**
- * Server `s_i` of M-PoWerStore (Algorithm 5), over an abstract {@link ServerStorage}.
+ * Server `s_i` of PowerStore (M-PoWerStore's Algorithm 5 with signed write certificates),
+ * over an abstract {@link ServerStorage}.
  *
- * Departures from the paper, all from DESIGN.md: STORE is accepted only when `vec[i]`
- * verifies (servers authenticate writers); COMPLETE, like the FILTER and REPAIR
- * write-backs, changes `lc` only for a valid candidate; every MAC binds the key name.
+ * - STORE is accepted only when the certificate covers the cross-checksum, the fragment
+ *   is entry `i` of it, the certificate is valid (signatures and the signer's authority
+ *   over the key), the write policy admits it (expiry, revocation, owners), the owner is
+ *   within quota, and `Hist[key][ts]` is empty or byte-identical: **history is write-once**
+ *   (an identical retry is acknowledged, a different entry refused with `CONFLICT`).
+ * - COMPLETE and the FILTER write-back change `lc` only for a valid candidate with a
+ *   higher timestamp. Validity depends on nothing but the candidate's bytes and the
+ *   cluster's fixed identity, so it is the same at every correct server, at every time.
+ * - The server holds no secret: a stolen disk or a Byzantine server grants no write power.
  */
 import { bytesEqual } from './bytes.js';
-import { candidateMac, type Candidate } from './candidate.js';
-import { decodeMessage, encodeMessage } from './codec.js';
+import { certificatesEqual, type Candidate } from './candidate.js';
+import { CertificateVerifier, isValidCandidate, type CertificateCheck, type WriteCertificate } from './certificate.js';
+import { decodeHeader, decodeMessage, encodeMessage } from './codec.js';
 import type { ClusterConfig } from './config.js';
-import { nonceHash, type CryptoProvider } from './crypto.js';
-import { ProtocolError } from './errors.js';
-import type {
-  ClockRequest,
-  CollectRequest,
-  CompleteRequest,
-  ErrorReply,
-  FilterRequest,
-  Message,
-  Reply,
-  RepairRequest,
-  Request,
-  StoreRequest,
+import { crossChecksumDigest, fragmentMatches } from './cross-checksum.js';
+import type { CryptoProvider } from './crypto.js';
+import { ProtocolError, type ProtocolErrorCode } from './errors.js';
+import type { ClusterIdentity } from './grant.js';
+import {
+  isRequest,
+  type CollectRequest,
+  type CompleteRequest,
+  type ErrorReply,
+  type FilterRequest,
+  type HistoryEntry,
+  type Message,
+  type Reply,
+  type Request,
+  type RequestType,
+  type StoreRequest,
 } from './messages.js';
+import { Admission, OPEN_POLICY, type Refusal, type WritePolicy } from './policy.js';
+import { historyEntryBytes } from './record.js';
 import type { KeyRecord, ServerStorage } from './storage.js';
-import { TS0, compareTimestamps, timestampsEqual } from './timestamp.js';
+import { TS0, compareTimestamps, type Timestamp } from './timestamp.js';
 
 /** What a server needs. */
 export interface ServerOptions {
   readonly config: ClusterConfig;
   /** This server's position `i` (0-based) in the cluster. */
   readonly index: number;
-  /** `k_i`, shared with the writers. */
-  readonly serverKey: Uint8Array;
   readonly crypto: CryptoProvider;
   readonly storage: ServerStorage;
+  /** The cluster's id and admin key: fixed for its life, part of every certificate's validity. */
+  readonly cluster: ClusterIdentity;
+  /** Who may write, revocations and quotas; see {@link Server.setPolicy}. Default: open, no quotas. */
+  readonly policy?: WritePolicy;
+  /** The time, in ms since the epoch, for grant expiry (injected: simulations run on virtual time). */
+  readonly now: () => number;
+  /**
+   * Called for every candidate in COMPLETE or FILTER that is not valid: forged, replayed
+   * from another key or cluster. FILTER drops them silently (a reader may relay a
+   * Byzantine server's forgery), so this is their only trace.
+   */
+  readonly onInvalidCandidate?: (key: string) => void;
+  /** Called when a STORE tried to change an entry already in the history. */
+  readonly onConflict?: (key: string, ts: Timestamp) => void;
+}
+
+/** What {@link Server.handleFrame} did with a frame. */
+export interface FrameResult {
+  /** The reply frame to send. */
+  readonly reply: Uint8Array;
+  /** The request's type, when the frame decoded to a request. */
+  readonly type: RequestType | undefined;
+  /** The code of the ERROR reply, if the reply is one. */
+  readonly error: ProtocolErrorCode | undefined;
+  /** The storage failure behind an `INTERNAL` reply, for the host's log. */
+  readonly failure?: unknown;
 }
 
 /**
- * Answers requests. `handle` runs each request under the storage's per-key exclusion and
- * resolves after the effects are durable, so the reply may be sent at once.
+ * Answers requests. `handle` runs each request's state change under the storage's per-key
+ * exclusion and resolves after it is durable, so the reply may be sent at once.
+ * Protected methods are the protocol's rules, one each, so the simulator's mutants can
+ * break exactly one.
  */
 export class Server {
   protected readonly config: ClusterConfig;
   protected readonly index: number;
   protected readonly crypto: CryptoProvider;
-  readonly #serverKey: Uint8Array;
-  readonly #storage: ServerStorage;
+  protected readonly verifier: CertificateVerifier;
+  protected readonly storage: ServerStorage;
+  protected admission: Admission;
+  readonly #options: ServerOptions;
 
   constructor(options: ServerOptions) {
     this.config = options.config;
     this.index = options.index;
     this.crypto = options.crypto;
-    this.#serverKey = options.serverKey;
-    this.#storage = options.storage;
+    this.storage = options.storage;
+    this.verifier = new CertificateVerifier(options.crypto, options.cluster);
+    this.admission = new Admission(options.crypto, options.cluster, options.policy ?? OPEN_POLICY);
+    this.#options = options;
+  }
+
+  /** Replaces the write policy (the operator edited the cluster file). Affects STORE admission only. */
+  setPolicy(policy: WritePolicy): void {
+    this.admission = new Admission(this.crypto, this.#options.cluster, policy);
+  }
+
+  /** The owner whose usage a key's entries are charged to. */
+  ownerOfKey(key: string): string {
+    return this.admission.ownerOfKey(key);
   }
 
   /**
-   * Handles one request. A malformed or unauthenticated request gets an ERROR reply;
-   * only storage failures reject.
+   * Handles one request. A malformed, unauthenticated or refused request gets an ERROR
+   * reply; only storage failures reject.
    */
   async handle(request: Request): Promise<Reply> {
     try {
       this.checkShape(request);
-      return await this.#storage.withKey(request.key, (record) => this.dispatch(record, request));
+      switch (request.type) {
+        case 'CLOCK':
+        case 'COLLECT':
+          return await this.onCollect(request);
+        case 'STORE':
+          return await this.onStore(request);
+        case 'COMPLETE':
+          return await this.onComplete(request);
+        case 'FILTER':
+          return await this.onFilter(request);
+      }
     } catch (err) {
-      if (err instanceof ProtocolError) return errorReply(request, err);
+      if (err instanceof ProtocolError) return errorReply(request, err.code, err.message);
       throw err;
     }
   }
 
   /**
-   * Wire-level entry point: decodes a frame, handles it, encodes the reply. A frame that
-   * does not decode, or is not a request, gets an ERROR frame (key "" and opId 0 when the
-   * frame's own could not be read); only storage failures reject.
+   * Wire-level entry point, used by the production server and the simulator alike:
+   * decodes a frame, handles it, encodes the reply. A frame that does not decode, or is
+   * not a request, gets an ERROR frame (carrying the frame's key and opId when its header
+   * is readable); a storage failure gets an `INTERNAL` ERROR frame. Never rejects.
    */
-  async handleFrame(frame: Uint8Array, maxFragmentLength?: number): Promise<Uint8Array> {
+  async handleFrame(frame: Uint8Array, options: { readonly maxFragmentLength?: number } = {}): Promise<FrameResult> {
     let message: Message;
     try {
-      message = decodeMessage(frame, { n: this.config.n, ...(maxFragmentLength !== undefined ? { maxFragmentLength } : {}) });
+      message = decodeMessage(frame, { n: this.config.n, ...options });
     } catch (err) {
-      if (!(err instanceof ProtocolError)) throw err;
-      return encodeMessage({ type: 'ERROR', key: '', opId: 0, code: err.code, message: err.message.slice(0, 200) });
+      const code: ProtocolErrorCode = err instanceof ProtocolError ? err.code : 'INVALID_FRAME';
+      const header = decodeHeader(frame);
+      return this.#frame(errorReply(header ?? { key: '', opId: 0 }, code, (err as Error).message), undefined);
     }
-    if (!REQUEST_TYPES.has(message.type)) {
-      return encodeMessage({ type: 'ERROR', key: message.key, opId: message.opId, code: 'INVALID_ARGUMENT', message: `${message.type} is not a request` });
+    if (!isRequest(message)) {
+      return this.#frame(errorReply(message, 'INVALID_ARGUMENT', `${message.type} is a reply, not a request`), undefined);
     }
-    return encodeMessage(await this.handle(message as Request));
-  }
-
-  protected dispatch(record: KeyRecord, request: Request): Promise<Reply> {
-    switch (request.type) {
-      case 'CLOCK':
-        return this.onClock(record, request);
-      case 'STORE':
-        return this.onStore(record, request);
-      case 'COMPLETE':
-        return this.onComplete(record, request);
-      case 'COLLECT':
-        return this.onCollect(record, request);
-      case 'FILTER':
-        return this.onFilter(record, request);
-      case 'REPAIR':
-        return this.onRepair(record, request);
+    try {
+      return this.#frame(await this.handle(message), message.type);
+    } catch (failure) {
+      return { ...this.#frame(errorReply(message, 'INTERNAL', 'the server could not complete the request'), message.type), failure };
     }
   }
 
-  /** CLOCK: answer with `lc.ts`. */
-  protected async onClock(record: KeyRecord, req: ClockRequest): Promise<Reply> {
-    const lc = await record.getLc();
-    return { type: 'CLOCK_ACK', key: req.key, opId: req.opId, ts: lc?.ts ?? TS0 };
+  #frame(reply: Reply, type: RequestType | undefined): FrameResult {
+    return { reply: encodeMessage(reply), type, error: reply.type === 'ERROR' ? reply.code : undefined };
   }
 
-  /** STORE: `Hist[ts] ← (fr, cc, Nbar, vec)` once `vec[i]` proves a writer sent it. */
-  protected async onStore(record: KeyRecord, req: StoreRequest): Promise<Reply> {
-    const expected = candidateMac(this.crypto, this.#serverKey, this.index, req.key, req.ts, req.nonceHash);
-    if (!bytesEqual(expected, req.vec[this.index]!)) {
-      throw new ProtocolError('UNAUTHENTICATED', `vec[${this.index}] does not verify`);
+  /** CLOCK and COLLECT: answer with `lc` (its certificate proves its timestamp). */
+  protected async onCollect(req: CollectRequest | Extract<Request, { type: 'CLOCK' }>): Promise<Reply> {
+    const candidate = await this.storage.withKey(req.key, (record) => record.getLc());
+    return { type: req.type === 'CLOCK' ? 'CLOCK_ACK' : 'COLLECT_ACK', key: req.key, opId: req.opId, candidate };
+  }
+
+  /** STORE: `Hist[ts] ← (fr_i, cc, cert)` once every check passes; see the module comment. */
+  protected async onStore(req: StoreRequest): Promise<Reply> {
+    const { key, ts, stripe, fragment, cc, cert } = req;
+    if (!bytesEqual(crossChecksumDigest(this.crypto, cc), cert.ccDigest)) {
+      throw new ProtocolError('UNAUTHENTICATED', 'the certificate does not cover this cross-checksum');
     }
-    const { ts, stripe, fragment, cc, nonceHash, vec } = req;
-    await record.putEntry({ ts, stripe, fragment, cc, nonceHash, vec });
-    return { type: 'STORE_ACK', key: req.key, opId: req.opId, ts: req.ts };
+    if (!(await this.fragmentMatches(req))) {
+      throw new ProtocolError('INVALID_ARGUMENT', `fragment ${this.index} does not match the cross-checksum`);
+    }
+    const checked = await this.checkCertificate(key, ts, cert);
+    if (!checked.ok) throw new ProtocolError(checked.code, checked.reason);
+    const refusal = this.refusal(key, cert);
+    if (refusal) throw new ProtocolError(refusal.code, refusal.reason);
+    const entry: HistoryEntry = { ts, stripe, fragment, cc, cert };
+    await this.storage.withKey(key, (record) => this.storeEntry(record, key, entry));
+    return { type: 'STORE_ACK', key, opId: req.opId, ts };
   }
 
-  /** COMPLETE: `lc ← (ts, N, vec)` if valid and higher. */
-  protected async onComplete(record: KeyRecord, req: CompleteRequest): Promise<Reply> {
-    if (!(await this.valid(record, req.key, req.candidate))) {
+  /** Write-once history: an identical retry is a no-op, a different entry a `CONFLICT`. */
+  protected async storeEntry(record: KeyRecord, key: string, entry: HistoryEntry): Promise<void> {
+    const existing = await record.getEntry(entry.ts);
+    if (existing) {
+      if (entriesEqual(existing, entry)) return;
+      this.#options.onConflict?.(key, entry.ts);
+      throw new ProtocolError('CONFLICT', `history entry ${entry.ts.num} of this key already holds another write`);
+    }
+    const owner = this.admission.ownerOfKey(key);
+    const charge = { owner, bytes: historyEntryBytes(entry), quota: this.admission.quotaFor(owner) };
+    if (!(await record.putEntry(entry, charge))) {
+      throw new ProtocolError('QUOTA_EXCEEDED', `owner ${owner} has reached its quota on this server (${describeQuota(charge.quota)})`);
+    }
+  }
+
+  /** COMPLETE: `lc ← (ts, N, cert)` if valid and higher. */
+  protected async onComplete(req: CompleteRequest): Promise<Reply> {
+    if (!(await this.#validOrCount(req.key, req.candidate))) {
       throw new ProtocolError('UNAUTHENTICATED', 'candidate is not valid');
     }
-    await this.writeBack(record, req.candidate);
+    await this.storage.withKey(req.key, (record) => this.writeBack(record, req.candidate));
     return { type: 'COMPLETE_ACK', key: req.key, opId: req.opId, ts: req.candidate.ts };
-  }
-
-  /** COLLECT: answer with `lc`. */
-  protected async onCollect(record: KeyRecord, req: CollectRequest): Promise<Reply> {
-    return { type: 'COLLECT_ACK', key: req.key, opId: req.opId, candidate: await record.getLc() };
   }
 
   /**
    * FILTER: pick the highest valid candidate `c_hv`, write it back to `lc` if higher (the
    * metadata write-back that makes reads linearizable), answer with `Hist[c_hv.ts]`.
    */
-  protected async onFilter(record: KeyRecord, req: FilterRequest): Promise<Reply> {
-    const chv = await this.highestValid(record, req.key, req.candidates);
-    if (chv) await this.writeBack(record, chv);
+  protected async onFilter(req: FilterRequest): Promise<Reply> {
+    const chv = await this.highestValid(req.key, req.candidates);
     const ts = chv?.ts ?? TS0;
-    const entry = chv ? await record.getEntry(ts) : undefined;
+    const entry = await this.storage.withKey(req.key, async (record) => {
+      if (!chv) return undefined;
+      await this.writeBack(record, chv);
+      return record.getEntry(ts);
+    });
     return {
       type: 'FILTER_ACK',
       key: req.key,
       opId: req.opId,
       ts,
       stripe: req.stripe,
-      entry:
-        entry && timestampsEqual(entry.ts, ts) ? { fragment: entry.fragment, cc: entry.cc, vec: entry.vec } : undefined,
+      entry: entry ? { fragment: entry.fragment, cc: entry.cc, cert: entry.cert } : undefined,
     };
-  }
-
-  /** REPAIR: write back the highest valid repaired candidate. */
-  protected async onRepair(record: KeyRecord, req: RepairRequest): Promise<Reply> {
-    const c = await this.highestValid(record, req.key, req.candidates);
-    if (c) await this.writeBack(record, c);
-    return { type: 'REPAIR_ACK', key: req.key, opId: req.opId };
   }
 
   /** `lc ← c` if `c.ts > lc.ts`; callers have checked `valid(c)`. */
@@ -171,53 +239,56 @@ export class Server {
   }
 
   /** `max({c ∈ C : valid(c)})`, or `undefined` for `c0`. */
-  protected async highestValid(record: KeyRecord, key: string, candidates: readonly Candidate[]): Promise<Candidate | undefined> {
+  protected async highestValid(key: string, candidates: readonly Candidate[]): Promise<Candidate | undefined> {
     const sorted = [...candidates].sort((a, b) => compareTimestamps(b.ts, a.ts));
     for (const c of sorted) {
-      if (await this.valid(record, key, c)) return c;
+      if (await this.#validOrCount(key, c)) return c;
     }
     return undefined;
   }
 
-  /**
-   * `valid(c) ≜ H(c.N) = Hist[c.ts].Nbar ∨ verify(c.vec[i], c.ts, H(c.N), k_i)`: a proof
-   * that a writer revealed `N`, hence finished the STORE round for `c.ts`.
-   */
-  protected async valid(record: KeyRecord, key: string, c: Candidate): Promise<boolean> {
-    if (c.ts.num === 0) return false;
-    const nbar = nonceHash(this.crypto, c.nonce);
-    const entry = await record.getEntry(c.ts);
-    if (entry && timestampsEqual(entry.ts, c.ts) && bytesEqual(entry.nonceHash, nbar)) return true;
-    const mac = c.vec[this.index];
-    return mac !== undefined && bytesEqual(mac, candidateMac(this.crypto, this.#serverKey, this.index, key, c.ts, nbar));
+  async #validOrCount(key: string, c: Candidate): Promise<boolean> {
+    const ok = await this.valid(key, c);
+    // c0 (ts 0) is what servers without a value report; readers relay it, it is not forged.
+    if (!ok && c.ts.num !== 0) this.#options.onInvalidCandidate?.(key);
+    return ok;
+  }
+
+  /** `valid(c)` ≜ `c.ts > ts0 ∧ H(c.N) = c.cert.Nbar ∧` the certificate is valid for the key. */
+  protected valid(key: string, c: Candidate): Promise<boolean> {
+    return isValidCandidate(this.crypto, c, (ts, cert) => this.checkCertificate(key, ts, cert));
+  }
+
+  /** Signatures and the signer's authority over `key`: the timeless half of every check. */
+  protected checkCertificate(key: string, ts: Timestamp, cert: WriteCertificate): Promise<CertificateCheck> {
+    return this.verifier.check(key, ts, cert);
+  }
+
+  /** `H(fr_i) = cc[i]`. */
+  protected fragmentMatches(req: StoreRequest): Promise<boolean> {
+    return fragmentMatches(this.crypto, req.cc, this.index, req.fragment);
+  }
+
+  /** The write policy's verdict on a STORE, by this server's clock. */
+  protected refusal(key: string, cert: WriteCertificate): Refusal | undefined {
+    return this.admission.refusal(key, cert, this.#options.now());
   }
 
   /** Bounds the wire decoder cannot know (cluster shape, code geometry). */
   protected checkShape(req: Request): void {
-    const { n, t } = this.config;
+    const { t } = this.config;
     const bad = (m: string): never => {
       throw new ProtocolError('INVALID_ARGUMENT', m);
     };
-    const checkVec = (vec: readonly Uint8Array[]) => {
-      if (vec.length !== n) bad(`vec has ${vec.length} entries, the cluster has ${n} servers`);
-    };
+    if (req.key.length === 0) bad('the key must not be empty');
     switch (req.type) {
-      case 'STORE': {
+      case 'STORE':
         if (req.stripe !== 0) throw new ProtocolError('UNSUPPORTED', 'multi-stripe values are not supported yet');
-        checkVec(req.vec);
-        if (req.cc.hashes.length !== n) bad('cross-checksum must have one hash per server');
         if (req.fragment.length !== Math.ceil(req.cc.valueLength / (t + 1))) bad('fragment length does not match the value length');
         if (req.cc.tombstone && req.cc.valueLength !== 0) bad('a tombstone has no value');
         break;
-      }
-      case 'COMPLETE':
-        checkVec(req.candidate.vec);
-        break;
       case 'FILTER':
-      case 'REPAIR':
-        if (req.type === 'FILTER' && req.stripe !== 0) throw new ProtocolError('UNSUPPORTED', 'multi-stripe values are not supported yet');
-        if (req.candidates.length > n) bad(`at most ${n} candidates`);
-        req.candidates.forEach((c) => checkVec(c.vec));
+        if (req.stripe !== 0) throw new ProtocolError('UNSUPPORTED', 'multi-stripe values are not supported yet');
         break;
       default:
         break;
@@ -225,8 +296,27 @@ export class Server {
   }
 }
 
-const REQUEST_TYPES: ReadonlySet<Message['type']> = new Set(['CLOCK', 'STORE', 'COMPLETE', 'COLLECT', 'FILTER', 'REPAIR']);
+/** Byte-identical history entries (a retried STORE). */
+export function entriesEqual(a: HistoryEntry, b: HistoryEntry): boolean {
+  return (
+    compareTimestamps(a.ts, b.ts) === 0 &&
+    a.stripe === b.stripe &&
+    bytesEqual(a.fragment, b.fragment) &&
+    a.cc.tombstone === b.cc.tombstone &&
+    a.cc.valueLength === b.cc.valueLength &&
+    a.cc.hashes.length === b.cc.hashes.length &&
+    a.cc.hashes.every((h, i) => bytesEqual(h, b.cc.hashes[i]!)) &&
+    certificatesEqual(a.cert, b.cert)
+  );
+}
 
-function errorReply(req: Request, err: ProtocolError): ErrorReply {
-  return { type: 'ERROR', key: req.key, opId: req.opId, code: err.code, message: err.message.slice(0, 200) };
+function describeQuota(q: { bytes?: number; keys?: number }): string {
+  const parts = [];
+  if (q.bytes !== undefined) parts.push(`${q.bytes} bytes`);
+  if (q.keys !== undefined) parts.push(`${q.keys} keys`);
+  return parts.join(', ') || 'none';
+}
+
+function errorReply(req: { key: string; opId: number }, code: ProtocolErrorCode, message: string): ErrorReply {
+  return { type: 'ERROR', key: req.key, opId: req.opId, code, message: message.slice(0, 200) };
 }

@@ -4,12 +4,32 @@
  * Per-key atomicity lives here: {@link ServerStorage.withKey} runs a handler with
  * exclusive access to one key's record (`lc` and `Hist`), and resolves only once the
  * handler's writes are durable. The server state machine relies on it for the
- * read-compare-write of `lc` (COMPLETE, FILTER, REPAIR) and acknowledges nothing before
- * `withKey` resolves. Different keys may run in parallel.
+ * read-compare-write of `lc` (COMPLETE, FILTER) and for write-once history, and
+ * acknowledges nothing before `withKey` resolves. Different keys may run in parallel.
+ *
+ * Per-owner accounting lives here too: every history entry is charged to an owner, and
+ * {@link KeyRecord.putEntry} checks the owner's quota and reserves the bytes in one
+ * synchronous step, so concurrent STOREs of different keys cannot overshoot a quota.
  */
 import type { Candidate } from './candidate.js';
 import type { HistoryEntry } from './messages.js';
+import type { Quota } from './policy.js';
 import { timestampKey, type Timestamp } from './timestamp.js';
+
+/** What one owner has stored on one server. */
+export interface Usage {
+  /** Bytes charged for history entries (see `historyEntryBytes`). */
+  readonly bytes: number;
+  /** Keys with at least one history entry. */
+  readonly keys: number;
+}
+
+/** Who pays for a new history entry, how much, and the limit. */
+export interface Charge {
+  readonly owner: string;
+  readonly bytes: number;
+  readonly quota: Quota;
+}
 
 /** One key's record, valid only inside the `withKey` callback that received it. */
 export interface KeyRecord {
@@ -18,10 +38,17 @@ export interface KeyRecord {
   setLc(candidate: Candidate): Promise<void>;
   /** `Hist[ts]` by `(num, writerId)`. */
   getEntry(ts: Timestamp): Promise<HistoryEntry | undefined>;
-  putEntry(entry: HistoryEntry): Promise<void>;
+  /**
+   * Stores `Hist[entry.ts]` (the caller has checked it is empty) and charges it to
+   * `charge.owner`, plus one key if it is the key's first entry, unless that would exceed
+   * `charge.quota`: then it stores nothing and resolves `false`. The charge counts in
+   * {@link ServerStorage.usage} from the moment it is accepted and is undone if the
+   * write fails.
+   */
+  putEntry(entry: HistoryEntry, charge: Charge): Promise<boolean>;
 }
 
-/** Durable per-key records with per-key serialization. */
+/** Durable per-key records with per-key serialization and per-owner accounting. */
 export interface ServerStorage {
   /**
    * Runs `fn` with exclusive access to `key`: no other `withKey(key, …)` callback runs
@@ -29,6 +56,60 @@ export interface ServerStorage {
    * batch the writes of several keys into one sync (LevelDB) as long as this holds.
    */
   withKey<T>(key: string, fn: (record: KeyRecord) => Promise<T>): Promise<T>;
+  /** What `owner` has stored, counting writes still being made durable. */
+  usage(owner: string): Usage;
+  /** Every owner with something stored. */
+  owners(): ReadonlyMap<string, Usage>;
+}
+
+const NOTHING: Usage = Object.freeze({ bytes: 0, keys: 0 });
+
+/** A reservation made by {@link UsageLedger.reserve}. */
+export interface Reservation {
+  readonly owner: string;
+  readonly bytes: number;
+  readonly keys: number;
+}
+
+/**
+ * Per-owner totals with reservations, shared by the storage backends: `reserve` checks
+ * the quota against committed plus reserved usage and reserves in one synchronous step;
+ * the backend then `commit`s once the write is durable or `release`s if it failed.
+ */
+export class UsageLedger {
+  readonly #totals = new Map<string, { bytes: number; keys: number }>();
+
+  /** Adds to an owner's committed totals (backends loading what is on disk). */
+  add(owner: string, bytes: number, keys: number): void {
+    const t = this.#totals.get(owner) ?? { bytes: 0, keys: 0 };
+    t.bytes += bytes;
+    t.keys += keys;
+    if (t.bytes === 0 && t.keys === 0) this.#totals.delete(owner);
+    else this.#totals.set(owner, t);
+  }
+
+  /** Reserves `bytes` (and a key if `newKey`) for `owner`, or returns `undefined` if that would exceed `quota`. */
+  reserve(owner: string, bytes: number, newKey: boolean, quota: Quota): Reservation | undefined {
+    const now = this.usage(owner);
+    const keys = newKey ? 1 : 0;
+    if (quota.bytes !== undefined && now.bytes + bytes > quota.bytes) return undefined;
+    if (quota.keys !== undefined && now.keys + keys > quota.keys) return undefined;
+    this.add(owner, bytes, keys);
+    return { owner, bytes, keys };
+  }
+
+  /** Undoes a reservation whose write failed. */
+  release(r: Reservation): void {
+    this.add(r.owner, -r.bytes, -r.keys);
+  }
+
+  usage(owner: string): Usage {
+    return this.#totals.get(owner) ?? NOTHING;
+  }
+
+  owners(): ReadonlyMap<string, Usage> {
+    return this.#totals;
+  }
 }
 
 interface MemoryRecord {
@@ -40,6 +121,7 @@ interface MemoryRecord {
 export class MemoryStorage implements ServerStorage {
   readonly #records = new Map<string, MemoryRecord>();
   readonly #tails = new Map<string, Promise<unknown>>();
+  readonly #ledger = new UsageLedger();
 
   withKey<T>(key: string, fn: (record: KeyRecord) => Promise<T>): Promise<T> {
     const prev = this.#tails.get(key) ?? Promise.resolve();
@@ -56,9 +138,22 @@ export class MemoryStorage implements ServerStorage {
     return run;
   }
 
+  usage(owner: string): Usage {
+    return this.#ledger.usage(owner);
+  }
+
+  owners(): ReadonlyMap<string, Usage> {
+    return this.#ledger.owners();
+  }
+
   /** Number of keys stored (for tests). */
   get size(): number {
     return this.#records.size;
+  }
+
+  /** Every history entry of `key`, for simulator invariant checks. */
+  entries(key: string): readonly HistoryEntry[] {
+    return [...(this.#records.get(key)?.hist.values() ?? [])];
   }
 
   #record(key: string): MemoryRecord {
@@ -77,8 +172,11 @@ export class MemoryStorage implements ServerStorage {
         this.#record(key).lc = c;
       },
       getEntry: async (ts) => this.#records.get(key)?.hist.get(timestampKey(ts)),
-      putEntry: async (e) => {
-        this.#record(key).hist.set(timestampKey(e.ts), e);
+      putEntry: async (e, charge) => {
+        const hist = this.#record(key).hist;
+        if (!this.#ledger.reserve(charge.owner, charge.bytes, hist.size === 0, charge.quota)) return false;
+        hist.set(timestampKey(e.ts), e);
+        return true;
       },
     };
   }

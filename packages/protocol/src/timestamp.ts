@@ -1,70 +1,58 @@
 /**
- * M-PoWerStore timestamps `(num, writerId, MAC_kW(key | num | writerId))`, ordered by
- * `(num, writerId)` (see {@link compareTimestamps}). The MAC is what makes timestamps
- * non-skipping: a server (or anyone without `kW`) cannot fabricate a high `num` that a
- * writer would adopt in CLOCK.
+ * Timestamps `(num, writerId)`, ordered by `num`, then by `writerId`. A writer id is the
+ * writer's tag (16 bytes derived from its public key, see `identity.ts`) followed by 16
+ * random bytes drawn per client instance, so two identities never share a timestamp
+ * and two instances of one identity practically never do. Timestamps carry no MAC: a
+ * timestamp is believed only inside a candidate whose write certificate verifies, which
+ * is what keeps a Byzantine server from inflating them (non-skipping timestamps).
  */
-import { bytesEqual, compareBytes, toHex, u64 } from './bytes.js';
-import { DOMAIN, HASH_LENGTH, domain, keyField, type CryptoProvider } from './crypto.js';
+import { bytesEqual, compareBytes, toHex } from './bytes.js';
+import { check } from './errors.js';
+import { WRITER_TAG_LENGTH } from './identity.js';
 
-/** Bytes in a writer id. */
-export const WRITER_ID_LENGTH = 16;
+/** Bytes in a writer id: the writer tag, then the instance id. */
+export const WRITER_ID_LENGTH = 32;
+/** Bytes of a writer id drawn per client instance. */
+export const INSTANCE_ID_LENGTH = WRITER_ID_LENGTH - WRITER_TAG_LENGTH;
 
 /** A write's timestamp; `ts0` is `num = 0`. */
 export interface Timestamp {
-  /** Logical clock; a new write takes the highest authenticated `num` seen plus one. */
+  /** Logical clock; a new write takes the highest valid `num` seen plus one. */
   readonly num: number;
-  /** Breaks ties between concurrent writers; random, fixed per writer. */
+  /** Breaks ties between concurrent writers: writer tag then instance id. */
   readonly writerId: Uint8Array;
-  /** `MAC_kW` over key, num and writerId; zeros for `ts0`. */
-  readonly mac: Uint8Array;
 }
 
 /** The initial timestamp, lower than every written one. */
-export const TS0: Timestamp = Object.freeze({
-  num: 0,
-  writerId: new Uint8Array(WRITER_ID_LENGTH),
-  mac: new Uint8Array(HASH_LENGTH),
-});
+export const TS0: Timestamp = Object.freeze({ num: 0, writerId: new Uint8Array(WRITER_ID_LENGTH) });
 
-/**
- * Order by `(num, writerId)`, then by MAC. Only a forgery shares `(num, writerId)` with
- * a real timestamp, and no correct server ever holds one; ranking it apart (rather than
- * equal) keeps it from passing as the real one in a reader's candidate set, where it is
- * excluded like any other timestamp no correct server vouches for.
- */
+/** Order by `(num, writerId)`. */
 export function compareTimestamps(a: Timestamp, b: Timestamp): number {
   if (a.num !== b.num) return a.num < b.num ? -1 : 1;
-  return compareBytes(a.writerId, b.writerId) || compareBytes(a.mac, b.mac);
+  return compareBytes(a.writerId, b.writerId);
 }
 
-/** Same `(num, writerId)` and same MAC. */
+/** Same `num` and writer id. */
 export function timestampsEqual(a: Timestamp, b: Timestamp): boolean {
-  return a.num === b.num && bytesEqual(a.writerId, b.writerId) && bytesEqual(a.mac, b.mac);
+  return a.num === b.num && bytesEqual(a.writerId, b.writerId);
 }
 
-/** A string naming `(num, writerId)`, for map keys and storage keys; sorts like the timestamp only per num. */
+/** `num:writerIdHex`, for map keys and storage keys. */
 export function timestampKey(ts: Timestamp): string {
   return `${ts.num}:${toHex(ts.writerId)}`;
 }
 
-function timestampMacInput(key: string, num: number, writerId: Uint8Array): Uint8Array[] {
-  return [...domain(DOMAIN.timestampMac), ...keyField(key), u64(num), writerId];
+/** The writer id of an instance: `tag | instance`. */
+export function makeWriterId(tag: Uint8Array, instance: Uint8Array): Uint8Array {
+  check(tag.length === WRITER_TAG_LENGTH, `a writer tag is ${WRITER_TAG_LENGTH} bytes`);
+  check(instance.length === INSTANCE_ID_LENGTH, `an instance id is ${INSTANCE_ID_LENGTH} bytes`);
+  const id = new Uint8Array(WRITER_ID_LENGTH);
+  id.set(tag);
+  id.set(instance, WRITER_TAG_LENGTH);
+  return id;
 }
 
-/** The authenticated timestamp `(num, writerId)` for `key`. */
-export function makeTimestamp(
-  crypto: CryptoProvider,
-  writerKey: Uint8Array,
-  key: string,
-  num: number,
-  writerId: Uint8Array,
-): Timestamp {
-  return { num, writerId, mac: crypto.hmacSha256(writerKey, timestampMacInput(key, num, writerId)) };
-}
-
-/** Whether `ts` was made by a writer holding `kW` for `key`; `ts0` always verifies. */
-export function verifyTimestamp(crypto: CryptoProvider, writerKey: Uint8Array, key: string, ts: Timestamp): boolean {
-  if (ts.num === 0) return timestampsEqual(ts, TS0);
-  return bytesEqual(ts.mac, crypto.hmacSha256(writerKey, timestampMacInput(key, ts.num, ts.writerId)));
+/** The writer tag part of a writer id. */
+export function writerTagPart(writerId: Uint8Array): Uint8Array {
+  return writerId.subarray(0, WRITER_TAG_LENGTH);
 }

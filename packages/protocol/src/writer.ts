@@ -1,26 +1,116 @@
 /**
- * The writer of M-PoWerStore (Algorithm 4): CLOCK → STORE → COMPLETE, three rounds,
- * each sent to all `n` servers and finished after `n − t` acknowledgements.
+ * The writer of PowerStore (M-PoWerStore's Algorithm 4 with signed write certificates):
+ * CLOCK → STORE → COMPLETE, three rounds, each sent to all `n` servers and finished after
+ * `n − t` acknowledgements.
  */
 import type { ErasureCodec } from '@powerstore/erasure';
-import { candidateMac, NONCE_LENGTH, type Candidate } from './candidate.js';
+import { NONCE_LENGTH, type Candidate } from './candidate.js';
+import { authorityProblem, CertificateVerifier, signCertificate } from './certificate.js';
 import { MAX_VALUE_LENGTH, quorum, type ClusterConfig } from './config.js';
-import type { WriterCredentials } from './credentials.js';
-import { computeCrossChecksum } from './cross-checksum.js';
-import { nonceHash, type CryptoProvider } from './crypto.js';
-import { check } from './errors.js';
+import { computeCrossChecksum, crossChecksumDigest } from './cross-checksum.js';
+import { nonceHash, type CryptoProvider, type Signer } from './crypto.js';
+import { check, ProtocolError } from './errors.js';
+import { mayGrant, type ClusterIdentity, type Grant } from './grant.js';
+import { writerTagOf } from './identity.js';
 import type { ClientOperation, Outgoing, Reply, Step } from './messages.js';
 import type { RandomBytes } from './random.js';
-import { TS0, compareTimestamps, makeTimestamp, timestampsEqual, verifyTimestamp, type Timestamp } from './timestamp.js';
+import { Rejections } from './rejections.js';
+import { INSTANCE_ID_LENGTH, TS0, compareTimestamps, makeWriterId, timestampsEqual, type Timestamp } from './timestamp.js';
 
-/** What a writer needs. */
+/** How a writer session is made. */
+export interface WriterSessionOptions {
+  readonly crypto: CryptoProvider;
+  readonly cluster: ClusterIdentity;
+  /** The identity that signs. */
+  readonly signer: Signer;
+  /** 16 random bytes, drawn once per client instance: the second half of its writer id. */
+  readonly instance: Uint8Array;
+  /** Grants this identity holds, for keys outside its own namespace. */
+  readonly grants?: readonly Grant[];
+}
+
+/**
+ * One writer instance (one client `Store`): its identity, writer id and grants, and the
+ * rule that keeps its writes of one key on distinct timestamps. Two writes of one key
+ * running at once may read the same clock; the session remembers the highest number it
+ * gave the key while any of its writes of that key is in flight, and never gives it again.
+ */
+export class WriterSession {
+  readonly crypto: CryptoProvider;
+  readonly cluster: ClusterIdentity;
+  readonly signer: Signer;
+  /** `writerTag(signer) | instance`. */
+  readonly writerId: Uint8Array;
+  /** Shared by this session's operations, so repeated candidates are verified once. */
+  readonly verifier: CertificateVerifier;
+  readonly #grants: readonly Grant[];
+  readonly #inFlight = new Map<string, { ops: number; highest: number }>();
+
+  constructor(options: WriterSessionOptions) {
+    check(options.instance.length === INSTANCE_ID_LENGTH, `instance must be ${INSTANCE_ID_LENGTH} bytes`);
+    this.crypto = options.crypto;
+    this.cluster = options.cluster;
+    this.signer = options.signer;
+    this.writerId = makeWriterId(writerTagOf(options.crypto, options.signer.publicKey), options.instance);
+    this.verifier = new CertificateVerifier(options.crypto, options.cluster);
+    this.#grants = options.grants ?? [];
+  }
+
+  /**
+   * The grant to write `key` with at time `now` (`undefined` when the identity needs none:
+   * its own namespace, or it is the admin). Throws `NOT_AUTHORIZED` when no grant covers
+   * the key, `GRANT_EXPIRED` when only expired ones do: before any traffic.
+   */
+  authorityFor(key: string, now: number): Grant | undefined {
+    const { crypto, cluster, signer } = this;
+    const probe = { num: 1, writerId: this.writerId };
+    if (!authorityProblem(crypto, cluster, key, probe, signer.publicKey, undefined)) return undefined;
+    const covering = this.#grants
+      .filter((g) => !authorityProblem(crypto, cluster, key, probe, signer.publicKey, g) && mayGrant(crypto, cluster, g.issuer, g.prefix))
+      .sort((a, b) => b.prefix.length - a.prefix.length || b.expiresAt - a.expiresAt);
+    const live = covering.find((g) => g.expiresAt > now);
+    if (live) return live;
+    if (covering.length > 0) {
+      throw new ProtocolError('GRANT_EXPIRED', `every grant covering ${JSON.stringify(key)} has expired (the latest at ${new Date(covering[0]!.expiresAt).toISOString()})`);
+    }
+    throw new ProtocolError('NOT_AUTHORIZED', `this identity may not write ${JSON.stringify(key)}: ${authorityProblem(crypto, cluster, key, probe, signer.publicKey, undefined)}`);
+  }
+
+  /** A write of `key` starts. */
+  begin(key: string): void {
+    const e = this.#inFlight.get(key);
+    if (e) e.ops++;
+    else this.#inFlight.set(key, { ops: 1, highest: 0 });
+  }
+
+  /** The number for a write of `key` whose CLOCK round saw `clockNum`: above it and above every number given to a write of `key` still in flight. */
+  assign(key: string, clockNum: number): number {
+    const e = this.#inFlight.get(key);
+    check(e !== undefined, 'assign() before begin()');
+    e.highest = Math.max(clockNum, e.highest) + 1;
+    return e.highest;
+  }
+
+  /** A write of `key` finished, failed or was abandoned. */
+  end(key: string): void {
+    const e = this.#inFlight.get(key);
+    if (!e) return;
+    if (--e.ops === 0) this.#inFlight.delete(key);
+  }
+}
+
+/** What a write needs. */
 export interface WriterOptions {
   readonly config: ClusterConfig;
-  readonly credentials: WriterCredentials;
   readonly crypto: CryptoProvider;
   /** Injected so the WebAssembly codec and the reference one are interchangeable. */
   readonly codec: ErasureCodec;
   readonly random: RandomBytes;
+  readonly session: WriterSession;
+  /** The time in ms since the epoch, to choose a grant that has not expired. */
+  readonly now: () => number;
+  /** Called when a server is caught answering what no correct server would. */
+  readonly onEvidence?: (server: number, reason: string) => void;
 }
 
 /** What a finished write reports. */
@@ -38,28 +128,32 @@ type Phase = 'idle' | 'clock' | 'store' | 'complete' | 'done';
 
 /**
  * One WRITE (or delete) of one key. The host sends what `start` and `onReply` return and
- * must await each call before the next (they may hash asynchronously).
+ * must await each call before the next (they hash and sign asynchronously). A host that
+ * gives up on an unfinished write calls {@link abandon}.
  */
 export class WriteOperation implements ClientOperation<WriteResult> {
   protected readonly options: WriterOptions;
   readonly key: string;
   readonly opId: number;
   readonly #value: WriteValue;
+  readonly #grant: Grant | undefined;
   #phase: Phase = 'idle';
   readonly #acked = new Set<number>();
-  /** Highest authenticated timestamp seen in CLOCK. */
+  readonly #rejections = new Rejections();
+  /** Highest valid timestamp seen in CLOCK. */
   #highest: Timestamp = TS0;
   #candidate: Candidate | undefined;
 
+  /** Throws `NOT_AUTHORIZED` or `GRANT_EXPIRED` when the session cannot write `key`. */
   constructor(options: WriterOptions, key: string, value: WriteValue, opId: number) {
-    const { config, codec, credentials } = options;
+    const { config, codec } = options;
     check(codec.n === config.n && codec.k === config.t + 1, `codec must be (k = t + 1, n = 3t + 1), got (${codec.k}, ${codec.n})`);
-    check(credentials.serverKeys.length === config.n, 'need one server key per server');
     check(value.kind === 'tombstone' || value.value.length <= MAX_VALUE_LENGTH, `values are limited to ${MAX_VALUE_LENGTH} bytes`);
     this.options = options;
     this.key = key;
     this.opId = opId;
     this.#value = value;
+    this.#grant = options.session.authorityFor(key, options.now());
   }
 
   /** The round in progress (for hosts that report progress, and for the simulator). */
@@ -70,82 +164,102 @@ export class WriteOperation implements ClientOperation<WriteResult> {
   async start(): Promise<Step<WriteResult>> {
     check(this.#phase === 'idle', 'operation already started');
     this.#phase = 'clock';
-    return { send: this.#toAll(() => ({ type: 'CLOCK', key: this.key, opId: this.opId })) };
+    this.options.session.begin(this.key);
+    return { send: this.#toAll({ type: 'CLOCK', key: this.key, opId: this.opId }) };
+  }
+
+  /** The host gave up (timeout, abort): frees the session's bookkeeping for this write. */
+  abandon(): void {
+    if (this.#phase === 'done' || this.#phase === 'idle') return;
+    this.#phase = 'done';
+    this.options.session.end(this.key);
   }
 
   async onReply(from: number, reply: Reply): Promise<Step<WriteResult>> {
-    if (reply.key !== this.key || reply.opId !== this.opId || from < 0 || from >= this.options.config.n) return {};
+    const { config } = this.options;
+    if (reply.key !== this.key || reply.opId !== this.opId || from < 0 || from >= config.n) return {};
+    if (this.#phase === 'idle' || this.#phase === 'done' || this.#acked.has(from)) return {};
+    if (reply.type === 'ERROR') {
+      const failure = this.#rejections.add(config, from, reply);
+      if (!failure) return {};
+      this.abandon();
+      return { error: failure };
+    }
     switch (this.#phase) {
       case 'clock':
-        if (reply.type !== 'CLOCK_ACK' || this.#acked.has(from)) return {};
+        if (reply.type !== 'CLOCK_ACK') return {};
         this.#acked.add(from);
-        if (compareTimestamps(reply.ts, this.#highest) > 0 && this.acceptClockTimestamp(reply.ts)) this.#highest = reply.ts;
-        return this.#acked.size >= quorum(this.options.config) ? this.#store() : {};
+        if (reply.candidate && compareTimestamps(reply.candidate.ts, this.#highest) > 0) {
+          if (await this.acceptClockCandidate(reply.candidate)) this.#highest = reply.candidate.ts;
+          else this.options.onEvidence?.(from, 'sent a CLOCK candidate that is not valid');
+        }
+        return this.#acked.size >= quorum(config) ? this.#store() : {};
       case 'store':
-        if (reply.type !== 'STORE_ACK' || !this.#isOurs(reply.ts) || this.#acked.has(from)) return {};
+        if (reply.type !== 'STORE_ACK' || !this.#isOurs(reply.ts)) return {};
         this.#acked.add(from);
-        return this.#acked.size >= quorum(this.options.config) ? this.#complete() : {};
+        return this.#acked.size >= quorum(config) ? this.#complete() : {};
       case 'complete':
-        if (reply.type !== 'COMPLETE_ACK' || !this.#isOurs(reply.ts) || this.#acked.has(from)) return {};
+        if (reply.type !== 'COMPLETE_ACK' || !this.#isOurs(reply.ts)) return {};
         this.#acked.add(from);
-        if (this.#acked.size < quorum(this.options.config)) return {};
+        if (this.#acked.size < quorum(config)) return {};
         this.#phase = 'done';
+        this.options.session.end(this.key);
         return { result: { ts: this.#candidate!.ts, rounds: 3 } };
       default:
         return {};
     }
   }
 
-  /**
-   * Line 100: adopt a higher timestamp only if its MAC under `kW` verifies, so a
-   * Byzantine server cannot make writers skip timestamps.
-   */
-  protected acceptClockTimestamp(ts: Timestamp): boolean {
-    return verifyTimestamp(this.options.crypto, this.options.credentials.writerKey, this.key, ts);
+  /** Adopt a higher timestamp only if its candidate is valid, so a Byzantine server cannot make writers skip timestamps. */
+  protected acceptClockCandidate(c: Candidate): Promise<boolean> {
+    return this.options.session.verifier.valid(this.key, c);
   }
 
-  /** The new timestamp: highest authenticated `num` plus one (non-skipping). */
-  protected nextTimestamp(highest: Timestamp): Timestamp {
-    const { crypto, credentials } = this.options;
-    return makeTimestamp(crypto, credentials.writerKey, this.key, highest.num + 1, credentials.writerId);
+  /** The new timestamp's number: above the highest valid one seen, and above this session's writes of the key in flight. */
+  protected nextNum(highest: Timestamp): number {
+    return this.options.session.assign(this.key, highest.num);
   }
 
   async #store(): Promise<Step<WriteResult>> {
-    const { crypto, codec, credentials, random, config } = this.options;
-    const ts = this.nextTimestamp(this.#highest);
+    const { crypto, codec, random, config, session } = this.options;
+    const ts: Timestamp = { num: this.nextNum(this.#highest), writerId: session.writerId };
     const nonce = random(NONCE_LENGTH);
     check(nonce.length === NONCE_LENGTH, `random must return ${NONCE_LENGTH} bytes`);
-    const nbar = nonceHash(crypto, nonce);
-    const vec = credentials.serverKeys.map((k, i) => candidateMac(crypto, k, i, this.key, ts, nbar));
     const bytes = this.#value.kind === 'value' ? this.#value.value : new Uint8Array(0);
     const fragments = codec.encode(bytes);
     const cc = await computeCrossChecksum(crypto, fragments, bytes.length, this.#value.kind === 'tombstone');
-    this.#candidate = { ts, nonce, vec };
-    this.#phase = 'store';
-    this.#acked.clear();
+    const cert = await signCertificate(crypto, session.cluster.id, session.signer, {
+      key: this.key,
+      ts,
+      nonceHash: nonceHash(crypto, nonce),
+      ccDigest: crossChecksumDigest(crypto, cc),
+      grant: this.#grant,
+    });
+    this.#candidate = { ts, nonce, cert };
+    this.#nextRound('store');
     const send: Outgoing[] = [];
     for (let i = 0; i < config.n; i++) {
-      send.push({
-        to: i,
-        message: { type: 'STORE', key: this.key, opId: this.opId, ts, stripe: 0, fragment: fragments[i]!, cc, nonceHash: nbar, vec },
-      });
+      send.push({ to: i, message: { type: 'STORE', key: this.key, opId: this.opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert } });
     }
     return { send };
   }
 
   #complete(): Step<WriteResult> {
-    this.#phase = 'complete';
+    this.#nextRound('complete');
+    return { send: this.#toAll({ type: 'COMPLETE', key: this.key, opId: this.opId, candidate: this.#candidate! }) };
+  }
+
+  #nextRound(phase: Phase): void {
+    this.#phase = phase;
     this.#acked.clear();
-    const candidate = this.#candidate!;
-    return { send: this.#toAll(() => ({ type: 'COMPLETE', key: this.key, opId: this.opId, candidate })) };
+    this.#rejections.clear();
   }
 
   #isOurs(ts: Timestamp): boolean {
     return timestampsEqual(ts, this.#candidate!.ts);
   }
 
-  #toAll(make: () => Outgoing['message']): Outgoing[] {
-    const message = make();
+  #toAll(message: Outgoing['message']): Outgoing[] {
     return Array.from({ length: this.options.config.n }, (_, to) => ({ to, message }));
   }
 }

@@ -7,25 +7,51 @@ import {
   ReadOperation,
   Server,
   WriteOperation,
-  writerCredentials,
+  WriterSession,
+  CertificateVerifier,
+  ownerIdOf,
   type ClientOperation,
+  type ClusterIdentity,
+  type Grant,
   type Outgoing,
+  type Signer,
+  type Step,
+  type WritePolicy,
   type WriteValue,
 } from '../src/index.js';
 
 export const crypto = createCryptoProvider();
 
-export function makeCluster(t = 1, { skip = new Set<number>() } = {}) {
+/** A deterministic identity: the seed is `byte` repeated. */
+export function identity(byte: number): Promise<Signer> {
+  return crypto.signerFromSeed(new Uint8Array(32).fill(byte));
+}
+
+/** The cluster identity every test cluster uses: id 0x11…, admin = identity(0xad). */
+export async function testCluster(): Promise<{ cluster: ClusterIdentity; admin: Signer }> {
+  const admin = await identity(0xad);
+  return { cluster: { id: new Uint8Array(16).fill(0x11), admin: admin.publicKey }, admin };
+}
+
+let counter = 0;
+export const random = (n: number) => Uint8Array.from({ length: n }, () => (counter = (counter * 1103515245 + 12345) >>> 0) & 0xff);
+
+export async function makeCluster(t = 1, options: { skip?: Set<number>; policy?: WritePolicy; now?: () => number } = {}) {
+  const { skip = new Set<number>(), policy, now = () => 1_000_000 } = options;
   const config = clusterConfig(t);
   const codec = createReferenceCodec({ k: t + 1, n: config.n });
-  const serverKeys = Array.from({ length: config.n }, (_, i) => new Uint8Array(32).fill(i + 1));
+  const { cluster, admin } = await testCluster();
   const storages = Array.from({ length: config.n }, () => new MemoryStorage());
-  const servers = storages.map((storage, index) => new Server({ config, index, serverKey: serverKeys[index]!, crypto, storage }));
-  let counter = 0;
-  const random = (n: number) => Uint8Array.from({ length: n }, () => (counter = (counter * 1103515245 + 12345) >>> 0) & 0xff);
-  const credentials = writerCredentials(crypto, serverKeys, new Uint8Array(16).fill(0xaa));
+  const servers = storages.map((storage, index) => new Server({ config, index, crypto, storage, cluster, now, ...(policy ? { policy } : {}) }));
+  const owner = await identity(1);
+  let instance = 0;
+  const session = (signer: Signer = owner, grants: Grant[] = []) =>
+    new WriterSession({ crypto, cluster, signer, instance: new Uint8Array(16).fill(++instance), grants });
+  const defaultSession = session();
+  const verifier = new CertificateVerifier(crypto, cluster);
   let opId = 1;
 
+  /** Runs `op`, delivering every message at once; resolves with the result or rejects with the step's error. */
   async function drive<R>(op: ClientOperation<R>): Promise<R> {
     let queue: Outgoing[] = [...((await op.start()).send ?? [])];
     while (queue.length > 0) {
@@ -33,7 +59,8 @@ export function makeCluster(t = 1, { skip = new Set<number>() } = {}) {
       queue = rest;
       if (skip.has(o!.to)) continue;
       const reply = await servers[o!.to]!.handle(o!.message);
-      const step = await op.onReply(o!.to, reply);
+      const step: Step<R> = await op.onReply(o!.to, reply);
+      if (step.error) throw step.error;
       if (step.result !== undefined) return step.result;
       queue.push(...(step.send ?? []));
     }
@@ -43,11 +70,23 @@ export function makeCluster(t = 1, { skip = new Set<number>() } = {}) {
   return {
     config,
     codec,
+    cluster,
+    admin,
+    owner,
     servers,
     storages,
-    serverKeys,
-    credentials,
-    write: (key: string, value: WriteValue) => drive(new WriteOperation({ config, credentials, crypto, codec, random }, key, value, opId++)),
-    read: (key: string) => drive(new ReadOperation({ config, crypto, codec }, key, opId++)),
+    session,
+    verifier,
+    drive,
+    writeOp: (key: string, value: WriteValue, s: WriterSession = defaultSession) =>
+      new WriteOperation({ config, crypto, codec, random, session: s, now }, key, value, opId++),
+    write: (key: string, value: WriteValue, s: WriterSession = defaultSession) =>
+      drive(new WriteOperation({ config, crypto, codec, random, session: s, now }, key, value, opId++)),
+    read: (key: string) => drive(new ReadOperation({ config, crypto, codec, verifier }, key, opId++)),
   };
+}
+
+/** `~<ownerId>/<rest>` for `signer`. */
+export function own(signer: Signer, rest: string): string {
+  return `~${ownerIdOf(crypto, signer.publicKey)}/${rest}`;
 }

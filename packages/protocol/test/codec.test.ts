@@ -1,7 +1,20 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { decodeMessage, encodeMessage, ProtocolError, WIRE_VERSION, type Message } from '../src/index.js';
-import { candidate, message } from './arbitraries.js';
+import {
+  decodeEntryRecord,
+  decodeHeader,
+  decodeKeyRecord,
+  decodeMessage,
+  encodeEntryRecord,
+  encodeKeyRecord,
+  encodeMessage,
+  ERROR_CODE_NUMBERS,
+  ProtocolError,
+  RECORD_VERSION,
+  WIRE_VERSION,
+  type Message,
+} from '../src/index.js';
+import { candidate, cc, certificate, fragment, message, timestamp } from './arbitraries.js';
 
 const N = 4;
 
@@ -14,6 +27,10 @@ function decodeOrTypedError(frame: Uint8Array, n = N): Message | ProtocolError {
     throw err;
   }
 }
+
+const ts = { num: 1, writerId: new Uint8Array(32) };
+const hashes = () => Array.from({ length: N }, () => new Uint8Array(32));
+const cert = { nonceHash: new Uint8Array(32), ccDigest: new Uint8Array(32), signer: new Uint8Array(32), signature: new Uint8Array(64), grant: undefined };
 
 describe('wire codec', () => {
   it('round-trips every message', () => {
@@ -37,14 +54,13 @@ describe('wire codec', () => {
   });
 
   it('returns fragments as views into the frame, not copies', () => {
-    const fragment = Uint8Array.from([1, 2, 3, 4, 5]);
     const frame = encodeMessage({
       type: 'FILTER_ACK',
       key: 'k',
       opId: 1,
-      ts: { num: 1, writerId: new Uint8Array(16), mac: new Uint8Array(32) },
+      ts,
       stripe: 0,
-      entry: { fragment, cc: { tombstone: false, valueLength: 10, hashes: Array.from({ length: N }, () => new Uint8Array(32)) }, vec: Array.from({ length: N }, () => new Uint8Array(32)) },
+      entry: { fragment: Uint8Array.from([1, 2, 3, 4, 5]), cc: { tombstone: false, valueLength: 10, hashes: hashes() }, cert },
     });
     const m = decodeMessage(frame, { n: N });
     if (m.type !== 'FILTER_ACK' || !m.entry) throw new Error('wrong type');
@@ -90,23 +106,23 @@ describe('wire codec', () => {
     );
   });
 
-  it('rejects an unknown version, an unknown type and trailing bytes with stable codes', () => {
+  it('rejects version 1, an unknown type and trailing bytes with stable codes', () => {
     const frame = encodeMessage({ type: 'CLOCK', key: 'k', opId: 7 });
-    const badVersion = frame.slice();
-    badVersion[0] = WIRE_VERSION + 1;
-    expect(() => decodeMessage(badVersion, { n: N })).toThrow(expect.objectContaining({ code: 'UNSUPPORTED_VERSION' }));
+    const v1 = frame.slice();
+    v1[0] = 1;
+    expect(() => decodeMessage(v1, { n: N })).toThrow(expect.objectContaining({ code: 'UNSUPPORTED_VERSION' }));
     const badType = frame.slice();
-    badType[1] = 0x42;
+    badType[1] = 0x06; // REPAIR, retired with version 1
     expect(() => decodeMessage(badType, { n: N })).toThrow(expect.objectContaining({ code: 'UNKNOWN_TYPE' }));
     expect(() => decodeMessage(Uint8Array.from([...frame, 0]), { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
     expect(() => decodeMessage(frame.subarray(0, frame.length - 1), { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
   });
 
-  it('enforces vector lengths and candidate counts against n', () => {
+  it('enforces cross-checksum lengths and candidate counts against n', () => {
     fc.assert(
-      fc.property(candidate(N), (c) => {
-        const frame = encodeMessage({ type: 'COMPLETE', key: 'k', opId: 1, candidate: c });
-        // A vec of n = 4 entries is not one of a 7-server cluster.
+      fc.property(cc(N), candidate(), (sum, c) => {
+        const frame = encodeMessage({ type: 'STORE', key: 'k', opId: 1, ts, stripe: 0, fragment: new Uint8Array(0), cc: sum, cert });
+        // A cross-checksum of n = 4 entries is not one of a 7-server cluster.
         expect(() => decodeMessage(frame, { n: 7 })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
         const many = encodeMessage({ type: 'FILTER', key: 'k', opId: 1, stripe: 0, candidates: [c, c, c, c, c] });
         expect(() => decodeMessage(many, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
@@ -117,7 +133,7 @@ describe('wire codec', () => {
 
   it('bounds keys, fragments, value lengths and timestamps', () => {
     expect(() => encodeMessage({ type: 'CLOCK', key: 'x'.repeat(1025), opId: 1 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
-    const frame = encodeMessage({ type: 'CLOCK_ACK', key: 'k', opId: 1, ts: { num: 5, writerId: new Uint8Array(16), mac: new Uint8Array(32) } });
+    const frame = encodeMessage({ type: 'STORE_ACK', key: 'k', opId: 1, ts: { num: 5, writerId: new Uint8Array(32) } });
     const huge = frame.slice();
     huge.set([0xff, 0xff, 0xff, 0xff], 2 + 2 + 1 + 8); // high word of num: beyond 2^53
     expect(() => decodeMessage(huge, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
@@ -125,12 +141,11 @@ describe('wire codec', () => {
       type: 'STORE',
       key: 'k',
       opId: 1,
-      ts: { num: 1, writerId: new Uint8Array(16), mac: new Uint8Array(32) },
+      ts,
       stripe: 0,
       fragment: new Uint8Array(100),
-      cc: { tombstone: false, valueLength: 200, hashes: Array.from({ length: N }, () => new Uint8Array(32)) },
-      nonceHash: new Uint8Array(32),
-      vec: Array.from({ length: N }, () => new Uint8Array(32)),
+      cc: { tombstone: false, valueLength: 200, hashes: hashes() },
+      cert,
     });
     expect(() => decodeMessage(store, { n: N, maxFragmentLength: 99 })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
     expect(decodeMessage(store, { n: N, maxFragmentLength: 100 }).type).toBe('STORE');
@@ -141,5 +156,64 @@ describe('wire codec', () => {
     const bad = frame.slice();
     bad[4] = 0xc3; // a lead byte followed by ASCII
     expect(() => decodeMessage(bad, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
+  });
+
+  it('decodeHeader reads key and opId of a frame whose body is broken, and nothing of another version', () => {
+    const frame = encodeMessage({ type: 'COMPLETE', key: 'hdr', opId: 77, candidate: { ts, nonce: new Uint8Array(32), cert } });
+    expect(decodeHeader(frame.subarray(0, 30))).toEqual({ version: WIRE_VERSION, type: 'COMPLETE', key: 'hdr', opId: 77 });
+    const v1 = frame.slice();
+    v1[0] = 1;
+    expect(decodeHeader(v1)).toBeUndefined();
+    expect(decodeHeader(frame.subarray(0, 5))).toBeUndefined();
+    const unknown = frame.slice();
+    unknown[1] = 0x42;
+    expect(decodeHeader(unknown)).toMatchObject({ type: undefined, key: 'hdr', opId: 77 });
+  });
+
+  it('error codes travel as fixed numbers', () => {
+    // Pinned: a number once given to a code never changes meaning.
+    expect(ERROR_CODE_NUMBERS).toEqual({
+      INVALID_FRAME: 1,
+      UNSUPPORTED_VERSION: 2,
+      UNKNOWN_TYPE: 3,
+      UNAUTHENTICATED: 4,
+      INVALID_ARGUMENT: 5,
+      UNSUPPORTED: 6,
+      INTERNAL: 7,
+      NOT_AUTHORIZED: 8,
+      GRANT_EXPIRED: 9,
+      REVOKED: 10,
+      QUOTA_EXCEEDED: 11,
+      CONFLICT: 12,
+    });
+    const frame = encodeMessage({ type: 'ERROR', key: 'k', opId: 1, code: 'QUOTA_EXCEEDED', message: 'full' });
+    expect(frame[2 + 2 + 1 + 8]).toBe(11);
+    const unknown = frame.slice();
+    unknown[2 + 2 + 1 + 8] = 200;
+    expect(() => decodeMessage(unknown, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
+  });
+});
+
+describe('storage records', () => {
+  it('round-trip history entries and key states, and name their key', () => {
+    fc.assert(
+      fc.property(fc.string({ maxLength: 30 }), timestamp(), fragment, cc(N), certificate(), fc.option(candidate(), { nil: undefined }), (key, t, fr, sum, c, lc) => {
+        const entry = { ts: t, stripe: 0, fragment: fr, cc: sum, cert: c };
+        expect(decodeEntryRecord(encodeEntryRecord(key, entry), N)).toEqual({ key, entry });
+        const state = { lc, owner: 'o'.repeat(32), entries: 3, bytes: 1234 };
+        expect(decodeKeyRecord(encodeKeyRecord(key, state), N)).toEqual({ key, state });
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('refuse another record version and truncated records with typed errors', () => {
+    const raw = encodeEntryRecord('k', { ts, stripe: 0, fragment: new Uint8Array(3), cc: { tombstone: false, valueLength: 6, hashes: hashes() }, cert });
+    expect(raw[0]).toBe(RECORD_VERSION);
+    const other = raw.slice();
+    other[0] = RECORD_VERSION + 1;
+    expect(() => decodeEntryRecord(other, N)).toThrow(expect.objectContaining({ code: 'UNSUPPORTED_VERSION' }));
+    expect(() => decodeEntryRecord(raw.subarray(0, raw.length - 1), N)).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
+    expect(() => decodeKeyRecord(raw, N)).toThrow(ProtocolError);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MemoryStorage, storageConformance, type KeyRecord, type ServerStorage } from '../src/index.js';
+import { MemoryStorage, storageConformance, UsageLedger, type KeyRecord, type ServerStorage } from '../src/index.js';
 
 describe('MemoryStorage conformance', () => {
   for (const check of storageConformance(() => new MemoryStorage())) it(check.name, check.run);
@@ -12,9 +12,36 @@ describe('the conformance suite', () => {
       const inner = new MemoryStorage();
       const views = new Map<string, KeyRecord>();
       void inner.withKey('k', async (r) => views.set('k', r));
-      return { withKey: async (key, fn) => fn(views.get(key)!) };
+      return { withKey: async (key, fn) => fn(views.get(key)!), usage: (o) => inner.usage(o), owners: () => inner.owners() };
     };
     const check = storageConformance(unlocked).find((c) => c.name.startsWith('callbacks on one key'))!;
+    await expect(check.run()).rejects.toThrow(/storage conformance/);
+  });
+
+  it('fails a backend that checks quotas without reserving', async () => {
+    // Checks usage, then charges only after an await: concurrent puts all pass the check.
+    const racy = (): ServerStorage => {
+      const ledger = new UsageLedger();
+      const inner = new MemoryStorage();
+      return {
+        withKey: (key, fn) =>
+          inner.withKey(key, (r) =>
+            fn({
+              ...r,
+              putEntry: async (e, charge) => {
+                const u = ledger.usage(charge.owner);
+                if (charge.quota.bytes !== undefined && u.bytes + charge.bytes > charge.quota.bytes) return false;
+                await new Promise((resolve) => setTimeout(resolve, 1));
+                ledger.add(charge.owner, charge.bytes, 1);
+                return r.putEntry(e, { ...charge, quota: {} });
+              },
+            }),
+          ),
+        usage: (o) => ledger.usage(o),
+        owners: () => ledger.owners(),
+      };
+    };
+    const check = storageConformance(racy).find((c) => c.name.startsWith('concurrent puts'))!;
     await expect(check.run()).rejects.toThrow(/storage conformance/);
   });
 });
