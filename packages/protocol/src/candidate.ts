@@ -1,11 +1,11 @@
 /**
- * Candidates `(ts, N, cert)`: the metadata of a completed (or written-back) write. The
- * certificate proves who wrote `ts` and commits to `H(N)`; the revealed nonce proves the
- * writer finished its STORE round (the "proof of writing"). See `certificate.ts` for
- * `valid(c)`.
+ * Candidates `(ts, N, cert, proof)`: the metadata of a completed (or written-back) write.
+ * The certificate proves who wrote `ts` and commits to `H(N)`; the store proof shows
+ * `n − t` servers stored it; the revealed nonce proves the writer finished its STORE
+ * round (the paper's "proof of writing"). See `certificate.ts` for `valid(c)`.
  */
 import { bytesEqual, toHex } from './bytes.js';
-import type { WriteCertificate } from './certificate.js';
+import type { StoreProof, WriteCertificate } from './certificate.js';
 import { HASH_LENGTH } from './crypto.js';
 import type { Grant } from './grant.js';
 import { timestampKey, timestampsEqual, type Timestamp } from './timestamp.js';
@@ -13,12 +13,14 @@ import { timestampKey, timestampsEqual, type Timestamp } from './timestamp.js';
 /** Bytes in a nonce `N`. */
 export const NONCE_LENGTH = HASH_LENGTH;
 
-/** A candidate `(ts, N, cert)`. */
+/** A candidate `(ts, N, cert, proof)`. */
 export interface Candidate {
   readonly ts: Timestamp;
   /** The nonce revealed by COMPLETE; `cert.nonceHash = H(N)` was stored with the fragments. */
   readonly nonce: Uint8Array;
   readonly cert: WriteCertificate;
+  /** `n − t` servers' receipts that they stored the write. */
+  readonly proof: StoreProof;
 }
 
 /** Field-wise equality of two grants. */
@@ -44,9 +46,14 @@ export function certificatesEqual(a: WriteCertificate, b: WriteCertificate): boo
   );
 }
 
+/** Field-wise equality of two store proofs. */
+export function proofsEqual(a: StoreProof, b: StoreProof): boolean {
+  return a.length === b.length && a.every((r, i) => r.server === b[i]!.server && bytesEqual(r.signature, b[i]!.signature));
+}
+
 /** Field-wise equality. */
 export function candidatesEqual(a: Candidate, b: Candidate): boolean {
-  return timestampsEqual(a.ts, b.ts) && bytesEqual(a.nonce, b.nonce) && certificatesEqual(a.cert, b.cert);
+  return timestampsEqual(a.ts, b.ts) && bytesEqual(a.nonce, b.nonce) && certificatesEqual(a.cert, b.cert) && proofsEqual(a.proof, b.proof);
 }
 
 /** A string identifying the certificate's every field. */
@@ -57,8 +64,9 @@ export function certificateId(c: WriteCertificate): string {
 }
 
 /**
- * A string identifying every field, so a candidate set can be a map: two candidates
- * that differ anywhere (a forged field beside a genuine one) never share an id.
+ * A string identifying the write a candidate names, so a candidate set can be a map: two
+ * candidates that differ in timestamp, nonce or certificate never share an id. (Two valid
+ * proofs of one write may differ in which servers signed; they name the same write.)
  */
 export function candidateId(c: Candidate): string {
   return `${timestampKey(c.ts)}/${toHex(c.nonce)}/${certificateId(c.cert)}`;

@@ -1,14 +1,30 @@
 /**
- * Write certificates: the writer signs, once per write, the cluster, the key, the
- * timestamp, `Nbar = H(N)`, the cross-checksum's digest and the grant it relies on.
- * Servers keep certificates with the fragments and in `lc`; a candidate is `(ts, N, cert)`.
+ * Write certificates and store proofs: what makes a candidate valid.
  *
- * **Validity is timeless.** Whether a certificate is valid for a key depends only on its
- * bytes, the key and the cluster's fixed identity (id and admin key): the signatures and
- * the *structure* of the signer's authority (own namespace, admin, or a grant from the
- * namespace owner or the admin). Expiry, revocation, admission and quotas are checked on
- * STORE only (`policy.ts`), so no clock and no later policy change can turn a completed
- * write invalid, and a certificate verifies at every correct server or at none.
+ * - The **write certificate**: the writer signs, once per write, the cluster, the key,
+ *   the timestamp, `Nbar = H(N)`, the cross-checksum's digest and the grant it relies on.
+ * - The **store proof**: `n − t` *receipts*, each a server's signature that it admitted
+ *   the write and made `Hist[key][ts]` durable with that certificate. A server signs
+ *   only after every STORE check passed (signatures, authority, policy, quota,
+ *   write-once), so a proof shows that at least `t + 1` correct servers hold the write.
+ *
+ * `valid(c)` ≜ `c.ts > ts0 ∧ H(c.N) = c.cert.Nbar ∧` the certificate is valid for the key
+ * and timestamp `∧` the proof holds `n − t` receipts of distinct servers.
+ *
+ * **Validity is timeless.** It depends only on the candidate's bytes, the key and the
+ * cluster's fixed identity (id, admin key, server keys): signatures and the *structure*
+ * of the signer's authority (own namespace, admin, or a grant from the namespace owner
+ * or the admin). Expiry, revocation, admission and quotas are checked on STORE only, so
+ * no clock and no later policy change can turn a completed write invalid, and a
+ * candidate is valid at every correct server or at none.
+ *
+ * The proof is what makes "valid" imply "stored", whatever the writer does: the paper's
+ * writers were trusted to reveal `N` only after their STORE round, but a writer here may
+ * be any identity. Without proofs, a grantee whose grant expired (or was revoked) could
+ * sign a certificate that no correct server would store, reveal its nonce, and stall
+ * every reader of the grantor's keys on a candidate with no data. With write-once
+ * history, two proofs for one `(key, ts)` would need a correct server to store two
+ * entries, so a timestamp has at most one valid content.
  */
 import { bytesEqual, concatBytes, lengthPrefixed, toHex, u64 } from './bytes.js';
 import { DOMAIN, HASH_LENGTH, domain, keyField, nonceHash, type CryptoProvider, type Signer } from './crypto.js';
@@ -31,6 +47,16 @@ export interface WriteCertificate {
   readonly signature: Uint8Array;
 }
 
+/** Server `server`'s signature that it stored the write: see {@link receiptMessage}. */
+export interface StoreReceipt {
+  /** Protocol index (0-based) of the server. */
+  readonly server: number;
+  readonly signature: Uint8Array;
+}
+
+/** `n − t` receipts of distinct servers, in increasing server order. */
+export type StoreProof = readonly StoreReceipt[];
+
 const NO_GRANT = new Uint8Array(HASH_LENGTH);
 
 /** The bytes a writer signs. */
@@ -51,6 +77,31 @@ export function certificateMessage(
     cert.ccDigest,
     cert.signer,
     cert.grant ? grantDigest(crypto, cert.grant) : NO_GRANT,
+  );
+}
+
+/** A digest of every field of a certificate: what receipts sign. */
+export function certificateDigest(crypto: CryptoProvider, cert: WriteCertificate): Uint8Array {
+  return crypto.sha256Sync([
+    ...domain(DOMAIN.certificateDigest),
+    cert.nonceHash,
+    cert.ccDigest,
+    cert.signer,
+    cert.signature,
+    cert.grant ? grantDigest(crypto, cert.grant) : NO_GRANT,
+  ]);
+}
+
+/** The bytes server `server` signs when it has stored `cert`'s write of `key` at `ts`. */
+export function receiptMessage(crypto: CryptoProvider, clusterId: Uint8Array, key: string, ts: Timestamp, cert: WriteCertificate, server: number): Uint8Array {
+  return concatBytes(
+    ...domain(DOMAIN.receipt),
+    ...lengthPrefixed(clusterId),
+    ...keyField(key),
+    u64(ts.num),
+    ts.writerId,
+    certificateDigest(crypto, cert),
+    Uint8Array.of(server),
   );
 }
 
@@ -101,36 +152,42 @@ export interface CandidateFields {
   readonly ts: Timestamp;
   readonly nonce: Uint8Array;
   readonly cert: WriteCertificate;
+  readonly proof: StoreProof;
+}
+
+/** The two halves of `valid(c)` a host may check its own way (the simulator's mutants do). */
+export interface ValidityChecks {
+  certificate(ts: Timestamp, cert: WriteCertificate): Promise<CertificateCheck>;
+  proof(ts: Timestamp, cert: WriteCertificate, proof: StoreProof): Promise<boolean>;
 }
 
 /**
- * `valid(c)` ≜ `c.ts > ts0 ∧ H(c.N) = c.cert.Nbar ∧ check(c.ts, c.cert)`, where `check` is
- * the certificate check for the candidate's key: one definition for servers, readers and
- * writers (CLOCK).
+ * `valid(c)` ≜ `c.ts > ts0 ∧ H(c.N) = c.cert.Nbar ∧` the certificate and the proof check
+ * out for the candidate's key: one definition for servers, readers and writers (CLOCK).
  */
-export async function isValidCandidate(
-  crypto: CryptoProvider,
-  c: CandidateFields,
-  check: (ts: Timestamp, cert: WriteCertificate) => Promise<CertificateCheck>,
-): Promise<boolean> {
+export async function isValidCandidate(crypto: CryptoProvider, c: CandidateFields, checks: ValidityChecks): Promise<boolean> {
   if (c.ts.num === 0 || !bytesEqual(nonceHash(crypto, c.nonce), c.cert.nonceHash)) return false;
-  return (await check(c.ts, c.cert)).ok;
+  return (await checks.certificate(c.ts, c.cert)).ok && (await checks.proof(c.ts, c.cert, c.proof));
 }
 
 /**
- * Checks certificates for one cluster, remembering signatures already verified (a
- * bounded set), so one write costs a server one Ed25519 verification however many times
- * its candidate comes back in COMPLETE and FILTER.
+ * Checks certificates, receipts and candidates for one cluster, remembering signatures
+ * already verified (a bounded set), so a write costs a server one verification per
+ * signature however many times its candidate comes back in COMPLETE, CLOCK and FILTER.
  */
 export class CertificateVerifier {
   readonly #crypto: CryptoProvider;
   readonly #cluster: ClusterIdentity;
+  readonly #quorum: number;
   readonly #verified = new Set<string>();
   readonly #cacheSize: number;
 
   constructor(crypto: CryptoProvider, cluster: ClusterIdentity, cacheSize = 16_384) {
     this.#crypto = crypto;
     this.#cluster = cluster;
+    // n = 3t + 1 servers; a proof needs n − t receipts.
+    const n = cluster.servers.length;
+    this.#quorum = n - (n - 1) / 3;
     this.#cacheSize = cacheSize;
   }
 
@@ -141,9 +198,14 @@ export class CertificateVerifier {
 
   /** Signatures and authority of `cert` for `key` at `ts`. */
   async check(key: string, ts: Timestamp, cert: WriteCertificate): Promise<CertificateCheck> {
-    const crypto = this.#crypto;
-    const problem = authorityProblem(crypto, this.#cluster, key, ts, cert.signer, cert.grant);
+    const problem = authorityProblem(this.#crypto, this.#cluster, key, ts, cert.signer, cert.grant);
     if (problem) return { ok: false, code: 'NOT_AUTHORIZED', reason: problem };
+    return this.checkSignatures(key, ts, cert);
+  }
+
+  /** The certificate's own signature and its grant's, without the authority rules. */
+  async checkSignatures(key: string, ts: Timestamp, cert: WriteCertificate): Promise<CertificateCheck> {
+    const crypto = this.#crypto;
     if (cert.grant && !(await this.#verify(cert.grant.issuer, grantMessage(this.#cluster.id, cert.grant), cert.grant.signature))) {
       return { ok: false, code: 'UNAUTHENTICATED', reason: "the grant's signature does not verify" };
     }
@@ -153,12 +215,30 @@ export class CertificateVerifier {
     return OK;
   }
 
-  /**
-   * `valid(c)`: `c.ts > ts0`, `H(c.N) = c.cert.Nbar`, and the certificate is valid for
-   * `key` at `c.ts`. The same predicate at servers, readers and writers (CLOCK).
-   */
+  /** Whether `signature` is server `server`'s receipt for this write. */
+  receiptValid(key: string, ts: Timestamp, cert: WriteCertificate, server: number, signature: Uint8Array): Promise<boolean> {
+    const publicKey = this.#cluster.servers[server];
+    if (!publicKey) return Promise.resolve(false);
+    return this.#verify(publicKey, receiptMessage(this.#crypto, this.#cluster.id, key, ts, cert, server), signature);
+  }
+
+  /** At least `n − t` receipts, of distinct servers in increasing order, every one valid. */
+  async proofValid(key: string, ts: Timestamp, cert: WriteCertificate, proof: StoreProof): Promise<boolean> {
+    if (proof.length < this.#quorum) return false;
+    for (let i = 0; i < proof.length; i++) {
+      const r = proof[i]!;
+      if (i > 0 && r.server <= proof[i - 1]!.server) return false;
+      if (!(await this.receiptValid(key, ts, cert, r.server, r.signature))) return false;
+    }
+    return true;
+  }
+
+  /** `valid(c)` for `key`. */
   valid(key: string, c: CandidateFields): Promise<boolean> {
-    return isValidCandidate(this.#crypto, c, (ts, cert) => this.check(key, ts, cert));
+    return isValidCandidate(this.#crypto, c, {
+      certificate: (ts, cert) => this.check(key, ts, cert),
+      proof: (ts, cert, proof) => this.proofValid(key, ts, cert, proof),
+    });
   }
 
   async #verify(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): Promise<boolean> {

@@ -4,14 +4,14 @@
  *
  * ```json
  * { "version": 2, "id": "<cluster id, base32>", "admin": "<admin public key, base64url>",
- *   "t": 1, "n": 4, "servers": [{ "id": 1, "url": "ws://127.0.0.1:7001" }, …],
+ *   "t": 1, "n": 4, "servers": [{ "id": 1, "url": "ws://127.0.0.1:7001", "publicKey": "…" }, …],
  *   "policy": { "writers": "open", "owners": [], "revoked": { "keys": [], "grants": [] },
  *               "quotas": { "default": { "bytes": 1073741824, "keys": 100000 }, "owners": {} } } }
  * ```
  *
- * `id` and `admin` are fixed for the cluster's life (they are part of every certificate's
- * validity); `policy` may be edited (servers reload it on SIGHUP) and only affects which
- * new writes are admitted.
+ * `id`, `admin` and the servers' public keys are fixed for the cluster's life (they are
+ * part of every candidate's validity); `url`s may change; `policy` may be edited (servers
+ * reload it on SIGHUP) and only affects which new writes are admitted.
  */
 import { clusterConfig, MAX_SERVERS, type ClusterConfig } from './config.js';
 import { ProtocolError } from './errors.js';
@@ -28,6 +28,8 @@ export interface ClusterServer {
   readonly id: number;
   /** `ws://host:port` or `wss://host:port`. */
   readonly url: string;
+  /** The server's receipt key (base64url): what its signatures in store proofs are checked against. */
+  readonly publicKey: string;
 }
 
 /** The policy as written in the file. */
@@ -167,6 +169,7 @@ export function parseClusterFile(input: unknown): Cluster {
   if (!Array.isArray(o.servers) || o.servers.length !== n) {
     fail('servers', `must list ${n} servers, got ${Array.isArray(o.servers) ? o.servers.length : typeof o.servers}`);
   }
+  const keys: Uint8Array[] = [];
   const servers = o.servers.map((s: unknown, i: number): ClusterServer => {
     const field = `servers[${i}]`;
     const so = object(s, field);
@@ -174,9 +177,16 @@ export function parseClusterFile(input: unknown): Cluster {
     if (typeof so.url !== 'string' || !/^wss?:\/\/[^/?#\s]+$/.test(so.url)) {
       fail(`${field}.url`, `must be a ws:// or wss:// URL (host and port, no path), got ${JSON.stringify(so.url)}`);
     }
-    return { id: i + 1, url: so.url };
+    let publicKey: Uint8Array;
+    try {
+      publicKey = decodePublicKey(so.publicKey);
+    } catch {
+      fail(`${field}.publicKey`, "must be the server's public key (43 base64url characters)");
+    }
+    keys.push(publicKey);
+    return { id: i + 1, url: so.url, publicKey: encodePublicKey(publicKey) };
   });
   const { policy, json } = parsePolicy(o.policy ?? { writers: 'open' });
   const file: ClusterFile = { version: 2, id: toBase32(id), admin: encodePublicKey(admin), t, n, servers, policy: json };
-  return { config: clusterConfig(t), identity: { id, admin }, servers, policy, file };
+  return { config: clusterConfig(t), identity: { id, admin, servers: keys }, servers, policy, file };
 }

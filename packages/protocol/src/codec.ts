@@ -5,6 +5,7 @@
  * before use (`wire.ts`). The decoder returns fragments as views into the frame.
  */
 import { MAX_SERVERS, MAX_VALUE_LENGTH } from './config.js';
+import { SIGNATURE_LENGTH } from './crypto.js';
 import { ERROR_CODE_NUMBERS, ProtocolError, errorCodeOf } from './errors.js';
 import type { Message } from './messages.js';
 import {
@@ -89,6 +90,9 @@ export function encodeMessage(m: Message): Uint8Array {
       writeOptionalCandidate(w, m.candidate);
       break;
     case 'STORE_ACK':
+      writeTs(w, m.ts);
+      w.fixed(m.receipt, SIGNATURE_LENGTH, 'receipt');
+      break;
     case 'COMPLETE_ACK':
       writeTs(w, m.ts);
       break;
@@ -182,7 +186,10 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
     case 'CLOCK_ACK':
     case 'COLLECT_ACK':
       return { type, key, opId, candidate: readOptionalCandidate(r) };
-    case 'STORE_ACK':
+    case 'STORE_ACK': {
+      const ts = readTs(r);
+      return { type, key, opId, ts, receipt: r.fixed(SIGNATURE_LENGTH, 'receipt') };
+    }
     case 'COMPLETE_ACK':
       return { type, key, opId, ts: readTs(r) };
     case 'FILTER_ACK': {

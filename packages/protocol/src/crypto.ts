@@ -56,6 +56,8 @@ export const DOMAIN = {
   nonce: 'powerstore/v2/nonce',
   crossChecksum: 'powerstore/v2/cross-checksum',
   certificate: 'powerstore/v2/write-certificate',
+  certificateDigest: 'powerstore/v2/certificate-digest',
+  receipt: 'powerstore/v2/store-receipt',
   grant: 'powerstore/v2/grant',
   grantId: 'powerstore/v2/grant-id',
   identity: 'powerstore/v2/identity',

@@ -16,12 +16,14 @@ export const MAX_PREFIX_LENGTH = 1024;
 /** Latest expiry a grant can carry: the year 9999 ("never", in practice). */
 export const MAX_EXPIRY = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
-/** What binds certificates and grants to one cluster: its id and the admin key. */
+/** What binds certificates, grants and store receipts to one cluster; fixed for the cluster's life. */
 export interface ClusterIdentity {
-  /** Random, fixed at `init`; signed into every certificate and grant. */
+  /** Random, fixed at `init`; signed into every certificate, grant and receipt. */
   readonly id: Uint8Array;
-  /** The admin public key: may write any key and grant any prefix. Fixed for the cluster's life. */
+  /** The admin public key: may write any key and grant any prefix. */
   readonly admin: Uint8Array;
+  /** Each server's public key, by protocol index: what store receipts are checked against. */
+  readonly servers: readonly Uint8Array[];
 }
 
 /** A signed permission to write keys starting with `prefix`. */

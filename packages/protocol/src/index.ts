@@ -6,15 +6,20 @@
  * erasure codec and storage, and move the messages.
  */
 export { bytesEqual, compareBytes, toHex } from './bytes.js';
-export { candidateId, candidatesEqual, certificateId, certificatesEqual, grantsEqual, NONCE_LENGTH, type Candidate } from './candidate.js';
+export { candidateId, candidatesEqual, certificateId, certificatesEqual, grantsEqual, NONCE_LENGTH, proofsEqual, type Candidate } from './candidate.js';
 export {
   authorityProblem,
+  certificateDigest,
   certificateMessage,
   CertificateVerifier,
   isValidCandidate,
+  receiptMessage,
   signCertificate,
   type CandidateFields,
   type CertificateCheck,
+  type StoreProof,
+  type StoreReceipt,
+  type ValidityChecks,
   type WriteCertificate,
 } from './certificate.js';
 export {

@@ -55,10 +55,11 @@ export interface ClockAck extends Base {
   readonly type: 'CLOCK_ACK';
   readonly candidate: Candidate | undefined;
 }
-/** The STORE for `ts` is durable. */
+/** The STORE for `ts` is durable; `receipt` is the server's signature saying so (see `receiptMessage`). */
 export interface StoreAck extends Base {
   readonly type: 'STORE_ACK';
   readonly ts: Timestamp;
+  readonly receipt: Uint8Array;
 }
 /** The COMPLETE for `ts` was processed. */
 export interface CompleteAck extends Base {

@@ -6,20 +6,23 @@
  *   is entry `i` of it, the certificate is valid (signatures and the signer's authority
  *   over the key), the write policy admits it (expiry, revocation, owners), the owner is
  *   within quota, and `Hist[key][ts]` is empty or byte-identical: **history is write-once**
- *   (an identical retry is acknowledged, a different entry refused with `CONFLICT`).
+ *   (an identical retry is acknowledged, a different entry refused with `CONFLICT`). The
+ *   acknowledgement carries the server's signed receipt; `n − t` of them form the store
+ *   proof that makes the write's candidate valid.
  * - COMPLETE and the FILTER write-back change `lc` only for a valid candidate with a
  *   higher timestamp. Validity depends on nothing but the candidate's bytes and the
  *   cluster's fixed identity, so it is the same at every correct server, at every time.
- * - The server holds no secret: a stolen disk or a Byzantine server grants no write power.
+ * - The server's only secret is its receipt key, which grants no write power: a store
+ *   proof needs `n − t` servers' receipts *and* the writer's certificate.
  */
 import { bytesEqual } from './bytes.js';
 import { certificatesEqual, type Candidate } from './candidate.js';
-import { CertificateVerifier, isValidCandidate, type CertificateCheck, type WriteCertificate } from './certificate.js';
+import { CertificateVerifier, isValidCandidate, receiptMessage, type CertificateCheck, type StoreProof, type WriteCertificate } from './certificate.js';
 import { decodeHeader, decodeMessage, encodeMessage } from './codec.js';
 import type { ClusterConfig } from './config.js';
 import { crossChecksumDigest, fragmentMatches } from './cross-checksum.js';
-import type { CryptoProvider } from './crypto.js';
-import { ProtocolError, type ProtocolErrorCode } from './errors.js';
+import type { CryptoProvider, Signer } from './crypto.js';
+import { check, ProtocolError, type ProtocolErrorCode } from './errors.js';
 import type { ClusterIdentity } from './grant.js';
 import {
   isRequest,
@@ -46,8 +49,10 @@ export interface ServerOptions {
   readonly index: number;
   readonly crypto: CryptoProvider;
   readonly storage: ServerStorage;
-  /** The cluster's id and admin key: fixed for its life, part of every certificate's validity. */
+  /** The cluster's id, admin key and server keys: fixed for its life, part of every candidate's validity. */
   readonly cluster: ClusterIdentity;
+  /** This server's key: signs the receipts in STORE acknowledgements. Its public key is `cluster.servers[index]`. */
+  readonly signer: Signer;
   /** Who may write, revocations and quotas; see {@link Server.setPolicy}. Default: open, no quotas. */
   readonly policy?: WritePolicy;
   /** The time, in ms since the epoch, for grant expiry (injected: simulations run on virtual time). */
@@ -90,6 +95,7 @@ export class Server {
   readonly #options: ServerOptions;
 
   constructor(options: ServerOptions) {
+    check(options.cluster.servers.length === options.config.n, `the cluster identity lists ${options.cluster.servers.length} server keys, the cluster has ${options.config.n} servers`);
     this.config = options.config;
     this.index = options.index;
     this.crypto = options.crypto;
@@ -183,7 +189,9 @@ export class Server {
     if (refusal) throw new ProtocolError(refusal.code, refusal.reason);
     const entry: HistoryEntry = { ts, stripe, fragment, cc, cert };
     await this.storage.withKey(key, (record) => this.storeEntry(record, key, entry));
-    return { type: 'STORE_ACK', key, opId: req.opId, ts };
+    // Signed only once the entry is durable: a receipt is a promise to hold it.
+    const receipt = await this.#options.signer.sign(receiptMessage(this.crypto, this.#options.cluster.id, key, ts, cert, this.index));
+    return { type: 'STORE_ACK', key, opId: req.opId, ts, receipt };
   }
 
   /** Write-once history: an identical retry is a no-op, a different entry a `CONFLICT`. */
@@ -254,9 +262,17 @@ export class Server {
     return ok;
   }
 
-  /** `valid(c)` ≜ `c.ts > ts0 ∧ H(c.N) = c.cert.Nbar ∧` the certificate is valid for the key. */
+  /** `valid(c)`: see `certificate.ts`. */
   protected valid(key: string, c: Candidate): Promise<boolean> {
-    return isValidCandidate(this.crypto, c, (ts, cert) => this.checkCertificate(key, ts, cert));
+    return isValidCandidate(this.crypto, c, {
+      certificate: (ts, cert) => this.checkCertificate(key, ts, cert),
+      proof: (ts, cert, proof) => this.checkProof(key, ts, cert, proof),
+    });
+  }
+
+  /** `n − t` valid receipts of distinct servers. */
+  protected checkProof(key: string, ts: Timestamp, cert: WriteCertificate, proof: StoreProof): Promise<boolean> {
+    return this.verifier.proofValid(key, ts, cert, proof);
   }
 
   /** Signatures and the signer's authority over `key`: the timeless half of every check. */

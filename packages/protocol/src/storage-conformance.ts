@@ -30,7 +30,12 @@ const cert = (num: number): WriteCertificate => ({
   signature: new Uint8Array(64).fill(num),
   grant: num % 2 === 0 ? { issuer: new Uint8Array(32).fill(5), grantee: new Uint8Array(32).fill(3), prefix: `~p${num}/`, expiresAt: 1e12 + num, signature: new Uint8Array(64).fill(6) } : undefined,
 });
-const candidate = (num: number): Candidate => ({ ts: ts(num), nonce: new Uint8Array(32).fill(num + 1), cert: cert(num) });
+const candidate = (num: number): Candidate => ({
+  ts: ts(num),
+  nonce: new Uint8Array(32).fill(num + 1),
+  cert: cert(num),
+  proof: [0, 2, 3].map((server) => ({ server, signature: new Uint8Array(64).fill(server + num) })),
+});
 const entry = (num: number): HistoryEntry => ({
   ts: ts(num),
   stripe: 0,
@@ -67,6 +72,7 @@ export function storageConformance(make: () => ServerStorage | Promise<ServerSto
         await s.withKey('a', async (r) => {
           const lc = await r.getLc();
           if (lc?.ts.num !== 4 || lc.cert.grant?.prefix !== '~p4/' || lc.cert.signature[0] !== 4) fail('lc not read back whole');
+          if (lc.proof.map((r) => `${r.server}:${r.signature[0]}`).join() !== '0:4,2:6,3:7') fail("lc's store proof not read back whole");
           const e = await r.getEntry(ts(4));
           if (!e || e.fragment[0] !== 4 || e.cc.valueLength !== 5 || e.cert.grant?.expiresAt !== 1e12 + 4) fail('history entry not read back whole');
           if ((await r.getEntry(ts(3)))?.cert.grant !== undefined) fail('an entry without a grant read back with one');

@@ -5,7 +5,7 @@
  * views into the input, not copies.
  */
 import type { Candidate } from './candidate.js';
-import type { WriteCertificate } from './certificate.js';
+import type { StoreProof, WriteCertificate } from './certificate.js';
 import { MAX_SERVERS, MAX_VALUE_LENGTH } from './config.js';
 import type { CrossChecksum } from './cross-checksum.js';
 import { HASH_LENGTH, PUBLIC_KEY_LENGTH, SIGNATURE_LENGTH } from './crypto.js';
@@ -197,16 +197,40 @@ export function readCert(r: ByteReader): WriteCertificate {
   return { nonceHash, ccDigest, signer, signature, grant };
 }
 
+export function writeProof(w: ByteWriter, proof: StoreProof) {
+  if (proof.length > MAX_SERVERS) bad('too many receipts');
+  w.u8(proof.length);
+  for (const r of proof) {
+    if (!Number.isInteger(r.server) || r.server < 0 || r.server >= MAX_SERVERS) bad(`receipt server index out of range: ${r.server}`);
+    w.u8(r.server);
+    w.fixed(r.signature, SIGNATURE_LENGTH, 'receipt');
+  }
+}
+
+export function readProof(r: ByteReader): StoreProof {
+  const count = r.u8('receipt count');
+  if (count > r.n) ByteReader.invalid(`${count} receipts, at most ${r.n}`);
+  const proof: { server: number; signature: Uint8Array }[] = [];
+  for (let i = 0; i < count; i++) {
+    const server = r.u8('receipt server');
+    if (server >= r.n) ByteReader.invalid(`receipt of server ${server}, the cluster has ${r.n}`);
+    proof.push({ server, signature: r.fixed(SIGNATURE_LENGTH, 'receipt') });
+  }
+  return proof;
+}
+
 export function writeCandidate(w: ByteWriter, c: Candidate) {
   writeTs(w, c.ts);
   w.fixed(c.nonce, NONCE_LENGTH, 'nonce');
   writeCert(w, c.cert);
+  writeProof(w, c.proof);
 }
 
 export function readCandidate(r: ByteReader): Candidate {
   const ts = readTs(r);
   const nonce = r.fixed(NONCE_LENGTH, 'nonce');
-  return { ts, nonce, cert: readCert(r) };
+  const cert = readCert(r);
+  return { ts, nonce, cert, proof: readProof(r) };
 }
 
 export function writeOptionalCandidate(w: ByteWriter, c: Candidate | undefined) {

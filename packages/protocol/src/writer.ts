@@ -139,6 +139,8 @@ export class WriteOperation implements ClientOperation<WriteResult> {
   readonly #grant: Grant | undefined;
   #phase: Phase = 'idle';
   readonly #acked = new Set<number>();
+  /** Valid STORE receipts, by server. */
+  readonly #receipts = new Map<number, Uint8Array>();
   readonly #rejections = new Rejections();
   /** Highest valid timestamp seen in CLOCK. */
   #highest: Timestamp = TS0;
@@ -194,10 +196,14 @@ export class WriteOperation implements ClientOperation<WriteResult> {
           else this.options.onEvidence?.(from, 'sent a CLOCK candidate that is not valid');
         }
         return this.#acked.size >= quorum(config) ? this.#store() : {};
-      case 'store':
+      case 'store': {
         if (reply.type !== 'STORE_ACK' || !this.#isOurs(reply.ts)) return {};
         this.#acked.add(from);
-        return this.#acked.size >= quorum(config) ? this.#complete() : {};
+        const { ts, cert } = this.#candidate!;
+        if (await this.options.session.verifier.receiptValid(this.key, ts, cert, from, reply.receipt)) this.#receipts.set(from, reply.receipt);
+        else this.options.onEvidence?.(from, 'acknowledged a STORE with a receipt that does not verify');
+        return this.#receipts.size >= quorum(config) ? this.#complete() : {};
+      }
       case 'complete':
         if (reply.type !== 'COMPLETE_ACK' || !this.#isOurs(reply.ts)) return {};
         this.#acked.add(from);
@@ -235,7 +241,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
       ccDigest: crossChecksumDigest(crypto, cc),
       grant: this.#grant,
     });
-    this.#candidate = { ts, nonce, cert };
+    this.#candidate = { ts, nonce, cert, proof: [] };
     this.#nextRound('store');
     const send: Outgoing[] = [];
     for (let i = 0; i < config.n; i++) {
@@ -245,8 +251,10 @@ export class WriteOperation implements ClientOperation<WriteResult> {
   }
 
   #complete(): Step<WriteResult> {
+    const proof = [...this.#receipts].sort(([a], [b]) => a - b).map(([server, signature]) => ({ server, signature }));
+    this.#candidate = { ...this.#candidate!, proof };
     this.#nextRound('complete');
-    return { send: this.#toAll({ type: 'COMPLETE', key: this.key, opId: this.opId, candidate: this.#candidate! }) };
+    return { send: this.#toAll({ type: 'COMPLETE', key: this.key, opId: this.opId, candidate: this.#candidate }) };
   }
 
   #nextRound(phase: Phase): void {

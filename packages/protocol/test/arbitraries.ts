@@ -15,7 +15,10 @@ export const grant = (): fc.Arbitrary<Grant> =>
 export const certificate = (): fc.Arbitrary<WriteCertificate> =>
   fc.record({ nonceHash: hash(), ccDigest: hash(), signer: bytes(32), signature: bytes(64), grant: fc.option(grant(), { nil: undefined }) });
 
-export const candidate = (): fc.Arbitrary<Candidate> => fc.record({ ts: timestamp(), nonce: hash(), cert: certificate() });
+export const proof = (n: number) =>
+  fc.uniqueArray(fc.nat({ max: n - 1 }), { maxLength: n }).map((servers) => servers.sort((a, b) => a - b).map((server) => ({ server, signature: new Uint8Array(64).fill(server) })));
+
+export const candidate = (n = 4): fc.Arbitrary<Candidate> => fc.record({ ts: timestamp(), nonce: hash(), cert: certificate(), proof: proof(n) });
 
 export const cc = (n: number): fc.Arbitrary<CrossChecksum> =>
   fc.record({ tombstone: fc.boolean(), valueLength: fc.nat({ max: 2 ** 30 }), hashes: fc.array(hash(), { minLength: n, maxLength: n }) });
@@ -29,10 +32,11 @@ export function message(n: number): fc.Arbitrary<Message> {
   return fc.oneof(
     fc.record({ type: fc.constantFrom('CLOCK' as const, 'COLLECT' as const), ...base }),
     fc.record({ type: fc.constant('STORE' as const), ...base, ts: timestamp(), stripe, fragment, cc: cc(n), cert: certificate() }),
-    fc.record({ type: fc.constant('COMPLETE' as const), ...base, candidate: candidate() }),
-    fc.record({ type: fc.constant('FILTER' as const), ...base, stripe, candidates: fc.array(candidate(), { maxLength: n }) }),
-    fc.record({ type: fc.constantFrom('STORE_ACK' as const, 'COMPLETE_ACK' as const), ...base, ts: timestamp() }),
-    fc.record({ type: fc.constantFrom('CLOCK_ACK' as const, 'COLLECT_ACK' as const), ...base, candidate: fc.option(candidate(), { nil: undefined }) }),
+    fc.record({ type: fc.constant('COMPLETE' as const), ...base, candidate: candidate(n) }),
+    fc.record({ type: fc.constant('FILTER' as const), ...base, stripe, candidates: fc.array(candidate(n), { maxLength: n }) }),
+    fc.record({ type: fc.constant('STORE_ACK' as const), ...base, ts: timestamp(), receipt: bytes(64) }),
+    fc.record({ type: fc.constant('COMPLETE_ACK' as const), ...base, ts: timestamp() }),
+    fc.record({ type: fc.constantFrom('CLOCK_ACK' as const, 'COLLECT_ACK' as const), ...base, candidate: fc.option(candidate(n), { nil: undefined }) }),
     fc.record({
       type: fc.constant('FILTER_ACK' as const),
       ...base,

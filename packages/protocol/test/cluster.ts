@@ -27,10 +27,11 @@ export function identity(byte: number): Promise<Signer> {
   return crypto.signerFromSeed(new Uint8Array(32).fill(byte));
 }
 
-/** The cluster identity every test cluster uses: id 0x11…, admin = identity(0xad). */
-export async function testCluster(): Promise<{ cluster: ClusterIdentity; admin: Signer }> {
+/** The cluster identity every test cluster of `t` uses: id 0x11…, admin = identity(0xad), server i = identity(0xc0 + i). */
+export async function testCluster(t = 1): Promise<{ cluster: ClusterIdentity; admin: Signer; serverSigners: Signer[] }> {
   const admin = await identity(0xad);
-  return { cluster: { id: new Uint8Array(16).fill(0x11), admin: admin.publicKey }, admin };
+  const serverSigners = await Promise.all(Array.from({ length: 3 * t + 1 }, (_, i) => identity(0xc0 + i)));
+  return { cluster: { id: new Uint8Array(16).fill(0x11), admin: admin.publicKey, servers: serverSigners.map((s) => s.publicKey) }, admin, serverSigners };
 }
 
 let counter = 0;
@@ -40,9 +41,11 @@ export async function makeCluster(t = 1, options: { skip?: Set<number>; policy?:
   const { skip = new Set<number>(), policy, now = () => 1_000_000 } = options;
   const config = clusterConfig(t);
   const codec = createReferenceCodec({ k: t + 1, n: config.n });
-  const { cluster, admin } = await testCluster();
+  const { cluster, admin, serverSigners } = await testCluster(t);
   const storages = Array.from({ length: config.n }, () => new MemoryStorage());
-  const servers = storages.map((storage, index) => new Server({ config, index, crypto, storage, cluster, now, ...(policy ? { policy } : {}) }));
+  const servers = storages.map(
+    (storage, index) => new Server({ config, index, crypto, storage, cluster, signer: serverSigners[index]!, now, ...(policy ? { policy } : {}) }),
+  );
   const owner = await identity(1);
   let instance = 0;
   const session = (signer: Signer = owner, grants: Grant[] = []) =>
@@ -72,6 +75,7 @@ export async function makeCluster(t = 1, options: { skip?: Set<number>; policy?:
     codec,
     cluster,
     admin,
+    serverSigners,
     owner,
     servers,
     storages,

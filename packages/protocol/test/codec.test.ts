@@ -118,6 +118,13 @@ describe('wire codec', () => {
     expect(() => decodeMessage(frame.subarray(0, frame.length - 1), { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
   });
 
+  it('enforces receipt counts and server indices against n', () => {
+    const c = { ts, nonce: new Uint8Array(32), cert, proof: [4].map((server) => ({ server, signature: new Uint8Array(64) })) };
+    const frame = encodeMessage({ type: 'COMPLETE', key: 'k', opId: 1, candidate: c });
+    expect(() => decodeMessage(frame, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
+    expect(decodeMessage(frame, { n: 7 }).type).toBe('COMPLETE');
+  });
+
   it('enforces cross-checksum lengths and candidate counts against n', () => {
     fc.assert(
       fc.property(cc(N), candidate(), (sum, c) => {
@@ -133,7 +140,7 @@ describe('wire codec', () => {
 
   it('bounds keys, fragments, value lengths and timestamps', () => {
     expect(() => encodeMessage({ type: 'CLOCK', key: 'x'.repeat(1025), opId: 1 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
-    const frame = encodeMessage({ type: 'STORE_ACK', key: 'k', opId: 1, ts: { num: 5, writerId: new Uint8Array(32) } });
+    const frame = encodeMessage({ type: 'COMPLETE_ACK', key: 'k', opId: 1, ts: { num: 5, writerId: new Uint8Array(32) } });
     const huge = frame.slice();
     huge.set([0xff, 0xff, 0xff, 0xff], 2 + 2 + 1 + 8); // high word of num: beyond 2^53
     expect(() => decodeMessage(huge, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
@@ -159,7 +166,7 @@ describe('wire codec', () => {
   });
 
   it('decodeHeader reads key and opId of a frame whose body is broken, and nothing of another version', () => {
-    const frame = encodeMessage({ type: 'COMPLETE', key: 'hdr', opId: 77, candidate: { ts, nonce: new Uint8Array(32), cert } });
+    const frame = encodeMessage({ type: 'COMPLETE', key: 'hdr', opId: 77, candidate: { ts, nonce: new Uint8Array(32), cert, proof: [] } });
     expect(decodeHeader(frame.subarray(0, 30))).toEqual({ version: WIRE_VERSION, type: 'COMPLETE', key: 'hdr', opId: 77 });
     const v1 = frame.slice();
     v1[0] = 1;

@@ -8,6 +8,7 @@ import {
   encodePublicKey,
   nonceHash,
   OPEN_POLICY,
+  receiptMessage,
   Server,
   ownerIdOf,
   signCertificate,
@@ -75,7 +76,18 @@ async function storeFor(
   const nonce = options.nonce ?? new Uint8Array(32).fill(5);
   const cert = await signCertificate(crypto, c.cluster.id, signer, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), grant: options.grant });
   const index = options.index ?? 0;
-  return { store: { type: 'STORE', key, opId: 1, ts, stripe: 0, fragment: fragments[index]!, cc, cert }, candidate: { ts, nonce, cert }, fragments };
+  return { store: { type: 'STORE', key, opId: 1, ts, stripe: 0, fragment: fragments[index]!, cc, cert }, candidate: { ts, nonce, cert, proof: [] }, fragments };
+}
+
+/** Sends the write's STORE to every server; returns the candidate with the store proof of the first `n − t` receipts. */
+async function storeEverywhere(c: Awaited<ReturnType<typeof makeCluster>>, w: Awaited<ReturnType<typeof storeFor>>): Promise<Candidate> {
+  const proof = [];
+  for (const [i, s] of c.servers.entries()) {
+    const ack = await s.handle({ ...w.store, fragment: w.fragments[i]! });
+    expect(ack).toMatchObject({ type: 'STORE_ACK' });
+    if (ack.type === 'STORE_ACK' && proof.length < c.config.n - c.config.t) proof.push({ server: i, signature: ack.receipt });
+  }
+  return { ...w.candidate, proof };
 }
 
 describe('STORE admission', () => {
@@ -113,7 +125,7 @@ describe('STORE admission', () => {
   it('history is write-once: a second certificate for a stored timestamp is a CONFLICT', async () => {
     const conflicts: string[] = [];
     const c = await makeCluster(1);
-    const server = new Server({ config: c.config, index: 0, crypto, storage: c.storages[0]!, cluster: c.cluster, now: () => 0, onConflict: (k) => conflicts.push(k) });
+    const server = new Server({ config: c.config, index: 0, crypto, storage: c.storages[0]!, cluster: c.cluster, signer: c.serverSigners[0]!, now: () => 0, onConflict: (k) => conflicts.push(k) });
     const key = own(c.owner, 'k');
     const first = await storeFor(c, c.owner, key, text('one'));
     // The same writer signing another value for the same timestamp (only its own key can).
@@ -151,10 +163,10 @@ describe('STORE admission', () => {
     const grant = await signGrant(crypto, c.cluster, c.owner, { grantee: bob.publicKey, prefix: own(c.owner, ''), expiresAt: 2000 });
     const key = own(c.owner, 'k');
     const w = await storeFor(c, bob, key, text('written under a grant'), { grant });
-    for (const [i, s] of c.servers.entries()) expect(await s.handle({ ...w.store, fragment: w.fragments[i]! })).toMatchObject({ type: 'STORE_ACK' });
+    const candidate = await storeEverywhere(c, w);
     now = 5000; // the grant has expired
     for (const s of c.servers) s.setPolicy({ ...OPEN_POLICY, revokedKeys: [encodePublicKey(bob.publicKey)] });
-    for (const s of c.servers) expect(await s.handle({ type: 'COMPLETE', key, opId: 2, candidate: w.candidate })).toMatchObject({ type: 'COMPLETE_ACK' });
+    for (const s of c.servers) expect(await s.handle({ type: 'COMPLETE', key, opId: 2, candidate })).toMatchObject({ type: 'COMPLETE_ACK' });
     const r = await c.read(key);
     expect(new TextDecoder().decode(r.value)).toBe('written under a grant');
     expect(r.ts).toEqual(w.store.ts);
@@ -182,6 +194,53 @@ describe('STORE admission', () => {
   });
 });
 
+describe('store proofs', () => {
+  it('an expired grantee’s write gets no receipt from a correct server, so it can never become valid', async () => {
+    // Without store proofs this is a liveness attack: the certificate is valid (validity is
+    // timeless), COMPLETE would be accepted everywhere, and readers of the key would wait
+    // forever for fragments no correct server has.
+    let now = 1000;
+    const c = await makeCluster(1, { now: () => now });
+    const key = own(c.owner, 'k');
+    await c.write(key, { kind: 'value', value: text('before') });
+    const bob = await identity(2);
+    const grant = await signGrant(crypto, c.cluster, c.owner, { grantee: bob.publicKey, prefix: own(c.owner, ''), expiresAt: 2000 });
+    now = 3000;
+    const w = await storeFor(c, bob, key, text('after expiry'), { grant, num: 9 });
+    for (const [i, s] of c.servers.entries()) expect(await s.handle({ ...w.store, fragment: w.fragments[i]! })).toMatchObject({ code: 'GRANT_EXPIRED' });
+    // Even with t Byzantine servers' receipts (here: genuine signatures of server 3), the proof falls short.
+    const byzantine = { server: 3, signature: await c.serverSigners[3]!.sign(receiptMessage(crypto, c.cluster.id, key, w.store.ts, w.store.cert, 3)) };
+    for (const proof of [[], [byzantine], [byzantine, byzantine]]) {
+      for (const s of c.servers) expect(await s.handle({ type: 'COMPLETE', key, opId: 3, candidate: { ...w.candidate, proof } })).toMatchObject({ code: 'UNAUTHENTICATED' });
+    }
+    const r = await c.read(key);
+    expect(new TextDecoder().decode(r.value)).toBe('before');
+  });
+
+  it('a proof needs n − t valid receipts of distinct servers, for this very write', async () => {
+    const c = await makeCluster(1);
+    const key = own(c.owner, 'k');
+    const w = await storeFor(c, c.owner, key, text('v'));
+    const good = await storeEverywhere(c, w);
+    expect(good.proof.map((r) => r.server)).toEqual([0, 1, 2]);
+    const valid = (candidate: Candidate) => c.verifier.valid(key, candidate);
+    expect(await valid(good)).toBe(true);
+    expect(await valid({ ...good, proof: good.proof.slice(0, 2) })).toBe(false);
+    expect(await valid({ ...good, proof: [good.proof[0]!, good.proof[0]!, good.proof[1]!] })).toBe(false);
+    expect(await valid({ ...good, proof: [good.proof[1]!, good.proof[0]!, good.proof[2]!] })).toBe(false);
+    expect(await valid({ ...good, proof: good.proof.map((r, i) => (i === 1 ? { ...r, server: 3 } : r)) })).toBe(false);
+    const forged = good.proof[2]!.signature.slice();
+    forged[0]! ^= 1;
+    expect(await valid({ ...good, proof: [...good.proof.slice(0, 2), { server: 2, signature: forged }] })).toBe(false);
+    // Receipts of another write of the same key do not carry over.
+    const other = await storeEverywhere(c, await storeFor(c, c.owner, key, text('w'), { num: 2 }));
+    expect(await valid({ ...good, proof: other.proof })).toBe(false);
+    // More than n − t receipts are fine.
+    const all = [...good.proof, { server: 3, signature: await c.serverSigners[3]!.sign(receiptMessage(crypto, c.cluster.id, key, w.store.ts, w.store.cert, 3)) }];
+    expect(await valid({ ...good, proof: all })).toBe(true);
+  });
+});
+
 describe('lc changes', () => {
   it('only for valid candidates, never to a lower one, and validity needs no history entry', async () => {
     const invalid: string[] = [];
@@ -194,14 +253,15 @@ describe('lc changes', () => {
       { ...real, ts: { ...real.ts, num: 50 } },
       { ...real, nonce: new Uint8Array(32).fill(3) },
       { ...real, cert: { ...real.cert, signature: new Uint8Array(64).fill(1) } },
+      { ...real, proof: real.proof.slice(1) },
     ];
-    const server = new Server({ config: c.config, index: 1, crypto, storage: c.storages[1]!, cluster: c.cluster, now: () => 0, onInvalidCandidate: (k) => invalid.push(k) });
+    const server = new Server({ config: c.config, index: 1, crypto, storage: c.storages[1]!, cluster: c.cluster, signer: c.serverSigners[1]!, now: () => 0, onInvalidCandidate: (k) => invalid.push(k) });
     for (const candidate of forged) {
       expect(await server.handle({ type: 'COMPLETE', key, opId: 2, candidate })).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
       expect(await server.handle({ type: 'FILTER', key, opId: 2, stripe: 0, candidates: [candidate] })).toMatchObject({ type: 'FILTER_ACK', ts: { num: 0 } });
       expect(await lcOf(c, 1, key)).toEqual(real);
     }
-    expect(invalid.length).toBe(6);
+    expect(invalid.length).toBe(8);
     // Replayed on another key, the real candidate is not valid either (certificates bind the key).
     expect(await server.handle({ type: 'FILTER', key: own(c.owner, 'other'), opId: 3, stripe: 0, candidates: [real] })).toMatchObject({ ts: { num: 0 }, entry: undefined });
     // A newer write, then the old candidate written back: lc stays at the newer one.
@@ -234,7 +294,7 @@ describe('Server.handleFrame', () => {
     expect(decodeMessage(bad.reply, { n: 4 })).toMatchObject({ type: 'ERROR', code: 'UNSUPPORTED_VERSION', key: '', opId: 0 });
     const broken = encodeMessage({ type: 'CLOCK', key: 'hdr', opId: 77 });
     expect(decodeMessage((await c.servers[0]!.handleFrame(Uint8Array.from([...broken, 1]))).reply, { n: 4 })).toMatchObject({ code: 'INVALID_FRAME', key: 'hdr', opId: 77 });
-    const ack = encodeMessage({ type: 'STORE_ACK', key: 'k', opId: 5, ts: { num: 1, writerId: new Uint8Array(32) } });
+    const ack = encodeMessage({ type: 'COMPLETE_ACK', key: 'k', opId: 5, ts: { num: 1, writerId: new Uint8Array(32) } });
     expect(decodeMessage((await c.servers[0]!.handleFrame(ack)).reply, { n: 4 })).toMatchObject({ type: 'ERROR', code: 'INVALID_ARGUMENT', opId: 5 });
     const clock = await c.servers[0]!.handleFrame(encodeMessage({ type: 'CLOCK', key, opId: 6 }));
     expect(clock.type).toBe('CLOCK');
@@ -248,6 +308,7 @@ describe('Server.handleFrame', () => {
       index: 0,
       crypto,
       cluster: c.cluster,
+      signer: c.serverSigners[0]!,
       now: () => 0,
       storage: { withKey: () => Promise.reject(new Error('disk on fire')), usage: () => ({ bytes: 0, keys: 0 }), owners: () => new Map() },
     });

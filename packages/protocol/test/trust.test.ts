@@ -246,7 +246,7 @@ describe('cluster.json', () => {
       admin: encodePublicKey(cluster.admin),
       t: 1,
       n: 4,
-      servers: [1, 2, 3, 4].map((id) => ({ id, url: `ws://127.0.0.1:${7000 + id}` })),
+      servers: cluster.servers.map((k, i) => ({ id: i + 1, url: `ws://127.0.0.1:${7001 + i}`, publicKey: encodePublicKey(k) })),
       policy: { writers: 'open', quotas: { default: { bytes: 1000, keys: 10 } } },
     };
   }
@@ -255,6 +255,7 @@ describe('cluster.json', () => {
     const c = parseClusterFile(await file());
     expect(c.config).toEqual({ t: 1, n: 4 });
     expect(c.identity.admin).toEqual((await testCluster()).cluster.admin);
+    expect(c.identity.servers).toEqual((await testCluster()).cluster.servers);
     expect(c.policy).toMatchObject({ writers: 'open', quotas: { default: { bytes: 1000, keys: 10 } } });
     expect(parseClusterFile(JSON.parse(JSON.stringify(c.file))).file).toEqual(c.file);
   });
@@ -272,7 +273,8 @@ describe('cluster.json', () => {
     expect(fieldOf({ ...f, t: 0 })).toBe('t');
     expect(fieldOf({ ...f, n: 7 })).toBe('n');
     expect(fieldOf({ ...f, admin: 'xyz' })).toBe('admin');
-    expect(fieldOf({ ...f, servers: [...f.servers.slice(0, 3), { id: 4, url: 'http://x:1' }] })).toBe('servers[3].url');
+    expect(fieldOf({ ...f, servers: [...f.servers.slice(0, 3), { ...f.servers[3], url: 'http://x:1' }] })).toBe('servers[3].url');
+    expect(fieldOf({ ...f, servers: [...f.servers.slice(0, 3), { ...f.servers[3], publicKey: undefined }] })).toBe('servers[3].publicKey');
     expect(fieldOf({ ...f, policy: { writers: 'some' } })).toBe('policy.writers');
     expect(fieldOf({ ...f, policy: { writers: 'open', quotas: { default: { bytes: -1 } } } })).toBe('policy.quotas.default.bytes');
     expect(fieldOf({ ...f, policy: { writers: 'open', revoked: { keys: ['nope'] } } })).toBe('policy.revoked.keys[0]');
