@@ -3,17 +3,16 @@
  * `pnpm exec powerstore-server dev`), then: pnpm example:node
  */
 import { readFileSync } from 'node:fs';
-import { connect } from '@powerstore/client';
+import { connect, Identity } from '@powerstore/client';
 
 const dir = process.env.POWERSTORE_DIR ?? '.powerstore';
-const store = await connect({
-  cluster: JSON.parse(readFileSync(`${dir}/cluster.json`, 'utf8')),
-  credentials: JSON.parse(readFileSync(`${dir}/writer.json`, 'utf8')), // leave out to read only
-});
+const identity = await Identity.generate(); // keep identity.toJSON() (a secret) to write as it again
+const store = await connect({ cluster: JSON.parse(readFileSync(`${dir}/cluster.json`, 'utf8')), identity });
 
-await store.put('examples/greeting', 'Hello, Byzantine world!');
-console.log(new TextDecoder().decode(await store.get('examples/greeting')));
-console.log(await store.stat('examples/greeting'));
-await store.delete('examples/greeting');
-console.log('after delete:', await store.get('examples/greeting'));
+const key = `${store.namespace}examples/greeting`; // ~<owner id>/…: this identity's own keys
+await store.put(key, 'Hello, Byzantine world!');
+console.log(new TextDecoder().decode(await store.get(key)));
+console.log(await store.stat(key));
+await store.delete(key);
+console.log('after delete:', await store.get(key));
 store.close();

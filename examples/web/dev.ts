@@ -1,12 +1,10 @@
 /**
  * `pnpm demo:web`: runs a development cluster (`powerstore-server dev`, 3t + 1 servers on
  * loopback, kept in .powerstore/) and the Vite dev server for this page, which serves the
- * cluster's cluster.json and writer.json next to the page. Ctrl-C stops both.
+ * cluster's public cluster.json next to the page (and nothing secret: the page makes its
+ * own identity). Ctrl-C stops both.
  *
  *   pnpm demo:web [-- --port 5173] [-- --dir .powerstore] [-- --base-port 7001]
- *
- * writer.json holds the writer credentials: anyone who can load the page can write. This
- * is a loopback demo; never serve writer.json from a public address.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -42,25 +40,25 @@ cluster.once('exit', (code) => {
 
 // `dev` creates the cluster files on its first run: wait for them (bounded).
 const deadline = Date.now() + 30_000;
-while (!existsSync(join(dir, 'writer.json'))) {
+while (!existsSync(join(dir, 'cluster.json'))) {
   if (Date.now() > deadline) {
-    console.error(`no ${join(dir, 'writer.json')} after 30 s`);
+    console.error(`no ${join(dir, 'cluster.json')} after 30 s`);
     cluster.kill('SIGTERM');
     process.exit(1);
   }
   await new Promise((r) => setTimeout(r, 100));
 }
 
-/** Serves the cluster's files at /cluster.json and /writer.json, read fresh each time. */
+/** Serves the public cluster file at /cluster.json, read fresh each time. */
 const clusterFiles: Plugin = {
   name: 'powerstore-cluster-files',
   configureServer(server) {
     server.middlewares.use((req, res, next) => {
       const path = (req.url ?? '').split('?')[0];
-      if (path !== '/cluster.json' && path !== '/writer.json') return next();
+      if (path !== '/cluster.json') return next();
       res.setHeader('content-type', 'application/json');
       res.setHeader('cache-control', 'no-store');
-      res.end(readFileSync(join(dir, path.slice(1))));
+      res.end(readFileSync(join(dir, 'cluster.json')));
     });
   },
 };

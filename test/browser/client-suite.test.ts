@@ -20,7 +20,7 @@ const BYZANTINE = 'a Byzantine server: reads return the right bytes and it is re
 
 let cluster: CliCluster;
 let proxy: ByzantineProxy;
-let env: Omit<SuiteEnv, 'prefix'>;
+let env: Omit<SuiteEnv, 'prefix' | 'identity'>;
 
 beforeAll(async () => {
   await ensureBuilt();
@@ -30,8 +30,7 @@ beforeAll(async () => {
   proxy = await startByzantineProxy(clusterFile.servers[1]!.url, clusterFile.servers.length);
   env = {
     cluster: clusterFile,
-    credentials: JSON.parse(readFileSync(join(cluster.dir, 'writer.json'), 'utf8')) as object,
-    byzantineCluster: { ...clusterFile, servers: clusterFile.servers.map((s) => (s.id === 2 ? { id: 2, url: proxy.url } : s)) },
+    byzantineCluster: { ...clusterFile, servers: clusterFile.servers.map((s) => (s.id === 2 ? { ...s, url: proxy.url } : s)) },
   };
 }, 240_000);
 
@@ -49,11 +48,11 @@ async function checked(name: string, body: () => Promise<void>): Promise<void> {
 
 describe('client suite in Node', () => {
   for (const name of caseNames) {
-    it(name, () => checked(name, () => runCase(name, { ...env, prefix: `node/${name}` })), 60_000);
+    it(name, () => checked(name, () => runCase(name, { ...env, identity: 'generate', prefix: `node/${name}` })), 60_000);
   }
 });
 
-describe('client suite in Chromium (esbuild bundle of the browser build)', () => {
+describe('client suite in Chromium (esbuild bundle of the browser build, identities kept in IndexedDB)', () => {
   let browser: Browser;
   let page: Page;
   let site: { url: string; close: () => Promise<void> };
@@ -112,7 +111,7 @@ describe('client suite in Chromium (esbuild bundle of the browser build)', () =>
               return { ok: false as const, error: e instanceof Error ? `${e.name}: ${e.message}` : String(e) };
             }
           },
-          { name, env: { ...env, prefix: `chromium/${name}` } },
+          { name, env: { ...env, identity: 'browser' as const, prefix: `chromium/${name}` } },
         );
         if (!outcome.ok) throw new Error(`in Chromium: ${outcome.error}`);
       });

@@ -4,14 +4,17 @@
  * (client-suite.test.ts). Each case is `(env) => Promise<void>` and throws on failure;
  * it imports nothing but the client, so the same code runs on both platforms.
  */
-import { connect, PowerStoreError, type Store } from '@powerstore/client';
+import { connect, Identity, openBrowserIdentity, PowerStoreError, type Store } from '@powerstore/client';
 
 /** What a case gets: plain JSON, so it can be handed into a page. */
 export interface SuiteEnv {
   /** `cluster.json`. */
   readonly cluster: object;
-  /** `writer.json`. */
-  readonly credentials: object;
+  /**
+   * Where each case's identity comes from: made in memory (`generate`), or kept by the
+   * browser as a non-extractable WebCrypto key in IndexedDB (`browser`).
+   */
+  readonly identity: 'generate' | 'browser';
   /** `cluster.json` with server 2 replaced by a proxy that corrupts every fragment it returns. */
   readonly byzantineCluster: object;
   /** Prefix for every key, unique per run, so runs sharing a cluster do not interfere. */
@@ -63,22 +66,26 @@ function bytes(length: number, seed: number): Uint8Array {
   return out;
 }
 
-/** Opens stores for one case and closes them all afterwards. */
+/**
+ * Opens stores for one case (all writing as one identity made for the case) and closes
+ * them afterwards; `key(name)` is `name` in that identity's namespace.
+ */
 async function withStores(
   env: SuiteEnv,
-  body: (open: (options?: { reader?: boolean; cluster?: object }) => Promise<Store>) => Promise<void>,
+  body: (open: (options?: { reader?: boolean; cluster?: object }) => Promise<Store>, key: (name: string) => string, identity: Identity) => Promise<void>,
 ): Promise<void> {
+  const identity = env.identity === 'browser' ? await openBrowserIdentity(`suite:${env.prefix}`) : await Identity.generate();
   const stores: Store[] = [];
   try {
-    await body(async (options = {}) => {
-      const store = await connect({
-        cluster: options.cluster ?? env.cluster,
-        ...(options.reader ? {} : { credentials: env.credentials }),
-        timeoutMs: 15_000,
-      });
-      stores.push(store);
-      return store;
-    });
+    await body(
+      async (options = {}) => {
+        const store = await connect({ cluster: options.cluster ?? env.cluster, ...(options.reader ? {} : { identity }), timeoutMs: 15_000 });
+        stores.push(store);
+        return store;
+      },
+      (name) => `${identity.namespace}${env.prefix}/${name}`,
+      identity,
+    );
   } finally {
     for (const s of stores) s.close();
   }
@@ -86,9 +93,9 @@ async function withStores(
 
 export const clientSuite: Record<string, SuiteCase> = {
   async 'puts and gets a string'(env) {
-    await withStores(env, async (open) => {
+    await withStores(env, async (open, keyOf) => {
       const store = await open();
-      const key = `${env.prefix}/string`;
+      const key = keyOf('string');
       await store.put(key, 'héllo wörld ✓');
       assert(text(await store.get(key)) === 'héllo wörld ✓', 'string read back differs');
       await store.put(key, 'second');
@@ -97,42 +104,42 @@ export const clientSuite: Record<string, SuiteCase> = {
   },
 
   async 'puts and gets bytes, including an empty value'(env) {
-    await withStores(env, async (open) => {
+    await withStores(env, async (open, keyOf) => {
       const store = await open();
       const value = bytes(1000, 7);
-      await store.put(`${env.prefix}/bytes`, value);
-      equalBytes(await store.get(`${env.prefix}/bytes`), value, 'bytes');
-      await store.put(`${env.prefix}/empty`, new Uint8Array(0));
-      equalBytes(await store.get(`${env.prefix}/empty`), new Uint8Array(0), 'empty value');
-      await store.put(`${env.prefix}/empty-string`, '');
-      equalBytes(await store.get(`${env.prefix}/empty-string`), new Uint8Array(0), 'empty string');
+      await store.put(keyOf('bytes'), value);
+      equalBytes(await store.get(keyOf('bytes')), value, 'bytes');
+      await store.put(keyOf('empty'), new Uint8Array(0));
+      equalBytes(await store.get(keyOf('empty')), new Uint8Array(0), 'empty value');
+      await store.put(keyOf('empty-string'), '');
+      equalBytes(await store.get(keyOf('empty-string')), new Uint8Array(0), 'empty string');
     });
   },
 
   async 'puts and gets 1 MiB'(env) {
-    await withStores(env, async (open) => {
+    await withStores(env, async (open, keyOf) => {
       const store = await open();
       const value = bytes(1024 * 1024, 11);
-      await store.put(`${env.prefix}/mebibyte`, value);
-      equalBytes(await store.get(`${env.prefix}/mebibyte`), value, '1 MiB');
-      const stat = await store.stat(`${env.prefix}/mebibyte`);
+      await store.put(keyOf('mebibyte'), value);
+      equalBytes(await store.get(keyOf('mebibyte')), value, '1 MiB');
+      const stat = await store.stat(keyOf('mebibyte'));
       assert(stat.exists && stat.size === value.length, `stat says exists=${stat.exists} size=${stat.size}`);
     });
   },
 
   async 'gets undefined for a key never written'(env) {
-    await withStores(env, async (open) => {
+    await withStores(env, async (open, keyOf) => {
       const store = await open();
-      assert((await store.get(`${env.prefix}/never-written`)) === undefined, 'a never-written key has a value');
-      const stat = await store.stat(`${env.prefix}/never-written`);
+      assert((await store.get(keyOf('never-written'))) === undefined, 'a never-written key has a value');
+      const stat = await store.stat(keyOf('never-written'));
       assert(!stat.exists && !stat.deleted && stat.size === 0, `stat of a never-written key: ${JSON.stringify(stat)}`);
     });
   },
 
   async 'deletes a key: get returns undefined and stat says deleted'(env) {
-    await withStores(env, async (open) => {
+    await withStores(env, async (open, keyOf) => {
       const store = await open();
-      const key = `${env.prefix}/deleted`;
+      const key = keyOf('deleted');
       await store.put(key, 'doomed');
       await store.delete(key);
       assert((await store.get(key)) === undefined, 'a deleted key still has a value');
@@ -144,9 +151,9 @@ export const clientSuite: Record<string, SuiteCase> = {
   },
 
   async 'stat reports size, timestamp and the servers that answered'(env) {
-    await withStores(env, async (open) => {
+    await withStores(env, async (open, keyOf) => {
       const store = await open();
-      const key = `${env.prefix}/stat`;
+      const key = keyOf('stat');
       await store.put(key, 'one');
       const first = await store.stat(key);
       await store.put(key, 'three');
@@ -159,24 +166,48 @@ export const clientSuite: Record<string, SuiteCase> = {
     });
   },
 
-  async 'a reader without credentials reads, and its put fails with NO_CREDENTIALS'(env) {
-    await withStores(env, async (open) => {
+  async 'a reader without an identity reads, and its put fails with NO_IDENTITY'(env) {
+    await withStores(env, async (open, keyOf) => {
       const writer = await open();
       const reader = await open({ reader: true });
       assert(writer.canWrite && !reader.canWrite, `canWrite: writer ${writer.canWrite}, reader ${reader.canWrite}`);
-      const key = `${env.prefix}/shared`;
+      const key = keyOf('shared');
       await writer.put(key, 'for everyone');
       assert(text(await reader.get(key)) === 'for everyone', 'the reader does not see the write');
       const put = await errorCode(reader.put(key, 'from a reader'), 'reader.put');
-      assert(put === 'NO_CREDENTIALS', `reader.put failed with ${put}`);
+      assert(put === 'NO_IDENTITY', `reader.put failed with ${put}`);
       const del = await errorCode(reader.delete(key), 'reader.delete');
-      assert(del === 'NO_CREDENTIALS', `reader.delete failed with ${del}`);
+      assert(del === 'NO_IDENTITY', `reader.delete failed with ${del}`);
       assert(text(await reader.get(key)) === 'for everyone', 'the refused write changed the value');
     });
   },
 
+  async 'writes only its own namespace: another key fails with NOT_AUTHORIZED'(env) {
+    await withStores(env, async (open, keyOf, identity) => {
+      const store = await open();
+      assert(store.namespace === identity.namespace && identity.namespace === `~${identity.ownerId}/`, `namespace ${String(store.namespace)}`);
+      for (const key of [`${env.prefix}/outside`, `~${'a'.repeat(32)}/${env.prefix}`]) {
+        const code = await errorCode(store.put(key, 'v'), `put ${key}`);
+        assert(code === 'NOT_AUTHORIZED', `put ${key}: ${code}`);
+      }
+      await store.put(keyOf('inside'), 'v');
+      const stat = await store.stat(keyOf('inside'));
+      assert(stat.writer?.publicKey === identity.publicKey, `writer ${JSON.stringify(stat.writer)}`);
+    });
+  },
+
+  async 'a browser identity never exposes its private key'(env) {
+    await withStores(env, async (_open, _keyOf, identity) => {
+      if (env.identity !== 'browser') return;
+      const code = await errorCode(Promise.resolve().then(() => identity.toJSON()), 'toJSON of a browser identity');
+      assert(code === 'INVALID_ARGUMENT', `toJSON: ${code}`);
+      const again = await openBrowserIdentity(`suite:${env.prefix}`);
+      assert(again.publicKey === identity.publicKey, 'the identity was not kept in IndexedDB');
+    });
+  },
+
   async 'rejects an invalid key with INVALID_ARGUMENT'(env) {
-    await withStores(env, async (open) => {
+    await withStores(env, async (open, keyOf) => {
       const store = await open();
       const cases: [string, Promise<unknown>][] = [
         ['empty key', store.put('', 'v')],
@@ -189,15 +220,15 @@ export const clientSuite: Record<string, SuiteCase> = {
         const code = await errorCode(p, what);
         assert(code === 'INVALID_ARGUMENT', `${what}: ${code}`);
       }
-      const bad = await errorCode(store.put(`${env.prefix}/v`, 42 as unknown as string), 'non-bytes value');
+      const bad = await errorCode(store.put(keyOf('v'), 42 as unknown as string), 'non-bytes value');
       assert(bad === 'INVALID_ARGUMENT', `non-bytes value: ${bad}`);
     });
   },
 
   async 'aborts with ABORTED, before and during an operation'(env) {
-    await withStores(env, async (open) => {
+    await withStores(env, async (open, keyOf) => {
       const store = await open();
-      const key = `${env.prefix}/aborted`;
+      const key = keyOf('aborted');
       const before = await errorCode(store.put(key, 'v', { signal: AbortSignal.abort() }), 'put with an aborted signal');
       assert(before === 'ABORTED', `put with an aborted signal: ${before}`);
       const getBefore = await errorCode(store.get(key, { signal: AbortSignal.abort() }), 'get with an aborted signal');
@@ -213,10 +244,10 @@ export const clientSuite: Record<string, SuiteCase> = {
     });
   },
 
-  async 'concurrent puts from two stores: reads see the last writes'(env) {
-    await withStores(env, async (open) => {
+  async 'concurrent puts from two stores of one identity: reads agree, then see the last writes'(env) {
+    await withStores(env, async (open, keyOf) => {
       const [a, b, reader] = await Promise.all([open(), open(), open({ reader: true })]);
-      const keys = Array.from({ length: 6 }, (_, i) => `${env.prefix}/concurrent-${i}`);
+      const keys = Array.from({ length: 6 }, (_, i) => keyOf(`concurrent-${i}`));
       // Both stores write every key at once: each key ends with one of the two values,
       // and every reader sees the same one.
       await Promise.all(keys.flatMap((k) => [a.put(k, `a:${k}`), b.put(k, `b:${k}`)]));
@@ -236,9 +267,9 @@ export const clientSuite: Record<string, SuiteCase> = {
   },
 
   async 'a Byzantine server: reads return the right bytes and it is reported as misbehaving'(env) {
-    await withStores(env, async (open) => {
+    await withStores(env, async (open, keyOf) => {
       const store = await open({ cluster: env.byzantineCluster });
-      const key = `${env.prefix}/attacked`;
+      const key = keyOf('attacked');
       const value = bytes(300_000, 5);
       await store.put(key, value);
       // The corrupted answer is used only when it is among the first n − t to arrive;

@@ -1,10 +1,11 @@
 /**
  * The demo web app (examples/web) end to end: built by Vite as `pnpm build:demo` builds
- * it, served with the cluster's cluster.json and writer.json next to it, driven in Debian's
- * Chromium against a real 4-server cluster (t = 1) — with a server killed, and with a
- * Byzantine server. Also: the smallest Vite app importing @powerstore/client works.
+ * it, served with the cluster's public cluster.json and nothing else next to it, driven
+ * in Debian's Chromium against a real 4-server cluster (t = 1) — with a server killed,
+ * and with a Byzantine server. The page makes its own identity and never fetches a
+ * secret. Also: the smallest Vite app importing @powerstore/client works.
  */
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,7 +24,7 @@ const WAIT_MS = 20_000;
 interface ClusterFile {
   t: number;
   n: number;
-  servers: { id: number; url: string }[];
+  servers: { id: number; url: string; publicKey: string }[];
 }
 
 let cluster: CliCluster;
@@ -47,26 +48,23 @@ beforeAll(async () => {
   browser = b;
   // The demo at /, with the cluster as `init` wrote it …
   copyFileSync(join(cluster.dir, 'cluster.json'), join(siteDir, 'cluster.json'));
-  copyFileSync(join(cluster.dir, 'writer.json'), join(siteDir, 'writer.json'));
   clusterFile = JSON.parse(readFileSync(join(cluster.dir, 'cluster.json'), 'utf8')) as ClusterFile;
   // … and at /byzantine/, with server 2 replaced by a proxy that corrupts its fragments.
   proxy = await startByzantineProxy(clusterFile.servers[1]!.url, clusterFile.n);
   mkdirSync(join(siteDir, 'byzantine'));
   copyFileSync(join(siteDir, 'index.html'), join(siteDir, 'byzantine', 'index.html'));
-  copyFileSync(join(cluster.dir, 'writer.json'), join(siteDir, 'byzantine', 'writer.json'));
-  const byzantine = { ...clusterFile, servers: clusterFile.servers.map((s) => (s.id === 2 ? { id: 2, url: proxy.url } : s)) };
+  const byzantine = { ...clusterFile, servers: clusterFile.servers.map((s) => (s.id === 2 ? { ...s, url: proxy.url } : s)) };
   writeFileSync(join(siteDir, 'byzantine', 'cluster.json'), JSON.stringify(byzantine, null, 2));
   site = await serveDirectory(siteDir);
 }, 240_000);
 
-afterEach(async () => {
-  await context?.close();
-  context = undefined;
+afterEach(() => {
   expect(pageErrors).toEqual([]);
   pageErrors = [];
 });
 
 afterAll(async () => {
+  await context?.close();
   await browser?.close();
   await site?.close();
   await proxy?.close();
@@ -74,11 +72,16 @@ afterAll(async () => {
   if (siteDir) rmSync(siteDir, { recursive: true, force: true });
 });
 
+/** Every URL a demo page requested: what the page fetched, to check it fetched no secret. */
+const requested: string[] = [];
+
+/** A page of the demo, in one browser profile for the whole run (its identity lives in IndexedDB). */
 async function openDemo(path = '/'): Promise<Page> {
   context ??= await browser.newContext({ acceptDownloads: true, viewport: { width: 1100, height: 900 } });
   const page = await context.newPage();
   page.setDefaultTimeout(WAIT_MS);
   page.on('pageerror', (e) => pageErrors.push(String(e)));
+  page.on('request', (r) => requested.push(r.url()));
   await page.goto(`${site.url}${path}`);
   await page.waitForSelector('body[data-ready]');
   const ready = await page.getAttribute('body', 'data-ready');
@@ -104,14 +107,14 @@ async function storeFile(page: Page, name: string, buffer: Buffer): Promise<void
   await page.waitForSelector(`[data-testid="upload"][data-name="${name}"][data-state="done"], [data-testid="upload"][data-name="${name}"][data-state="failed"]`);
   const state = await page.getAttribute(`[data-testid="upload"][data-name="${name}"]`, 'data-state');
   if (state !== 'done') throw new Error(`storing ${name} failed: ${await page.textContent('[data-testid="error"]')}`);
-  await page.waitForSelector(`[data-testid="file-row"][data-key="files/${name}"]`);
+  await page.waitForSelector(`[data-testid="file-row"][data-name="${name}"]`);
 }
 
 /** Clicks a file's Download button and returns the downloaded bytes. */
 async function download(page: Page, name: string): Promise<Buffer> {
   const [file] = await Promise.all([
     page.waitForEvent('download', { timeout: WAIT_MS }),
-    page.click(`[data-testid="file-row"][data-key="files/${name}"] [data-testid="download"]`),
+    page.click(`[data-testid="file-row"][data-name="${name}"] [data-testid="download"]`),
   ]);
   expect(file.suggestedFilename()).toBe(name);
   const path = await file.path();
@@ -128,8 +131,12 @@ describe('the demo web app', () => {
     expect(await page.locator('[data-testid="server-1"], [data-testid="server-2"], [data-testid="server-3"], [data-testid="server-4"]').count()).toBe(4);
     await page.waitForFunction(() => document.querySelectorAll('[data-testid^="server-"][data-state="connected"]').length === 4);
 
+    // The page made its own identity and writes in its namespace.
+    const namespace = (await page.textContent('[data-testid="identity"]'))!;
+    expect(namespace).toMatch(/^~[a-z2-7]{32}\/$/);
     const notes = content(150_000, 1);
     await storeFile(page, 'notes.bin', notes);
+    expect(await page.getAttribute('[data-testid="file-row"][data-name="notes.bin"]', 'data-key')).toBe(`${namespace}files/notes.bin`);
     expect(await page.getAttribute('[data-testid="upload"][data-name="notes.bin"] progress', 'value')).toBe('100');
     expect((await download(page, 'notes.bin')).equals(notes)).toBe(true);
 
@@ -141,19 +148,29 @@ describe('the demo web app', () => {
     });
     await page.dispatchEvent('[data-testid="dropzone"]', 'dragover', { dataTransfer: dropped });
     await page.dispatchEvent('[data-testid="dropzone"]', 'drop', { dataTransfer: dropped });
-    await page.waitForSelector('[data-testid="file-row"][data-key="files/scratch.txt"]');
+    await page.waitForSelector('[data-testid="file-row"][data-name="scratch.txt"]');
     expect((await download(page, 'scratch.txt')).toString()).toBe('delete me');
     expect(await listed(page)).toEqual(['notes.bin', 'scratch.txt']);
-    await page.click('[data-testid="file-row"][data-key="files/scratch.txt"] [data-testid="delete"]');
-    await page.waitForSelector('[data-testid="file-row"][data-key="files/scratch.txt"]', { state: 'detached' });
+    await page.click('[data-testid="file-row"][data-name="scratch.txt"] [data-testid="delete"]');
+    await page.waitForSelector('[data-testid="file-row"][data-name="scratch.txt"]', { state: 'detached' });
 
-    // The list lives in PowerStore (demo/index): a fresh page load sees it.
+    // The list lives in PowerStore (~<owner>/demo/index): a fresh page load sees it, with the same identity.
     await page.reload();
     await page.waitForSelector('body[data-ready="true"]');
-    await page.waitForSelector('[data-testid="file-row"][data-key="files/notes.bin"]');
+    await page.waitForSelector('[data-testid="file-row"][data-name="notes.bin"]');
     expect(await listed(page)).toEqual(['notes.bin']);
     expect((await download(page, 'notes.bin')).equals(notes)).toBe(true);
+    expect(await page.textContent('[data-testid="identity"]')).toBe(namespace);
   }, 60_000);
+
+  it('fetched nothing but its own files and the public cluster.json, and its site holds no secret', () => {
+    const paths = [...new Set(requested.map((u) => new URL(u)).filter((u) => u.protocol.startsWith('http')).map((u) => u.pathname))];
+    expect(paths.filter((p) => !/^\/(index\.html)?$|^\/assets\/|^\/cluster\.json$|^\/byzantine\//.test(p))).toEqual([]);
+    for (const f of readdirRecursive(siteDir)) {
+      const text = readFileSync(f, 'utf8');
+      expect(text, f).not.toMatch(/secretKey|powerstore-identity"|serverKeys/);
+    }
+  });
 
   it('keeps storing and reading with a server killed, and shows that server as disconnected', async () => {
     const page = await openDemo();
@@ -203,8 +220,8 @@ describe('a Vite app importing @powerstore/client with no configuration', () => 
   it('builds for production and puts then gets in Chromium against the cluster', async () => {
     const out = mkdtempSync(join(tmpdir(), 'powerstore-vite-client-'));
     const served = await serveDirectory(out);
-    context = await browser.newContext();
-    const page = await context.newPage();
+    const own = await browser.newContext();
+    const page = await own.newPage();
     page.on('pageerror', (e) => pageErrors.push(String(e)));
     try {
       await buildWithVite(join(here, 'fixtures', 'client-page'), out);
@@ -212,21 +229,24 @@ describe('a Vite app importing @powerstore/client with no configuration', () => 
       expect(bundle).toContain('/assets/');
       await page.goto(`${served.url}/index.html`);
       await page.waitForFunction(() => document.title === 'ready', undefined, { timeout: WAIT_MS });
-      const writer = JSON.parse(readFileSync(join(cluster.dir, 'writer.json'), 'utf8')) as object;
       const back = await page.evaluate(
-        ({ cluster, writer }) =>
-          (globalThis as unknown as { putThenGet: (c: object, w: object, k: string, v: string) => Promise<string | undefined> }).putThenGet(
+        ({ cluster }) =>
+          (globalThis as unknown as { putThenGet: (c: object, k: string, v: string) => Promise<string | undefined> }).putThenGet(
             cluster,
-            writer,
             'vite/greeting',
             'hello from a Vite build',
           ),
-        { cluster: clusterFile, writer },
+        { cluster: clusterFile },
       );
       expect(back).toBe('hello from a Vite build');
     } finally {
+      await own.close();
       await served.close();
       rmSync(out, { recursive: true, force: true });
     }
   }, 60_000);
 });
+
+function readdirRecursive(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? readdirRecursive(join(dir, e.name)) : [join(dir, e.name)]));
+}

@@ -3,7 +3,7 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -31,16 +31,24 @@ function run(args: readonly string[], options: { input?: Uint8Array; env?: Recor
   });
 }
 
-const files = () => ['--cluster', join(cluster.dir, 'cluster.json'), '--credentials', join(cluster.dir, 'writer.json')];
+/** Keys per owner and server (init --quota-keys). */
+const QUOTA_KEYS = 6;
+/** A home of its own for `powerstore id`: $XDG_CONFIG_HOME/powerstore/identity.json. */
+let home: string;
+const env = () => ({ XDG_CONFIG_HOME: home });
+/** The cluster file, and the admin identity (which may write any key). */
+const files = () => ['--cluster', join(cluster.dir, 'cluster.json'), '--identity', join(cluster.dir, 'admin.json')];
 
 beforeAll(async () => {
   await ensureBuilt();
-  cluster = await CliCluster.create(1);
+  cluster = await CliCluster.create(1, [], ['--quota-keys', String(QUOTA_KEYS)]);
   await cluster.startAll();
+  home = mkdtempSync(join(tmpdir(), 'powerstore-cli-home-'));
 }, 240_000);
 
 afterAll(async () => {
   await cluster?.stop();
+  if (home) rmSync(home, { recursive: true, force: true });
 });
 
 it('puts a file and gets it back byte for byte, with a progress bar for large values', async () => {
@@ -55,11 +63,56 @@ it('puts a file and gets it back byte for byte, with a progress bar for large va
   expect(Buffer.compare(readFileSync(join(cluster.dir, 'out.bin')), value)).toBe(0);
 });
 
-it('reads standard input and writes standard output, with cluster and credentials from the environment', async () => {
-  const env = { POWERSTORE_CLUSTER: join(cluster.dir, 'cluster.json'), POWERSTORE_CREDENTIALS: join(cluster.dir, 'writer.json') };
+it('reads standard input and writes standard output, with cluster and identity from the environment', async () => {
+  const env = { POWERSTORE_CLUSTER: join(cluster.dir, 'cluster.json'), POWERSTORE_IDENTITY: join(cluster.dir, 'admin.json') };
   expect((await run(['put', 'note', '-'], { input: Buffer.from('hello\n'), env })).code).toBe(0);
   const get = await run(['get', 'note'], { env });
   expect(get.stdout.toString()).toBe('hello\n');
+});
+
+it('id creates a 0600 identity once and prints it; @/ keys land in its namespace; others may read them', async () => {
+  const created = await run(['id', '--json'], { env: env() });
+  expect(created.code, created.stderr).toBe(0);
+  const me = JSON.parse(created.stdout.toString());
+  expect(me.namespace).toBe(`~${me.ownerId}/`);
+  expect(statSync(me.file).mode & 0o777).toBe(0o600);
+  expect(JSON.parse((await run(['id', '--json'], { env: env() })).stdout.toString()).publicKey).toBe(me.publicKey);
+  const cl = ['--cluster', join(cluster.dir, 'cluster.json')];
+  const put = await run([...cl, 'put', '@/notes/today', '-'], { input: Buffer.from('mine'), env: env() });
+  expect(put.code, put.stderr).toBe(0);
+  expect(put.stderr).toContain(`under "${me.namespace}notes/today"`);
+  expect((await run([...files(), 'get', `${me.namespace}notes/today`])).stdout.toString()).toBe('mine');
+  const stat = JSON.parse((await run([...cl, 'stat', '@/notes/today', '--json'], { env: env() })).stdout.toString());
+  expect(stat.writer).toMatchObject({ publicKey: me.publicKey, ownerId: me.ownerId });
+  // Outside its namespace, without a grant: exit 6, and nothing was sent.
+  const refused = await run([...cl, 'put', 'photos/not-mine', '-'], { input: Buffer.from('x'), env: env() });
+  expect(refused.code).toBe(6);
+  expect(refused.stderr).toContain('NOT_AUTHORIZED');
+});
+
+it('grant lets another identity write a prefix of the granter’s namespace; the grant names the cluster and expiry', async () => {
+  const cl = ['--cluster', join(cluster.dir, 'cluster.json')];
+  const me = JSON.parse((await run(['id', '--json'], { env: env() })).stdout.toString());
+  const bobFile = join(home, 'bob.json');
+  const bob = JSON.parse((await run(['--identity', bobFile, 'id', '--json'])).stdout.toString());
+  const grantFile = join(home, 'grant.json');
+  const issued = await run([...cl, 'grant', bob.publicKey, '@/shared/', '--expires', '1h', '--out', grantFile], { env: env() });
+  expect(issued.code, issued.stderr).toBe(0);
+  expect(JSON.parse(readFileSync(grantFile, 'utf8'))).toMatchObject({ kind: 'powerstore-grant', prefix: `${me.namespace}shared/`, grantee: bob.publicKey });
+  const asBob = [...cl, '--identity', bobFile, '--grant', grantFile];
+  expect((await run([...asBob, 'put', `${me.namespace}shared/from-bob`, '-'], { input: Buffer.from('hi') })).code).toBe(0);
+  expect((await run([...asBob, 'put', `${me.namespace}private`, '-'], { input: Buffer.from('no') })).code).toBe(6);
+  expect((await run([...cl, 'grant', bob.publicKey, 'shared/', '--expires', '1h'], { env: env() })).code).toBe(2);
+  expect((await run([...cl, 'grant', bob.publicKey, '@/x/', '--expires', 'yesterday'], { env: env() })).code).toBe(2);
+});
+
+it(`exits 7 once the owner's quota (${QUOTA_KEYS} keys) is reached`, async () => {
+  const cl = ['--cluster', join(cluster.dir, 'cluster.json'), '--identity', join(home, 'quota.json')];
+  await run([...cl, 'id']);
+  for (let i = 0; i < QUOTA_KEYS; i++) expect((await run([...cl, 'put', `@/q${i}`, '-'], { input: Buffer.from('x') })).code).toBe(0);
+  const over = await run([...cl, 'put', '@/one-more', '-'], { input: Buffer.from('x') });
+  expect(over.code).toBe(7);
+  expect(over.stderr).toContain('QUOTA_EXCEEDED');
 });
 
 it('reports stat, deletes with rm, and exits 3 for a missing key', async () => {
@@ -78,13 +131,13 @@ it('reports stat, deletes with rm, and exits 3 for a missing key', async () => {
   expect(human.stdout.toString()).toMatch(/state: +deleted/);
 });
 
-it('exits 5 without credentials for a write, 2 on a usage error, 5 on a broken cluster file', async () => {
-  // From a directory with no .powerstore/ to fall back on (the repository may have one from `npm start`).
+it('exits 5 without an identity for a write, 2 on a usage error, 5 on a broken cluster file', async () => {
+  // From a directory with no .powerstore/ and a home with no identity to fall back on.
   const empty = mkdtempSync(join(tmpdir(), 'powerstore-cli-cwd-'));
-  const noCreds = await run(['--cluster', join(cluster.dir, 'cluster.json'), 'put', 'k', '-'], { cwd: empty });
+  const noIdentity = await run(['--cluster', join(cluster.dir, 'cluster.json'), 'put', 'k', '-'], { cwd: empty, env: { XDG_CONFIG_HOME: empty } });
   rmSync(empty, { recursive: true, force: true });
-  expect(noCreds.code).toBe(5);
-  expect(noCreds.stderr).toContain('writing needs writer credentials');
+  expect(noIdentity.code).toBe(5);
+  expect(noIdentity.stderr).toContain("writing needs an identity: run 'powerstore id'");
   expect((await run([...files(), 'frobnicate'])).code).toBe(2);
   expect((await run([...files(), '--timeout', 'soon', 'get', 'k'])).code).toBe(2);
   writeFileSync(join(cluster.dir, 'broken.json'), '{ nope');

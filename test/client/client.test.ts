@@ -2,27 +2,37 @@
  * @powerstore/client against a real cluster: `powerstore-server` processes on loopback,
  * LevelDB on disk, one of them sometimes behind a Byzantine proxy.
  */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect, Identity, PowerStoreError, type Store } from '@powerstore/client';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connect, PowerStoreError, type Store } from '@powerstore/client';
+import { encodePublicKey } from '@powerstore/protocol';
 import { startByzantineProxy, type ByzantineProxy } from '../fixtures/byzantine-proxy.js';
 import { CliCluster, ensureBuilt, metricValue } from '../server/harness.js';
 
+/** Keys per owner and server (init --quota-keys). */
+const QUOTA_KEYS = 40;
 let cluster: CliCluster;
-let clusterFile: { t: number; n: number; servers: { id: number; url: string }[] };
-let writerFile: object;
+let clusterFile: { t: number; n: number; servers: { id: number; url: string; publicKey: string }[] };
+let admin: Identity;
 const stores: Store[] = [];
 
-async function open(options: { credentials?: boolean; timeoutMs?: number; servers?: { id: number; url: string }[] } = {}) {
+/** A store with a fresh identity (or the given one; `false` for none). */
+async function open(options: { identity?: Identity | false; grants?: object[]; timeoutMs?: number; servers?: { id: number; url: string; publicKey: string }[] } = {}) {
+  const identity = options.identity === undefined ? await Identity.generate() : options.identity;
   const store = await connect({
     cluster: options.servers ? { ...clusterFile, servers: options.servers } : clusterFile,
-    ...(options.credentials === false ? {} : { credentials: writerFile }),
+    ...(identity ? { identity } : {}),
+    ...(options.grants ? { grants: options.grants } : {}),
     timeoutMs: options.timeoutMs ?? 15_000,
   });
   stores.push(store);
   return store;
 }
+
+/** `name` in the store's own namespace. */
+const k = (store: Store, name: string) => `${store.namespace}${name}`;
+const text = (b: Uint8Array | undefined) => (b === undefined ? undefined : new TextDecoder().decode(b));
 
 async function code(p: Promise<unknown>): Promise<string> {
   try {
@@ -34,12 +44,17 @@ async function code(p: Promise<unknown>): Promise<string> {
   return 'resolved';
 }
 
+async function requestsServed(): Promise<number[]> {
+  return Promise.all([1, 2, 3, 4].map(async (id) => metricValue(await cluster.metrics(id), 'powerstore_requests_total')));
+}
+
 beforeAll(async () => {
   await ensureBuilt();
-  cluster = await CliCluster.create(1);
+  cluster = await CliCluster.create(1, [], ['--quota-keys', String(QUOTA_KEYS)]);
   await cluster.startAll();
-  clusterFile = JSON.parse(readFileSync(join(cluster.dir, 'cluster.json'), 'utf8'));
-  writerFile = JSON.parse(readFileSync(join(cluster.dir, 'writer.json'), 'utf8'));
+  clusterFile = cluster.clusterJson() as typeof clusterFile;
+  admin = await Identity.fromJSON(JSON.parse(readFileSync(join(cluster.dir, 'admin.json'), 'utf8')));
+  expect(admin.publicKey).toBe(encodePublicKey(cluster.admin.publicKey));
 }, 240_000);
 
 afterAll(async () => {
@@ -48,72 +63,148 @@ afterAll(async () => {
 });
 
 describe('reads and writes', () => {
-  it('puts, gets and deletes strings and bytes, including empty and multi-MiB values', async () => {
+  it('puts, gets and deletes strings and bytes in its namespace, including empty and multi-MiB values', async () => {
     const store = await open();
-    await store.put('greeting', 'héllo wörld');
-    expect(new TextDecoder().decode(await store.get('greeting'))).toBe('héllo wörld');
-    await store.put('empty', new Uint8Array(0));
-    expect(await store.get('empty')).toEqual(new Uint8Array(0));
+    expect(store.namespace).toBe(`~${store.ownerId}/`);
+    await store.put(k(store, 'greeting'), 'héllo wörld');
+    expect(text(await store.get(k(store, 'greeting')))).toBe('héllo wörld');
+    await store.put(k(store, 'empty'), new Uint8Array(0));
+    expect(await store.get(k(store, 'empty'))).toEqual(new Uint8Array(0));
     const big = new Uint8Array(5 * 1024 * 1024 + 3).map((_, i) => (i * 131) & 255);
-    await store.put('big', big);
-    expect(Buffer.compare((await store.get('big'))!, big)).toBe(0);
-    expect(await store.get('never-written')).toBeUndefined();
-    await store.delete('greeting');
-    expect(await store.get('greeting')).toBeUndefined();
-    const stat = await store.stat('big');
-    expect(stat).toMatchObject({ exists: true, deleted: false, size: big.length, rounds: 2, misbehaving: [] });
+    await store.put(k(store, 'big'), big);
+    expect(Buffer.compare((await store.get(k(store, 'big')))!, big)).toBe(0);
+    expect(await store.get(k(store, 'never-written'))).toBeUndefined();
+    await store.delete(k(store, 'greeting'));
+    expect(await store.get(k(store, 'greeting'))).toBeUndefined();
+    const stat = await store.stat(k(store, 'big'));
+    expect(stat).toMatchObject({ exists: true, deleted: false, size: big.length, rounds: 2, misbehaving: [], writer: { publicKey: store.publicKey, ownerId: store.ownerId } });
     expect(stat.answered.length).toBeGreaterThanOrEqual(3);
-    expect(await store.stat('greeting')).toMatchObject({ exists: false, deleted: true });
+    expect(await store.stat(k(store, 'greeting'))).toMatchObject({ exists: false, deleted: true });
   });
 
-  it('lets a second client read the first one’s writes, and a reader without credentials read', async () => {
+  it('lets another client, and a reader without an identity, read its writes', async () => {
     const a = await open();
-    const b = await open();
-    const reader = await open({ credentials: false });
+    const reader = await open({ identity: false });
     expect(reader.canWrite).toBe(false);
-    await Promise.all(Array.from({ length: 8 }, (_, i) => a.put(`k${i}`, `a${i}`)));
-    await Promise.all(Array.from({ length: 8 }, (_, i) => b.put(`k${i}`, `b${i}`)));
-    for (let i = 0; i < 8; i++) {
-      expect(new TextDecoder().decode(await reader.get(`k${i}`))).toBe(`b${i}`);
+    await Promise.all(Array.from({ length: 8 }, (_, i) => a.put(k(a, `k${i}`), `a${i}`)));
+    for (let i = 0; i < 8; i++) expect(text(await reader.get(k(a, `k${i}`)))).toBe(`a${i}`);
+  });
+
+  it('concurrent puts of one key from one Store, then reads from three clients: all agree, on one of the round values', async () => {
+    const store = await open();
+    const key = k(store, 'raced');
+    for (let round = 0; round < 5; round++) {
+      await Promise.all(Array.from({ length: 6 }, (_, i) => store.put(key, `round ${round} value ${i}`)));
+      const readers = [store, await open({ identity: false }), await open({ identity: false })];
+      const reads = await Promise.all(readers.flatMap((r) => [r.get(key), r.get(key)]));
+      const seen = new Set(reads.map(text));
+      expect(seen.size, `reads disagree after round ${round}: ${[...seen].join(' | ')}`).toBe(1);
+      expect([...seen][0]).toMatch(new RegExp(`^round ${round} value \\d$`));
+      // The timestamps of one session's concurrent writes are distinct: the winner is the highest.
+      const stat = await store.stat(key);
+      expect(stat.timestamp.num).toBeGreaterThanOrEqual(6 * (round + 1));
     }
   });
 
-  it('refuses a write without credentials before sending anything', async () => {
-    const reader = await open({ credentials: false });
-    const before = await Promise.all([1, 2, 3, 4].map(async (id) => metricValue(await cluster.metrics(id), 'powerstore_requests_total')));
-    await expect(reader.put('x', 'y')).rejects.toMatchObject({ code: 'NO_CREDENTIALS', message: expect.stringContaining('writer credentials') });
-    expect(await code(reader.delete('x'))).toBe('NO_CREDENTIALS');
-    const after = await Promise.all([1, 2, 3, 4].map(async (id) => metricValue(await cluster.metrics(id), 'powerstore_requests_total')));
-    expect(after).toEqual(before);
+  it('two Stores of one identity writing one key at once never share a timestamp', async () => {
+    const identity = await Identity.generate();
+    const [a, b] = [await open({ identity }), await open({ identity })];
+    const key = k(a, 'shared');
+    await Promise.all([...Array.from({ length: 4 }, (_, i) => a.put(key, `a${i}`)), ...Array.from({ length: 4 }, (_, i) => b.put(key, `b${i}`))]);
+    const reads = new Set(await Promise.all(Array.from({ length: 6 }, () => a.get(key).then(text))));
+    expect(reads.size).toBe(1);
+  });
+
+  it('refuses a write without an identity, or outside its namespace, before sending anything', async () => {
+    const reader = await open({ identity: false });
+    const writer = await open();
+    const before = await requestsServed();
+    await expect(reader.put('x', 'y')).rejects.toMatchObject({ code: 'NO_IDENTITY', message: expect.stringContaining('identity') });
+    expect(await code(reader.delete('x'))).toBe('NO_IDENTITY');
+    expect(await code(writer.put('shared/x', 'y'))).toBe('NOT_AUTHORIZED');
+    expect(await code(writer.put(`~${'a'.repeat(32)}/x`, 'y'))).toBe('NOT_AUTHORIZED');
+    expect(await requestsServed()).toEqual(before);
+  });
+
+  it('the admin writes any key; grants let another identity write a prefix until they expire', async () => {
+    const root = await open({ identity: admin });
+    await root.put('shared/config', 'from the admin');
+    const owner = await open();
+    const bob = await Identity.generate();
+    const grant = await owner.grant(bob.publicKey, k(owner, 'photos/'), Date.now() + 3_000);
+    expect(grant).toMatchObject({ kind: 'powerstore-grant', prefix: k(owner, 'photos/'), grantee: bob.publicKey });
+    const asBob = await open({ identity: bob, grants: [grant] });
+    await asBob.put(k(owner, 'photos/cat.jpg'), 'meow');
+    expect(text(await owner.get(k(owner, 'photos/cat.jpg')))).toBe('meow');
+    expect((await owner.stat(k(owner, 'photos/cat.jpg'))).writer).toMatchObject({ publicKey: bob.publicKey, ownerId: bob.ownerId, grant: grant.id });
+    expect(await code(asBob.put(k(owner, 'notes/x'), 'no'))).toBe('NOT_AUTHORIZED');
+    // An owner can only grant inside its namespace.
+    expect(await code(owner.grant(bob.publicKey, 'shared/', 'never'))).toBe('INVALID_ARGUMENT');
+    await new Promise((r) => setTimeout(r, 3_200));
+    expect(await code(asBob.put(k(owner, 'photos/dog.jpg'), 'woof'))).toBe('GRANT_EXPIRED');
+    // What was written under the grant stays readable after it expired.
+    expect(text(await owner.get(k(owner, 'photos/cat.jpg')))).toBe('meow');
+  });
+
+  it('refuses grants of another cluster and identities that are not one', async () => {
+    const other = { ...grantLike(), cluster: 'a'.repeat(26) };
+    expect(await code(connect({ cluster: clusterFile, identity: await Identity.generate(), grants: [other] }))).toBe('INVALID_ARGUMENT');
+    expect(await code(connect({ cluster: clusterFile, identity: { kind: 'powerstore-identity', version: 2, publicKey: 'x', secretKey: 'y' } }))).toBe('INVALID_ARGUMENT');
+  });
+
+  it(`a write over the owner's quota (${QUOTA_KEYS} keys) fails with QUOTA_EXCEEDED and stores nothing`, async () => {
+    const store = await open();
+    for (let i = 0; i < QUOTA_KEYS; i += 10) await Promise.all(Array.from({ length: 10 }, (_, j) => store.put(k(store, `q${i + j}`), 'x')));
+    const err = (await store.put(k(store, 'one-too-many'), 'x').catch((e: unknown) => e)) as PowerStoreError;
+    expect(err).toMatchObject({ code: 'QUOTA_EXCEEDED' });
+    expect(err.message).toMatch(/quota/);
+    expect(await store.get(k(store, 'one-too-many'))).toBeUndefined();
+    // Overwriting a key it holds is still fine.
+    await store.put(k(store, 'q0'), 'y');
   });
 
   it('rejects bad keys, values and options with INVALID_ARGUMENT', async () => {
     const store = await open();
     expect(await code(store.put('', 'v'))).toBe('INVALID_ARGUMENT');
     expect(await code(store.put('k'.repeat(1025), 'v'))).toBe('INVALID_ARGUMENT');
-    expect(await code(store.put('k', 42 as never))).toBe('INVALID_ARGUMENT');
+    expect(await code(store.put(k(store, 'k'), 42 as never))).toBe('INVALID_ARGUMENT');
     expect(await code(store.get(7 as never))).toBe('INVALID_ARGUMENT');
     expect(await code(connect({ cluster: { t: 1, servers: [] } }))).toBe('INVALID_ARGUMENT');
-    expect(await code(connect({ cluster: clusterFile, credentials: { serverKeys: ['00'] } }))).toBe('INVALID_ARGUMENT');
+    expect(await code(connect({ cluster: { ...clusterFile, version: 1 } }))).toBe('INVALID_ARGUMENT');
   });
 
   it('aborts an operation when its signal fires', async () => {
     const store = await open();
     const controller = new AbortController();
     controller.abort(new Error('user cancelled'));
-    expect(await code(store.put('k', 'v', { signal: controller.signal }))).toBe('ABORTED');
+    expect(await code(store.put(k(store, 'k'), 'v', { signal: controller.signal }))).toBe('ABORTED');
   });
 });
+
+/** A well-formed grant file of another cluster. */
+function grantLike() {
+  return {
+    kind: 'powerstore-grant',
+    version: 2,
+    cluster: 'a'.repeat(26),
+    issuer: encodePublicKey(new Uint8Array(32).fill(1)),
+    grantee: encodePublicKey(new Uint8Array(32).fill(2)),
+    prefix: 'x/',
+    expiresAt: '2030-01-01T00:00:00.000Z',
+    signature: 'A'.repeat(86),
+  };
+}
 
 describe('servers failing', () => {
   it('keeps serving with one server down, reconnects when it returns, and explains a lost quorum', async () => {
     const store = await open({ timeoutMs: 3_000 });
-    await store.put('durable', 'before');
+    const durable = k(store, 'durable');
+    await store.put(durable, 'before');
     await cluster.signal(4, 'SIGKILL');
-    await store.put('durable', 'during');
-    expect(new TextDecoder().decode(await store.get('durable'))).toBe('during');
+    await store.put(durable, 'during');
+    expect(text(await store.get(durable))).toBe('during');
     await cluster.signal(3, 'SIGKILL');
-    const err = await store.get('durable').catch((e: unknown) => e as PowerStoreError);
+    const err = await store.get(durable).catch((e: unknown) => e as PowerStoreError);
     expect(err).toBeInstanceOf(PowerStoreError);
     expect((err as PowerStoreError).code).toBe('QUORUM_UNREACHABLE');
     expect((err as PowerStoreError).message).toMatch(/^need 3 of 4 servers, 2 reachable: .*s3 .*s4 /);
@@ -122,11 +213,11 @@ describe('servers failing', () => {
     const deadline = Date.now() + 15_000;
     while (store.servers().some((s) => s.state !== 'open') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
     expect(store.servers().map((s) => s.state)).toEqual(['open', 'open', 'open', 'open']);
-    expect(new TextDecoder().decode(await store.get('durable'))).toBe('during');
+    expect(text(await store.get(durable))).toBe('during');
   }, 60_000);
 
   it('fails connect with QUORUM_UNREACHABLE when no server listens', async () => {
-    const dead = clusterFile.servers.map((s) => ({ id: s.id, url: 'ws://127.0.0.1:9' }));
+    const dead = clusterFile.servers.map((s) => ({ ...s, url: 'ws://127.0.0.1:9' }));
     const err = await connect({ cluster: { ...clusterFile, servers: dead }, timeoutMs: 1_500 }).catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'QUORUM_UNREACHABLE', message: expect.stringContaining('need 3 of 4 servers, 0 reachable') });
   });
@@ -142,19 +233,20 @@ describe('a Byzantine server', () => {
   });
 
   it('returns the right bytes while server 2 corrupts every fragment, and names it as misbehaving', async () => {
-    const servers = clusterFile.servers.map((s) => (s.id === 2 ? { id: 2, url: proxy.url } : s));
+    const servers = clusterFile.servers.map((s) => (s.id === 2 ? { ...s, url: proxy.url } : s));
     const store = await open({ servers });
     const value = new Uint8Array(300_000).map((_, i) => (i * 7 + 1) & 255);
-    await store.put('attacked', value);
+    const attacked = k(store, 'attacked');
+    await store.put(attacked, value);
     // Server 2 sits behind a proxy, so it is often the slowest and its corrupted answer
     // arrives after the read has its quorum; read until one read has seen it (bounded).
     const deadline = Date.now() + 20_000;
     for (let i = 0; i < 200 && Date.now() < deadline; i++) {
-      expect(Buffer.compare((await store.get('attacked'))!, value)).toBe(0);
+      expect(Buffer.compare((await store.get(attacked))!, value)).toBe(0);
       if (i >= 5 && store.servers()[1]!.misbehaving) break;
     }
     expect(proxy.corrupted).toBeGreaterThan(0);
-    const stat = await store.stat('attacked');
+    const stat = await store.stat(attacked);
     expect(stat.size).toBe(value.length);
     const s2 = store.servers().find((s) => s.id === 2)!;
     expect(s2.misbehaving).toMatch(/fragment/);

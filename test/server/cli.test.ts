@@ -24,12 +24,12 @@ describe('powerstore-server CLI', () => {
   it('has --help on every command', () => {
     const top = cli(['--help']);
     expect(top.status).toBe(0);
-    expect(top.stdout).toMatch(/init[\s\S]*start[\s\S]*dev/);
+    expect(top.stdout).toMatch(/init[\s\S]*start[\s\S]*usage[\s\S]*dev/);
     const init = cli(['init', '--help']);
-    expect(init.stdout).toContain('--base-port');
-    expect(init.stdout).toContain('--force');
+    for (const flag of ['--base-port', '--force', '--writers', '--quota-bytes', '--quota-keys']) expect(init.stdout).toContain(flag);
+    expect(cli(['usage', '--help']).stdout).toContain('--owner');
     const start = cli(['start', '--help']);
-    for (const flag of ['--config', '--data', '--tls-cert', '--tls-key', '--max-frame-bytes', '--max-connections', '--max-inflight-per-connection']) {
+    for (const flag of ['--config', '--cluster', '--data', '--tls-cert', '--tls-key', '--max-frame-bytes', '--max-connections', '--max-inflight-per-connection']) {
       expect(start.stdout).toContain(flag);
     }
     expect(start.stdout).toMatch(/--unsafe-no-fsync\s+FOR BENCHMARKS ONLY/);
@@ -43,8 +43,10 @@ describe('powerstore-server CLI', () => {
     const r = cli(['init', '--t', '1', '--dir', dir, '--base-port', '9301']);
     expect(r.status).toBe(0);
     expect(statSync(join(dir, 'server-2.json')).mode & 0o777).toBe(0o600);
-    expect(statSync(join(dir, 'writer.json')).mode & 0o777).toBe(0o600);
+    expect(statSync(join(dir, 'admin.json')).mode & 0o777).toBe(0o600);
+    expect(r.stdout).toContain('admin.json');
     const cluster = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8'));
+    expect(cluster).toMatchObject({ version: 2, policy: { writers: 'open' } });
     expect(cluster.servers.map((s: { url: string }) => s.url)).toEqual(['ws://127.0.0.1:9301', 'ws://127.0.0.1:9302', 'ws://127.0.0.1:9303', 'ws://127.0.0.1:9304']);
     const again = cli(['init', '--t', '1', '--dir', dir]);
     expect(again.status).toBe(2);
@@ -60,10 +62,13 @@ describe('powerstore-server CLI', () => {
     expect(cli(['init', '--t', '1', '--dir', dir, '--base-port', String(base)]).status).toBe(0);
     const file = join(dir, 'server-1.json');
     const good = readFileSync(file, 'utf8');
-    writeFileSync(file, JSON.stringify({ ...JSON.parse(good), key: 'zz' }));
+    writeFileSync(file, JSON.stringify({ ...JSON.parse(good), secretKey: 'zz' }));
     const bad = cli(['start', '--config', file, '--data', join(dir, 'data')]);
     expect(bad.status).toBe(2);
-    expect(bad.stderr).toContain(`${file}: field "key"`);
+    expect(bad.stderr).toContain(`${file}: field "secretKey"`);
+    // Server 2's key in server 1's file: not the key cluster.json lists for server 1.
+    writeFileSync(file, JSON.stringify({ ...JSON.parse(good), secretKey: JSON.parse(readFileSync(join(dir, 'server-2.json'), 'utf8')).secretKey }));
+    expect(cli(['start', '--config', file, '--data', join(dir, 'data')]).stderr).toContain('is not the key');
     writeFileSync(file, good);
     // Server 2's files on server 1's data directory.
     const s1 = spawn(process.execPath, [CLI, 'start', '--config', file, '--data', join(dir, 'data-1')], { stdio: 'ignore' });
@@ -76,6 +81,7 @@ describe('powerstore-server CLI', () => {
     const dbTaken = cli(['start', '--config', file, '--data', join(dir, 'data-1')]);
     expect(dbTaken.status).toBe(1);
     expect(dbTaken.stderr).toContain('STORAGE_FAILED');
+    expect(dbTaken.stderr).toContain('another process');
     s1.kill('SIGTERM');
     expect(await new Promise((r) => s1.once('exit', r))).toBe(0);
     const wrong = cli(['start', '--config', join(dir, 'server-2.json'), '--data', join(dir, 'data-1')]);
@@ -139,7 +145,11 @@ describe('powerstore-server CLI', () => {
     }
     expect(await (await fetch(`http://127.0.0.1:${base}/`)).text()).toBe('<h1>demo</h1>');
     expect((await (await fetch(`http://127.0.0.1:${base}/cluster.json`)).json()).n).toBe(4);
-    expect((await fetch(`http://127.0.0.1:${base}/..%2f..%2fwriter.json`)).status).not.toBe(200);
+    // The page gets no secret: no admin identity, no server key, under any name.
+    for (const name of ['admin.json', 'server-1.json', 'writer.json', '..%2fadmin.json', '..%2f..%2fadmin.json']) {
+      expect((await fetch(`http://127.0.0.1:${base}/${name}`)).status, name).not.toBe(200);
+    }
+    expect(out).not.toContain('writer.json');
     dev.kill('SIGINT');
     expect(await new Promise((r) => dev.once('exit', r))).toBe(0);
     expect(out).toContain('all servers stopped');

@@ -26,8 +26,8 @@ const same = (a: Uint8Array | undefined, b: Uint8Array) => a !== undefined && Bu
 
 describe('4-server cluster over WebSockets', () => {
   it('serves concurrent writers and readers; every read returns a written value and the last write wins', async () => {
-    const writers = await Promise.all(Array.from({ length: 4 }, () => TestClient.open(cluster.urls, cluster.config, cluster.serverKeys)));
-    const reader = await TestClient.open(cluster.urls, cluster.config);
+    const writers = await Promise.all(Array.from({ length: 4 }, () => TestClient.open(cluster, cluster.admin)));
+    const reader = await TestClient.open(cluster);
     const keys = Array.from({ length: 8 }, (_, i) => `shared-${i}`);
     const written = new Map<string, Map<string, Uint8Array>>(keys.map((k) => [k, new Map()]));
     const latest = new Map<string, { ts: Timestamp; value: Uint8Array }>();
@@ -66,7 +66,7 @@ describe('4-server cluster over WebSockets', () => {
   });
 
   it('deletes are tombstones; empty and multi-megabyte values round-trip', async () => {
-    const c = await TestClient.open(cluster.urls, cluster.config, cluster.serverKeys);
+    const c = await TestClient.open(cluster, cluster.admin);
     const big = value(8 * 1024 * 1024 + 3);
     await c.write('big', { kind: 'value', value: big }, 30_000);
     expect(same((await c.read('big', 30_000)).value, big)).toBe(true);
@@ -79,7 +79,7 @@ describe('4-server cluster over WebSockets', () => {
   });
 
   it('the default frame limit carries a 64 MiB value at t = 1 (a 32 MiB fragment per server)', async () => {
-    const c = await TestClient.open(cluster.urls, cluster.config, cluster.serverKeys);
+    const c = await TestClient.open(cluster, cluster.admin);
     const huge = value(64 * 1024 * 1024);
     await c.write('huge', { kind: 'value', value: huge }, 60_000);
     expect(same((await c.read('huge', 60_000)).value, huge)).toBe(true);
@@ -105,7 +105,7 @@ describe('4-server cluster over WebSockets', () => {
   });
 
   it('SIGTERM finishes in-flight requests and exits 0; the cluster keeps serving; restart keeps the data', async () => {
-    const c = await TestClient.open(cluster.urls, cluster.config, cluster.serverKeys);
+    const c = await TestClient.open(cluster, cluster.admin);
     await c.write('before-stop', { kind: 'value', value: new TextEncoder().encode('kept') });
     const load = Promise.all(Array.from({ length: 20 }, (_, i) => c.write(`during-stop-${i}`, { kind: 'value', value: value(50_000) })));
     await new Promise((r) => setTimeout(r, 5));

@@ -58,11 +58,11 @@ export async function runCrashCycles(options: {
       }
     };
     for (let w = 0; w < writerCount; w++) {
-      const c = await TestClient.open(cluster.urls, cluster.config, cluster.serverKeys);
+      const c = await TestClient.open(cluster, cluster.admin);
       c.cluster.onReply = record;
       clients.push(c);
     }
-    const reader = await TestClient.open(cluster.urls, cluster.config);
+    const reader = await TestClient.open(cluster);
     clients.push(reader);
 
     // Each key has one writer, writing sequentially: the last acknowledged value is what a

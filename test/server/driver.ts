@@ -8,18 +8,21 @@ import { randomBytes } from 'node:crypto';
 import WebSocket from 'ws';
 import { createCodec, type ErasureCodec } from '@powerstore/erasure';
 import {
+  CertificateVerifier,
   decodeMessage,
   encodeMessage,
   ReadOperation,
   WriteOperation,
-  writerCredentials,
+  WriterSession,
   type ClientOperation,
+  type Cluster,
   type ClusterConfig,
+  type Grant,
   type ReadResult,
   type Reply,
+  type Signer,
   type Step,
   type WriteResult,
-  type WriterCredentials,
   type WriteValue,
 } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
@@ -117,6 +120,7 @@ export class ClusterClient {
 
   #step(entry: Running, opId: number, step: Step<unknown>): void {
     if (entry.done) return;
+    if (step.error) return this.#fail(entry, opId, step.error);
     if (step.result !== undefined) {
       entry.done = true;
       this.#running.delete(opId);
@@ -191,33 +195,37 @@ export class TestClient {
   readonly cluster: ClusterClient;
   readonly config: ClusterConfig;
   readonly codec: ErasureCodec;
-  readonly credentials: WriterCredentials | undefined;
+  /** The writer session, when the client has an identity. */
+  readonly session: WriterSession | undefined;
+  readonly verifier: CertificateVerifier;
 
-  private constructor(cluster: ClusterClient, config: ClusterConfig, codec: ErasureCodec, credentials: WriterCredentials | undefined) {
+  private constructor(cluster: ClusterClient, config: ClusterConfig, codec: ErasureCodec, session: WriterSession | undefined, verifier: CertificateVerifier) {
     this.cluster = cluster;
     this.config = config;
     this.codec = codec;
-    this.credentials = credentials;
+    this.session = session;
+    this.verifier = verifier;
   }
 
-  /** Connects to `urls`; `serverKeys` make it a writer (with a fresh random writer id). */
-  static async open(urls: readonly string[], config: ClusterConfig, serverKeys?: readonly Uint8Array[]): Promise<TestClient> {
+  /** Connects to `target`'s servers; a `signer` makes it a writer (with a fresh random instance id). */
+  static async open(target: { readonly urls: readonly string[]; readonly cluster: Cluster }, signer?: Signer, grants: readonly Grant[] = []): Promise<TestClient> {
+    const { config, identity } = target.cluster;
     const codec = await createCodec({ k: config.t + 1, n: config.n });
-    const credentials = serverKeys ? writerCredentials(crypto, serverKeys, new Uint8Array(randomBytes(16))) : undefined;
-    const cluster = new ClusterClient(urls, config);
+    const session = signer ? new WriterSession({ crypto, cluster: identity, signer, instance: new Uint8Array(randomBytes(16)), grants }) : undefined;
+    const cluster = new ClusterClient(target.urls, config);
     await cluster.connect();
-    return new TestClient(cluster, config, codec, credentials);
+    return new TestClient(cluster, config, codec, session, session?.verifier ?? new CertificateVerifier(crypto, identity));
   }
 
   write(key: string, value: WriteValue, timeoutMs = 10_000): Promise<WriteResult> {
-    if (!this.credentials) throw new Error('not a writer');
+    if (!this.session) throw new Error('not a writer');
     const random = (n: number) => new Uint8Array(randomBytes(n));
-    const op = new WriteOperation({ config: this.config, credentials: this.credentials, crypto, codec: this.codec, random }, key, value, this.cluster.opId());
-    return this.cluster.run(op, timeoutMs);
+    const op = new WriteOperation({ config: this.config, crypto, codec: this.codec, random, session: this.session, now: Date.now }, key, value, this.cluster.opId());
+    return this.cluster.run(op, timeoutMs).finally(() => op.abandon());
   }
 
   read(key: string, timeoutMs = 10_000): Promise<ReadResult> {
-    const op = new ReadOperation({ config: this.config, crypto, codec: this.codec }, key, this.cluster.opId());
+    const op = new ReadOperation({ config: this.config, crypto, codec: this.codec, verifier: this.verifier }, key, this.cluster.opId());
     return this.cluster.run(op, timeoutMs);
   }
 

@@ -3,9 +3,8 @@
  * matter: the server still serves a real write and read, counted the rejections, and its
  * resident memory stayed bounded.
  */
-import { deriveWriterKey } from '@powerstore/protocol';
-import { crypto, TestClient } from './driver.js';
-import { runFuzz, FuzzFailure, type FuzzReport } from './fuzz.js';
+import { TestClient } from './driver.js';
+import { runFuzz, FuzzFailure, signedMessages, type FuzzReport } from './fuzz.js';
 import { CliCluster, metricValue } from './harness.js';
 
 /** Frame limit of the fuzzed server: small, so oversized frames are cheap to send. */
@@ -29,8 +28,7 @@ export async function fuzzCampaign(count: number, seed: number, log?: (line: str
     const report = await runFuzz({
       url: cluster.urls[0]!,
       config: cluster.config,
-      serverKeys: cluster.serverKeys,
-      writerKey: deriveWriterKey(crypto, cluster.serverKeys),
+      authed: await signedMessages(cluster.config, cluster.cluster.identity, cluster.admin),
       count,
       seed,
       maxFrameBytes: FUZZ_MAX_FRAME_BYTES,
@@ -40,7 +38,7 @@ export async function fuzzCampaign(count: number, seed: number, log?: (line: str
     const rssAfter = await rss();
     if (cluster.process(1)?.exitCode !== null) throw new FuzzFailure('server 1 exited during fuzzing');
     // Still serving: a real write and read through the whole cluster, server 1 included.
-    const client = await TestClient.open(cluster.urls, cluster.config, cluster.serverKeys);
+    const client = await TestClient.open(cluster, cluster.admin);
     try {
       const value = new TextEncoder().encode(`after ${count} fuzz frames`);
       await client.write('after-fuzz', { kind: 'value', value });

@@ -1,37 +1,53 @@
 /**
- * Attacks over a real connection to a CLI-started server: unauthenticated STOREs,
- * COMPLETEs with the wrong nonce, forged write-backs, candidates replayed from another
- * key; then the transport limits (malformed frames, connection cap, backpressure).
- * Each attack checks the typed ERROR (or the ignored write-back), that the server's state
- * did not change, and the metric.
+ * Attacks over a real connection to CLI-started servers: the forged re-STORE of a
+ * completed write (the forgery every client could make with v1's MAC vectors), writes
+ * without authority, under an expired grant, by a revoked identity (revoked by editing
+ * cluster.json and SIGHUP), over quota, COMPLETEs with the wrong nonce or no store proof,
+ * forged write-backs, candidates replayed from another key; then the transport limits
+ * (malformed frames, connection cap, backpressure). Each attack checks the typed ERROR (or
+ * the ignored write-back), that the server's state did not change, and the metric, beside
+ * a genuine control.
  */
 import { randomBytes } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { createReferenceCodec } from '@powerstore/erasure/reference';
 import {
-  candidateMac,
+  computeCrossChecksum,
+  crossChecksumDigest,
   decodeMessage,
   encodeMessage,
-  makeTimestamp,
+  encodePublicKey,
+  makeWriterId,
+  namespacePrefix,
   nonceHash,
+  ownerIdOf,
+  signCertificate,
+  signGrant,
+  writerTagOf,
   type Candidate,
+  type Grant,
   type Message,
   type Reply,
+  type Signer,
   type StoreRequest,
 } from '@powerstore/protocol';
 import { crypto, TestClient } from './driver.js';
-import { CliCluster, ensureBuilt, metricValue } from './harness.js';
+import { cli, CliCluster, ensureBuilt, metricValue } from './harness.js';
 
 const MAX_CONNECTIONS = 6;
 const MAX_INFLIGHT = 4;
+/** Keys per owner (init --quota-keys): small enough to reach in a test. */
+const QUOTA_KEYS = 3;
 let cluster: CliCluster;
 let writer: TestClient;
 
 beforeAll(async () => {
   await ensureBuilt();
-  cluster = await CliCluster.create(1, ['--max-connections', String(MAX_CONNECTIONS), '--max-inflight-per-connection', String(MAX_INFLIGHT)]);
+  cluster = await CliCluster.create(1, ['--max-connections', String(MAX_CONNECTIONS), '--max-inflight-per-connection', String(MAX_INFLIGHT)], ['--quota-keys', String(QUOTA_KEYS)]);
   await cluster.startAll();
-  writer = await TestClient.open(cluster.urls, cluster.config, cluster.serverKeys);
+  writer = await TestClient.open(cluster, cluster.admin);
 }, 240_000);
 
 afterAll(async () => {
@@ -90,8 +106,14 @@ class Raw {
   }
 }
 
+/** Raw connections to every server. */
+async function everyServer(): Promise<Raw[]> {
+  return Promise.all(cluster.urls.map((u) => Raw.open(u)));
+}
+
 const rand = (n: number) => new Uint8Array(randomBytes(n));
-const ownWriterId = rand(16);
+const text = (s: string) => new TextEncoder().encode(s);
+const codec = createReferenceCodec({ k: 2, n: 4 });
 let opId = 1;
 
 /** What server 1 holds as `lc` for `key`. */
@@ -101,95 +123,171 @@ async function lcOf(raw: Raw, key: string): Promise<Candidate | undefined> {
   return r.type === 'COLLECT_ACK' ? r.candidate : undefined;
 }
 
-/** A STORE for server `index` with genuine MACs (we hold the writer credentials). */
-function genuineStore(key: string, num: number, nonce: Uint8Array): StoreRequest {
-  const ts = makeTimestamp(crypto, writer.credentials!.writerKey, key, num, ownWriterId);
-  const nbar = nonceHash(crypto, nonce);
-  const vec = cluster.serverKeys.map((k, i) => candidateMac(crypto, k, i, key, ts, nbar));
-  const fragment = rand(5);
-  return { type: 'STORE', key, opId: opId++, ts, stripe: 0, fragment, cc: { tombstone: false, valueLength: 10, hashes: vec }, nonceHash: nbar, vec };
+/** STOREs (one per server) of `value` for `key`, signed by `signer`. */
+async function stores(signer: Signer, key: string, value: Uint8Array, options: { num?: number; grant?: Grant; nonce?: Uint8Array } = {}) {
+  const ts = { num: options.num ?? 1, writerId: makeWriterId(writerTagOf(crypto, signer.publicKey), rand(16)) };
+  const fragments = codec.encode(value);
+  const cc = await computeCrossChecksum(crypto, fragments, value.length, false);
+  const nonce = options.nonce ?? rand(32);
+  const cert = await signCertificate(crypto, cluster.cluster.identity.id, signer, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), grant: options.grant });
+  const requests: StoreRequest[] = fragments.map((fragment) => ({ type: 'STORE', key, opId: opId++, ts, stripe: 0, fragment, cc, cert }));
+  return { ts, nonce, cert, requests };
 }
 
-async function authRejected(type: string): Promise<number> {
-  return metricValue(await cluster.metrics(1), 'powerstore_auth_rejected_total', { type });
+async function metricSum(name: string, labels: Record<string, string> = {}): Promise<number> {
+  let sum = 0;
+  for (let id = 1; id <= cluster.config.n; id++) sum += metricValue(await cluster.metrics(id), name, labels);
+  return sum;
 }
 
-describe('authentication and validity: rejected, state unchanged', () => {
-  it('an unauthenticated STORE is refused and stores nothing', async () => {
-    await writer.write('acct', { kind: 'value', value: new TextEncoder().encode('v1') });
-    const raw = await Raw.open(cluster.urls[0]!);
-    const before = await lcOf(raw, 'acct');
-    const rejectedBefore = await authRejected('STORE');
-    const nonce = rand(32);
-    const store = genuineStore('acct', 50, nonce);
-    const forgedVec = [rand(32), ...store.vec.slice(1)];
-    expect(await raw.request({ ...store, vec: forgedVec })).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED', key: 'acct', opId: store.opId });
-    // Had the entry been stored, revealing its nonce would now make this candidate valid.
-    const complete = { type: 'COMPLETE' as const, key: 'acct', opId: opId++, candidate: { ts: store.ts, nonce, vec: forgedVec.map(() => rand(32)) } };
-    expect(await raw.request(complete)).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
-    expect(await lcOf(raw, 'acct')).toEqual(before);
-    expect(await authRejected('STORE')).toBe(rejectedBefore + 1);
-    // Control: the genuine STORE is accepted, and then the same COMPLETE is valid.
-    expect(await raw.request(store)).toMatchObject({ type: 'STORE_ACK' });
-    expect(await raw.request({ ...complete, opId: opId++ })).toMatchObject({ type: 'COMPLETE_ACK' });
-    expect((await lcOf(raw, 'acct'))?.ts.num).toBe(50);
-    raw.close();
+const identity = (byte = Math.floor(Math.random() * 200) + 20) => crypto.signerFromSeed(new Uint8Array(32).fill(byte).map((b, i) => b ^ i));
+
+describe('writes nobody may make are refused by every server; state unchanged', () => {
+  it('the forged re-STORE of a completed write: refused in every variant, the genuine retry acknowledged beside it', async () => {
+    const key = 'acct';
+    const w = await writer.write(key, { kind: 'value', value: text('genuine value') });
+    const raws = await everyServer();
+    const lc = (await lcOf(raws[0]!, key))!;
+    expect(lc.ts).toEqual(w.ts);
+    // What any client can learn: the candidate (COLLECT) and each server's entry (FILTER).
+    const entries = await Promise.all(
+      raws.map(async (r) => {
+        const f = await r.request({ type: 'FILTER', key, opId: opId++, stripe: 0, candidates: [lc] });
+        return f.type === 'FILTER_ACK' ? f.entry! : undefined;
+      }),
+    );
+    const rejectedBefore = await metricSum('powerstore_auth_rejected_total', { type: 'STORE' });
+    const forged = text('forged value!');
+    const fragments = codec.encode(forged);
+    const cc = await computeCrossChecksum(crypto, fragments, forged.length, false);
+    const mallory = await identity(99);
+    const own = await stores(mallory, key, forged, { num: w.ts.num });
+    for (const [i, raw] of raws.entries()) {
+      // The completed write's certificate with another value: it does not cover it.
+      expect(await raw.request({ type: 'STORE', key, opId: opId++, ts: w.ts, stripe: 0, fragment: fragments[i]!, cc, cert: lc.cert })).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
+      // The genuine certificate and cross-checksum, another fragment.
+      const e = entries[i]!;
+      expect(await raw.request({ type: 'STORE', key, opId: opId++, ts: w.ts, stripe: 0, fragment: e.fragment.map((b) => b ^ 0xff), cc: e.cc, cert: e.cert })).toMatchObject({ type: 'ERROR', code: 'INVALID_ARGUMENT' });
+      // Mallory's own certificate for a key outside her namespace.
+      expect(await raw.request(own.requests[i]!)).toMatchObject({ type: 'ERROR', code: 'NOT_AUTHORIZED' });
+      // Control: the genuine STORE again, byte for byte: acknowledged (an idempotent retry).
+      expect(await raw.request({ type: 'STORE', key, opId: opId++, ts: w.ts, stripe: 0, fragment: e.fragment, cc: e.cc, cert: e.cert })).toMatchObject({ type: 'STORE_ACK' });
+    }
+    expect(await metricSum('powerstore_auth_rejected_total', { type: 'STORE' })).toBe(rejectedBefore + 2 * cluster.config.n);
+    expect(await lcOf(raws[0]!, key)).toEqual(lc);
+    expect(new TextDecoder().decode((await writer.read(key)).value)).toBe('genuine value');
+    for (const r of raws) r.close();
   });
 
-  it('a COMPLETE with the wrong nonce is refused; the right one is accepted', async () => {
-    const raw = await Raw.open(cluster.urls[0]!);
-    const nonce = rand(32);
-    const store = genuineStore('nonce-key', 3, nonce);
-    expect(await raw.request(store)).toMatchObject({ type: 'STORE_ACK' });
-    const before = await lcOf(raw, 'nonce-key');
-    const rejectedBefore = await authRejected('COMPLETE');
-    const wrong = { type: 'COMPLETE' as const, key: 'nonce-key', opId: opId++, candidate: { ts: store.ts, nonce: rand(32), vec: store.vec } };
-    expect(await raw.request(wrong)).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
-    expect(await lcOf(raw, 'nonce-key')).toEqual(before);
-    expect(await authRejected('COMPLETE')).toBe(rejectedBefore + 1);
-    expect(await raw.request({ ...wrong, opId: opId++, candidate: { ...wrong.candidate, nonce } })).toMatchObject({ type: 'COMPLETE_ACK' });
-    expect((await lcOf(raw, 'nonce-key'))?.ts.num).toBe(3);
-    raw.close();
+  it('a writer without a grant and a grant that expired are refused with typed errors; the owner’s own write is accepted', async () => {
+    const owner = await identity(31);
+    const bob = await identity(32);
+    const ns = namespacePrefix(ownerIdOf(crypto, owner.publicKey));
+    const raws = await everyServer();
+    const noGrant = await stores(bob, `${ns}x`, text('bob'));
+    const expired = await signGrant(crypto, cluster.cluster.identity, owner, { grantee: bob.publicKey, prefix: ns, expiresAt: Date.now() - 60_000 });
+    const late = await stores(bob, `${ns}x`, text('bob'), { grant: expired });
+    const live = await signGrant(crypto, cluster.cluster.identity, owner, { grantee: bob.publicKey, prefix: ns, expiresAt: Date.now() + 3_600_000 });
+    const granted = await stores(bob, `${ns}x`, text('bob'), { grant: live });
+    const mine = await stores(owner, `${ns}y`, text('owner'));
+    for (const [i, raw] of raws.entries()) {
+      expect(await raw.request(noGrant.requests[i]!)).toMatchObject({ type: 'ERROR', code: 'NOT_AUTHORIZED' });
+      expect(await raw.request(late.requests[i]!)).toMatchObject({ type: 'ERROR', code: 'GRANT_EXPIRED' });
+      expect(await raw.request(granted.requests[i]!)).toMatchObject({ type: 'STORE_ACK' });
+      expect(await raw.request(mine.requests[i]!)).toMatchObject({ type: 'STORE_ACK' });
+    }
+    expect(await metricSum('powerstore_errors_total', { kind: 'grant_expired' })).toBeGreaterThanOrEqual(cluster.config.n);
+    for (const r of raws) r.close();
   });
 
-  it('a forged candidate is never written back by FILTER or REPAIR', async () => {
-    await writer.write('wb', { kind: 'value', value: new TextEncoder().encode('real') });
+  it('a COMPLETE without a store proof, or with the wrong nonce, is refused; the right one is accepted', async () => {
+    const owner = await identity(41);
+    const key = `${namespacePrefix(ownerIdOf(crypto, owner.publicKey))}n`;
+    const raws = await everyServer();
+    const w = await stores(owner, key, text('v'));
+    const proof = [];
+    for (const [i, raw] of raws.entries()) {
+      const ack = await raw.request(w.requests[i]!);
+      expect(ack.type).toBe('STORE_ACK');
+      if (ack.type === 'STORE_ACK' && proof.length < 3) proof.push({ server: i, signature: ack.receipt });
+    }
+    const complete = (candidate: Candidate) => raws[0]!.request({ type: 'COMPLETE', key, opId: opId++, candidate });
+    expect(await complete({ ts: w.ts, nonce: w.nonce, cert: w.cert, proof: proof.slice(0, 2) })).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
+    expect(await complete({ ts: w.ts, nonce: rand(32), cert: w.cert, proof })).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
+    expect(await lcOf(raws[0]!, key)).toBeUndefined();
+    expect(await complete({ ts: w.ts, nonce: w.nonce, cert: w.cert, proof })).toMatchObject({ type: 'COMPLETE_ACK' });
+    expect((await lcOf(raws[0]!, key))?.ts.num).toBe(1);
+    for (const r of raws) r.close();
+  });
+
+  it('a forged candidate is never written back by FILTER; a valid one replayed on another key is refused', async () => {
+    await writer.write('wb', { kind: 'value', value: text('real') });
     const raw = await Raw.open(cluster.urls[0]!);
-    const before = await lcOf(raw, 'wb');
-    expect(before?.ts.num).toBe(1);
+    const before = (await lcOf(raw, 'wb'))!;
+    expect(before.ts.num).toBe(1);
     const invalidBefore = metricValue(await cluster.metrics(1), 'powerstore_invalid_candidates_total');
-    const forgedTs = { num: 1000, writerId: rand(16), mac: rand(32) };
-    const forged: Candidate = { ts: forgedTs, nonce: rand(32), vec: cluster.serverKeys.map(() => rand(32)) };
+    const forged: Candidate = { ...before, ts: { ...before.ts, num: 1000 } };
     const alone = await raw.request({ type: 'FILTER', key: 'wb', opId: opId++, stripe: 0, candidates: [forged] });
     expect(alone).toMatchObject({ type: 'FILTER_ACK', entry: undefined });
     expect(alone.type === 'FILTER_ACK' && alone.ts.num).toBe(0);
     // Next to the real candidate, the server picks the real one.
-    const both = await raw.request({ type: 'FILTER', key: 'wb', opId: opId++, stripe: 0, candidates: [forged, before!] });
-    expect(both.type === 'FILTER_ACK' && both.ts).toEqual(before!.ts);
-    expect(await raw.request({ type: 'REPAIR', key: 'wb', opId: opId++, candidates: [forged] })).toMatchObject({ type: 'REPAIR_ACK' });
+    const both = await raw.request({ type: 'FILTER', key: 'wb', opId: opId++, stripe: 0, candidates: [forged, before] });
+    expect(both.type === 'FILTER_ACK' && both.ts).toEqual(before.ts);
     expect(await lcOf(raw, 'wb')).toEqual(before);
-    // Ignored silently on the wire, but counted: FILTER twice, REPAIR once.
-    expect(metricValue(await cluster.metrics(1), 'powerstore_invalid_candidates_total')).toBe(invalidBefore + 3);
-    // And readers still get the real value.
+    expect(metricValue(await cluster.metrics(1), 'powerstore_invalid_candidates_total')).toBe(invalidBefore + 2);
+    // The genuine candidate of 'wb' under another key name: certificates bind the key.
+    expect(await raw.request({ type: 'COMPLETE', key: 'target', opId: opId++, candidate: before })).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
+    const f = await raw.request({ type: 'FILTER', key: 'target', opId: opId++, stripe: 0, candidates: [before] });
+    expect(f.type === 'FILTER_ACK' && f.ts.num).toBe(0);
+    expect(await lcOf(raw, 'target')).toBeUndefined();
     expect(new TextDecoder().decode((await writer.read('wb')).value)).toBe('real');
     raw.close();
   });
+});
 
-  it('a valid candidate replayed on another key is refused everywhere', async () => {
-    await writer.write('origin', { kind: 'value', value: new TextEncoder().encode('o') });
-    const raw = await Raw.open(cluster.urls[0]!);
-    const valid = (await lcOf(raw, 'origin'))!;
-    expect(valid.ts.num).toBe(1);
-    expect(await raw.request({ type: 'COMPLETE', key: 'target', opId: opId++, candidate: valid })).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
-    const f = await raw.request({ type: 'FILTER', key: 'target', opId: opId++, stripe: 0, candidates: [valid] });
-    expect(f.type === 'FILTER_ACK' && f.ts.num).toBe(0);
-    expect(await raw.request({ type: 'REPAIR', key: 'target', opId: opId++, candidates: [valid] })).toMatchObject({ type: 'REPAIR_ACK' });
-    // A genuine STORE of one key, replayed under another name.
-    const store = genuineStore('origin', 9, rand(32));
-    expect(await raw.request({ ...store, key: 'target' })).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
-    expect(await lcOf(raw, 'target')).toBeUndefined();
-    expect(await lcOf(raw, 'origin')).toEqual(valid);
-    raw.close();
+describe('policy: quotas and revocation', () => {
+  it(`a quota of ${QUOTA_KEYS} keys is enforced (QUOTA_EXCEEDED, nothing stored) and reported by /usage, metrics and the usage command`, async () => {
+    const owner = await identity(51);
+    const ownerId = ownerIdOf(crypto, owner.publicKey);
+    const c = await TestClient.open(cluster, owner);
+    for (let i = 0; i < QUOTA_KEYS; i++) await c.write(`${namespacePrefix(ownerId)}k${i}`, { kind: 'value', value: rand(1000) });
+    await expect(c.write(`${namespacePrefix(ownerId)}one-too-many`, { kind: 'value', value: rand(10) })).rejects.toMatchObject({ code: 'QUOTA_EXCEEDED' });
+    // Rewriting a key it has is not a new key: still allowed.
+    await c.write(`${namespacePrefix(ownerId)}k0`, { kind: 'value', value: rand(10) });
+    expect((await c.read(`${namespacePrefix(ownerId)}one-too-many`)).value).toBeUndefined();
+    const usage = (await (await fetch(`${cluster.http(1)}/usage`)).json()) as { owners: { owner: string; keys: number; bytes: number; quota: { keys?: number } }[] };
+    expect(usage.owners.find((o) => o.owner === ownerId)).toMatchObject({ keys: QUOTA_KEYS, quota: { keys: QUOTA_KEYS } });
+    expect(metricValue(await cluster.metrics(1), 'powerstore_owner_keys', { owner: ownerId })).toBe(QUOTA_KEYS);
+    expect(metricValue(await cluster.metrics(1), 'powerstore_owner_bytes', { owner: ownerId })).toBeGreaterThan(QUOTA_KEYS * 500);
+    const report = cli(['usage', '--cluster', cluster.clusterFile, '--owner', ownerId]);
+    expect(report.status).toBe(0);
+    expect(report.stdout.split('\n').filter((l) => l.includes(ownerId))).toHaveLength(cluster.config.n);
+    c.close();
+  });
+
+  it('revoking an identity in cluster.json (SIGHUP) refuses its new writes with REVOKED; its completed writes stay readable', async () => {
+    const owner = await identity(61);
+    const key = `${namespacePrefix(ownerIdOf(crypto, owner.publicKey))}kept`;
+    const c = await TestClient.open(cluster, owner);
+    await c.write(key, { kind: 'value', value: text('written before revocation') });
+    const json = JSON.parse(readFileSync(cluster.clusterFile, 'utf8'));
+    writeFileSync(cluster.clusterFile, JSON.stringify({ ...json, policy: { ...json.policy, revoked: { keys: [encodePublicKey(owner.publicKey)], grants: [] } } }));
+    for (let id = 1; id <= cluster.config.n; id++) cluster.process(id)!.kill('SIGHUP');
+    const deadline = Date.now() + 10_000;
+    let code: string | undefined;
+    while (Date.now() < deadline) {
+      code = await c.write(key, { kind: 'value', value: text('after') }).then(
+        () => 'written',
+        (e: { code?: string }) => e.code,
+      );
+      if (code === 'REVOKED') break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(code).toBe('REVOKED');
+    expect(new TextDecoder().decode((await c.read(key)).value)).toBe('written before revocation');
+    writeFileSync(cluster.clusterFile, JSON.stringify(json));
+    for (let id = 1; id <= cluster.config.n; id++) cluster.process(id)!.kill('SIGHUP');
+    c.close();
   });
 });
 
@@ -200,12 +298,12 @@ describe('transport limits', () => {
     const frame = encodeMessage({ type: 'COLLECT', key: 'hdr', opId: 77 });
     expect(await raw.request(new Uint8Array([...frame, 0]))).toMatchObject({ type: 'ERROR', code: 'INVALID_FRAME', key: 'hdr', opId: 77 });
     expect(await raw.request(new Uint8Array([9, 1, 0]))).toMatchObject({ type: 'ERROR', code: 'UNSUPPORTED_VERSION', key: '', opId: 0 });
-    expect(await raw.request(new Uint8Array([1, 0x42, 0, 0]))).toMatchObject({ type: 'ERROR', code: 'UNKNOWN_TYPE' });
+    expect(await raw.request(new Uint8Array([2, 0x42, 0, 0]))).toMatchObject({ type: 'ERROR', code: 'UNKNOWN_TYPE' });
     expect(await raw.request(new Uint8Array(0))).toMatchObject({ type: 'ERROR', code: 'INVALID_FRAME' });
     expect(await raw.request('{"type":"CLOCK"}')).toMatchObject({ type: 'ERROR', code: 'INVALID_FRAME' });
-    expect(await raw.request({ type: 'REPAIR_ACK', key: 'x', opId: 5 })).toMatchObject({ type: 'ERROR', code: 'INVALID_ARGUMENT', opId: 5 });
+    expect(await raw.request({ type: 'COMPLETE_ACK', key: 'x', opId: 5, ts: { num: 1, writerId: rand(32) } })).toMatchObject({ type: 'ERROR', code: 'INVALID_ARGUMENT', opId: 5 });
     // A fragment longer than the value it claims to be part of.
-    const bad = genuineStore('shape', 1, rand(32));
+    const bad = (await stores(cluster.admin, 'shape', text('abc'))).requests[0]!;
     expect(await raw.request({ ...bad, fragment: rand(500) })).toMatchObject({ type: 'ERROR', code: 'INVALID_ARGUMENT' });
     expect(metricValue(await cluster.metrics(1), 'powerstore_errors_total')).toBe(before + 7);
     // The connection survived all of it.

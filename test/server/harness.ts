@@ -9,8 +9,10 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { clusterConfig, type ClusterConfig } from '@powerstore/protocol';
-import { loadWriterFile } from '../../packages/server/src/index.js';
+import { readFileSync } from 'node:fs';
+import { identityFromJson, type Cluster, type ClusterConfig, type Signer } from '@powerstore/protocol';
+import { createCryptoProvider } from '@powerstore/protocol/crypto';
+import { loadClusterFile } from '../../packages/server/src/index.js';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 /** The built CLI, as npm would install it. */
@@ -78,29 +80,42 @@ export async function freeBasePort(count: number): Promise<number> {
 /** A cluster made by `powerstore-server init` and run by `powerstore-server start`. */
 export class CliCluster {
   readonly dir: string;
+  /** The parsed `cluster.json`. */
+  readonly cluster: Cluster;
   readonly config: ClusterConfig;
   readonly urls: readonly string[];
-  readonly serverKeys: readonly Uint8Array[];
+  /** The admin identity (`admin.json`): may write any key. */
+  readonly admin: Signer;
   readonly #procs = new Map<number, ChildProcess>();
   readonly #startArgs: readonly string[];
 
-  private constructor(dir: string, config: ClusterConfig, urls: string[], serverKeys: Uint8Array[], startArgs: readonly string[]) {
+  private constructor(dir: string, cluster: Cluster, admin: Signer, startArgs: readonly string[]) {
     this.dir = dir;
-    this.config = config;
-    this.urls = urls;
-    this.serverKeys = serverKeys;
+    this.cluster = cluster;
+    this.config = cluster.config;
+    this.urls = cluster.servers.map((s) => s.url);
+    this.admin = admin;
     this.#startArgs = startArgs;
   }
 
-  /** `init` into a fresh temporary directory; `startArgs` go to every `start`. */
-  static async create(t = 1, startArgs: readonly string[] = []): Promise<CliCluster> {
+  /** `init` into a fresh temporary directory (`initArgs` go to `init`); `startArgs` go to every `start`. */
+  static async create(t = 1, startArgs: readonly string[] = [], initArgs: readonly string[] = []): Promise<CliCluster> {
     const dir = mkdtempSync(join(tmpdir(), 'powerstore-cluster-'));
-    const config = clusterConfig(t);
-    const base = await freeBasePort(config.n);
-    const r = cli(['init', '--t', String(t), '--dir', dir, '--base-port', String(base)]);
+    const base = await freeBasePort(3 * t + 1);
+    const r = cli(['init', '--t', String(t), '--dir', dir, '--base-port', String(base), ...initArgs]);
     if (r.status !== 0) throw new Error(`init failed: ${r.stderr}`);
-    const writer = loadWriterFile(join(dir, 'writer.json'));
-    return new CliCluster(dir, config, writer.servers.map((s) => s.url), writer.serverKeys, startArgs);
+    const { seed } = identityFromJson(JSON.parse(readFileSync(join(dir, 'admin.json'), 'utf8')));
+    return new CliCluster(dir, loadClusterFile(join(dir, 'cluster.json')), await createCryptoProvider().signerFromSeed(seed), startArgs);
+  }
+
+  /** Path of `cluster.json`. */
+  get clusterFile(): string {
+    return join(this.dir, 'cluster.json');
+  }
+
+  /** The JSON of `cluster.json`, as a client is given it. */
+  clusterJson(): object {
+    return JSON.parse(readFileSync(this.clusterFile, 'utf8')) as object;
   }
 
   /** HTTP base URL of server `id` (1-based). */

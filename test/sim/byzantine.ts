@@ -1,14 +1,15 @@
 /**
  * Byzantine servers. Each wraps a correct server with its own storage (so it has real
- * state to lie about) and bends its answers. Colluding servers derive forged data from
- * shared inputs, so `t` of them can agree on the same lie.
+ * state to lie about), bends its answers, and may send requests of its own to the other
+ * servers (a Byzantine server sees every STORE a writer sends it). Colluding servers
+ * derive forged data from shared inputs, so `t` of them can agree on the same lie.
  */
 import type { ErasureCodec } from '@powerstore/erasure';
 import {
   computeCrossChecksum,
   HASH_LENGTH,
+  receiptMessage,
   TS0,
-  WRITER_ID_LENGTH,
   type Candidate,
   type ClusterConfig,
   type CryptoProvider,
@@ -16,7 +17,9 @@ import {
   type Reply,
   type Request,
   type Server,
+  type Signer,
   type Timestamp,
+  type WriteCertificate,
 } from '@powerstore/protocol';
 import type { Prng } from './prng.js';
 
@@ -32,26 +35,25 @@ export const BEHAVIOURS = [
   'forge-value',
   'corrupt-fragment',
   'corrupt-cc',
-  'corrupt-vec',
-  'bigmac',
+  'corrupt-cert',
   'equivocate',
   'replay-acks',
   'lying-ack',
+  'front-run-store',
+  'relay-requests',
 ] as const;
 /** One of {@link BEHAVIOURS}. */
 export type Behaviour = (typeof BEHAVIOURS)[number];
 
-/** A reply and whether the network should hold it back (slow server). */
-export interface Emitted {
-  readonly reply: Reply;
-  readonly slow?: boolean;
-}
+/** A reply to the requester (possibly held back: a slow server), or a request of its own to another server. */
+export type Emitted = { readonly reply: Reply; readonly slow?: boolean } | { readonly to: string; readonly request: Request };
 
 /** What every Byzantine server may consult. */
 export interface AdversaryContext {
   readonly config: ClusterConfig;
   readonly crypto: CryptoProvider;
   readonly codec: ErasureCodec;
+  readonly clusterId: Uint8Array;
   /** The simulation step, for crash times. */
   now(): number;
   /** Keys the workload uses, to replay candidates across keys. */
@@ -69,6 +71,8 @@ export class ByzantineServer {
     readonly index: number,
     readonly behaviour: Behaviour,
     readonly inner: Server,
+    /** Its own receipt key: a Byzantine server can sign receipts for writes it never stored. */
+    readonly signer: Signer,
     readonly ctx: AdversaryContext,
     readonly prng: Prng,
   ) {
@@ -76,9 +80,16 @@ export class ByzantineServer {
     this.#equivocationSalt = prng.u32();
   }
 
-  /** Replies to `request` from client `from`. */
+  /** Replies to `request` from `from`, and requests of its own. */
   async receive(from: string, request: Request): Promise<Emitted[]> {
-    return this.#act(this.behaviour, from, request);
+    const emitted = await this.#act(this.behaviour, from, request);
+    // Colluding servers relaying each other's relays would flood the network forever;
+    // requests of its own answer only what clients sent.
+    return /^s\d+$/.test(from) ? emitted.filter((e) => 'reply' in e) : emitted;
+  }
+
+  #others(): string[] {
+    return Array.from({ length: this.ctx.config.n }, (_, i) => `s${i}`).filter((s) => s !== `s${this.index}`);
   }
 
   async #act(behaviour: Behaviour, from: string, req: Request): Promise<Emitted[]> {
@@ -97,11 +108,8 @@ export class ByzantineServer {
         return [{ reply: await honest(), slow: true }];
       case 'stale':
         return [{ reply: await this.#stale(req, honest) }];
-      case 'forge-nonce': {
-        const reply = await honest();
-        if (reply.type !== 'COLLECT_ACK' || !reply.candidate) return [{ reply }];
-        return [{ reply: { ...reply, candidate: { ...reply.candidate, nonce: this.prng.bytes(HASH_LENGTH) } } }];
-      }
+      case 'forge-nonce':
+        return [{ reply: this.#mapCandidate(await honest(), (c) => ({ ...c, nonce: this.prng.bytes(HASH_LENGTH) })) }];
       case 'forge-replay':
         return [{ reply: await this.#replayOtherKey(req, honest) }];
       case 'forge-inflate':
@@ -109,7 +117,7 @@ export class ByzantineServer {
       case 'forge-value': {
         const reply = await honest();
         if (reply.type !== 'FILTER_ACK' || !reply.entry) return [{ reply }];
-        return [{ reply: { ...reply, entry: await this.#forgedEntry(req.key, reply.ts, reply.entry.cc.valueLength, reply.entry.vec) } }];
+        return [{ reply: { ...reply, entry: await this.#forgedEntry(req.key, reply.ts, reply.entry.cc.valueLength, reply.entry.cert) } }];
       }
       case 'corrupt-fragment': {
         const reply = await honest();
@@ -122,38 +130,22 @@ export class ByzantineServer {
         if (reply.type !== 'FILTER_ACK' || !reply.entry) return [{ reply }];
         const cc = reply.entry.cc;
         const hashes = [...cc.hashes];
-        const j = this.prng.int(hashes.length);
-        hashes[j] = this.prng.bytes(HASH_LENGTH);
+        hashes[this.prng.int(hashes.length)] = this.prng.bytes(HASH_LENGTH);
         const corrupted = this.prng.chance(0.5)
           ? { ...cc, hashes }
           : { ...cc, valueLength: cc.valueLength + this.prng.range(1, 5), tombstone: this.prng.chance(0.3) ? !cc.tombstone : cc.tombstone };
         return [{ reply: { ...reply, entry: { ...reply.entry, cc: corrupted } } }];
       }
-      case 'corrupt-vec': {
+      case 'corrupt-cert': {
         const reply = await honest();
-        if (reply.type === 'COLLECT_ACK' && reply.candidate) {
-          return [{ reply: { ...reply, candidate: { ...reply.candidate, vec: this.#corruptVec(reply.candidate.vec) } } }];
-        }
-        if (reply.type === 'FILTER_ACK' && reply.entry && this.prng.chance(0.5)) {
-          return [{ reply: { ...reply, entry: { ...reply.entry, vec: this.#corruptVec(reply.entry.vec) } } }];
-        }
-        return [{ reply }];
-      }
-      case 'bigmac': {
-        // Offers some clients its lc with every other server's MAC corrupted (servers
-        // holding the history entry still accept it, the others cannot, so only REPAIR
-        // spreads it) and hides it from the other clients, answering FILTER honestly.
-        const reply = await honest();
-        if (reply.type !== 'COLLECT_ACK' || !reply.candidate) return [{ reply }];
-        if ((hashString(from) ^ this.#equivocationSalt) % 2 === 1) return [{ reply: { ...reply, candidate: this.#firstLc.get(req.key) } }];
-        const vec = reply.candidate.vec.map((m, j) => (j === this.index ? m : this.prng.bytes(HASH_LENGTH)));
-        return [{ reply: { ...reply, candidate: { ...reply.candidate, vec } } }];
+        if (reply.type === 'FILTER_ACK' && reply.entry) return [{ reply: { ...reply, entry: { ...reply.entry, cert: this.#corruptCert(reply.entry.cert) } } }];
+        return [{ reply: this.#mapCandidate(reply, (c) => ({ ...c, cert: this.#corruptCert(c.cert) })) }];
       }
       case 'equivocate': {
         // Honest to some clients, lying to others, consistently per client.
         const h = hashString(from) ^ this.#equivocationSalt;
         if (h % 2 === 0) return [{ reply: await honest() }];
-        const lies: Behaviour[] = ['stale', 'forge-value', 'corrupt-vec', 'forge-inflate', 'bigmac'];
+        const lies: Behaviour[] = ['stale', 'forge-value', 'corrupt-cert', 'forge-inflate', 'forge-replay'];
         return this.#act(lies[(h >>> 1) % lies.length]!, from, req);
       }
       case 'replay-acks': {
@@ -169,24 +161,45 @@ export class ByzantineServer {
         return this.prng.shuffle(out);
       }
       case 'lying-ack':
-        if (req.type === 'STORE') return [{ reply: { type: 'STORE_ACK', key: req.key, opId: req.opId, ts: req.ts } }];
+        if (req.type === 'STORE') {
+          // A genuine signature over a write it never stored.
+          const receipt = await this.signer.sign(receiptMessage(this.ctx.crypto, this.ctx.clusterId, req.key, req.ts, req.cert, this.index));
+          return [{ reply: { type: 'STORE_ACK', key: req.key, opId: req.opId, ts: req.ts, receipt } }];
+        }
         if (req.type === 'COMPLETE') return [{ reply: { type: 'COMPLETE_ACK', key: req.key, opId: req.opId, ts: req.candidate.ts } }];
-        if (req.type === 'REPAIR') return [{ reply: { type: 'REPAIR_ACK', key: req.key, opId: req.opId } }];
         return [{ reply: await honest() }];
+      case 'front-run-store': {
+        // Races the writer: sends every other server this STORE with its own fragment in
+        // place of theirs, hoping to occupy Hist[ts] before the genuine one arrives.
+        const out: Emitted[] = [];
+        if (req.type === 'STORE') for (const to of this.#others()) out.push({ to, request: { ...req, opId: req.opId + 1_000_000 } });
+        out.push({ reply: await honest() });
+        return out;
+      }
+      case 'relay-requests': {
+        // Replays every genuine request to the others: harmless if STORE is idempotent
+        // and write-backs are checked.
+        const out: Emitted[] = this.#others().map((to) => ({ to, request: req }));
+        out.push({ reply: await honest() });
+        return out;
+      }
     }
+  }
+
+  #mapCandidate(reply: Reply, f: (c: Candidate) => Candidate): Reply {
+    if ((reply.type === 'COLLECT_ACK' || reply.type === 'CLOCK_ACK') && reply.candidate) return { ...reply, candidate: f(reply.candidate) };
+    return reply;
   }
 
   /** Answers as if frozen at the first state it reported; still accepts writes so it has history. */
   async #stale(req: Request, honest: () => Promise<Reply>): Promise<Reply> {
     switch (req.type) {
       case 'CLOCK':
-        return { type: 'CLOCK_ACK', key: req.key, opId: req.opId, ts: TS0 };
+        return { type: 'CLOCK_ACK', key: req.key, opId: req.opId, candidate: this.#firstLc.get(req.key) };
       case 'COLLECT':
         return { type: 'COLLECT_ACK', key: req.key, opId: req.opId, candidate: this.#firstLc.get(req.key) };
       case 'FILTER':
         return { type: 'FILTER_ACK', key: req.key, opId: req.opId, ts: TS0, stripe: 0, entry: undefined };
-      case 'REPAIR':
-        return { type: 'REPAIR_ACK', key: req.key, opId: req.opId };
       default:
         return honest();
     }
@@ -198,27 +211,23 @@ export class ByzantineServer {
     if (others.length === 0 || (reply.type !== 'COLLECT_ACK' && reply.type !== 'CLOCK_ACK')) return reply;
     const other = await this.inner.handle({ type: 'COLLECT', key: this.prng.pick(others), opId: 0 });
     if (other.type !== 'COLLECT_ACK' || !other.candidate) return reply;
-    if (reply.type === 'CLOCK_ACK') return { ...reply, ts: other.candidate.ts };
     return { ...reply, candidate: other.candidate };
   }
 
   async #inflate(req: Request, honest: () => Promise<Reply>): Promise<Reply> {
     const reply = await honest();
-    const { n } = this.ctx.config;
     switch (reply.type) {
       case 'CLOCK_ACK':
-        return { ...reply, ts: this.#inflated(reply.ts) };
       case 'COLLECT_ACK': {
-        const base = reply.candidate?.ts ?? TS0;
-        const vec = Array.from({ length: n }, () => this.prng.bytes(HASH_LENGTH));
-        return { ...reply, candidate: { ts: this.#inflated(base), nonce: this.prng.bytes(HASH_LENGTH), vec } };
+        const c = reply.candidate;
+        if (!c) return reply;
+        return { ...reply, candidate: { ...c, ts: this.#inflated(c.ts), nonce: this.prng.bytes(HASH_LENGTH) } };
       }
       case 'FILTER_ACK': {
         if (req.type !== 'FILTER' || req.candidates.length === 0) return reply;
         // Claim the highest candidate offered, with a self-consistent forged entry.
         const top = req.candidates.reduce((a, b) => (b.ts.num > a.ts.num ? b : a));
-        const vec = Array.from({ length: n }, () => this.prng.bytes(HASH_LENGTH));
-        return { ...reply, ts: top.ts, entry: await this.#forgedEntry(req.key, top.ts, this.prng.range(0, 24), vec) };
+        return { ...reply, ts: top.ts, entry: await this.#forgedEntry(req.key, top.ts, this.prng.range(0, 24), top.cert) };
       }
       default:
         return reply;
@@ -226,26 +235,28 @@ export class ByzantineServer {
   }
 
   #inflated(ts: Timestamp): Timestamp {
-    return { num: ts.num + this.prng.range(1, 1000), writerId: this.prng.bytes(WRITER_ID_LENGTH), mac: this.prng.bytes(HASH_LENGTH) };
+    return { num: ts.num + this.prng.range(1, 1000), writerId: ts.writerId };
+  }
+
+  #corruptCert(cert: WriteCertificate): WriteCertificate {
+    const field = this.prng.pick(['signature', 'ccDigest', 'nonceHash', 'signer'] as const);
+    return { ...cert, [field]: flip(cert[field], this.prng) };
   }
 
   /**
    * A fully self-consistent lie: a fake value encoded like a writer would, so fragment
-   * `i` matches `cc[i]`. Derived from (key, ts) alone so colluding servers agree.
+   * `i` matches `cc[i]`, beside a genuine certificate (which does not cover it). Derived
+   * from (key, ts) alone so colluding servers agree.
    */
-  async #forgedEntry(key: string, ts: Timestamp, valueLength: number, vec: readonly Uint8Array[]): Promise<NonNullable<FilterAck['entry']>> {
+  async #forgedEntry(key: string, ts: Timestamp, valueLength: number, cert: WriteCertificate): Promise<NonNullable<FilterAck['entry']>> {
     const { codec, crypto } = this.ctx;
     const seed = hashString(`${key}/${ts.num}/${ts.writerId.join(',')}`);
     const fake = new Uint8Array(valueLength);
     for (let i = 0; i < fake.length; i++) fake[i] = (seed >>> (i % 24)) ^ (i * 131);
-    fake[0] = 0xee; // never a simulator value, whose first byte is ASCII
+    if (fake.length > 0) fake[0] = 0xee; // never a simulator value, whose first byte is ASCII
     const fragments = codec.encode(fake);
     const cc = await computeCrossChecksum(crypto, fragments, fake.length, false);
-    return { fragment: fragments[this.index]!, cc, vec };
-  }
-
-  #corruptVec(vec: readonly Uint8Array[]): Uint8Array[] {
-    return vec.map((m, j) => (j !== this.index && this.prng.chance(0.6) ? this.prng.bytes(HASH_LENGTH) : m));
+    return { fragment: fragments[this.index]!, cc, cert };
   }
 }
 

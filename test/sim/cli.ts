@@ -53,6 +53,7 @@ if (seed !== undefined && values.verbose) {
     hostile: values.hostile || mutant !== undefined,
     ...(mutant ? { protocol: mutant.protocol } : {}),
   });
+  console.log(report.options);
   console.log(JSON.stringify({ ...report, history: report.history }, null, 1));
 }
 
@@ -63,10 +64,15 @@ const result = await runBatch({
   ...(mutant ? { protocol: mutant.protocol, mutant: mutant.name, hostile: true } : { hostile: values.hostile }),
   onFailure(report, replay) {
     console.log(`FAIL seed ${report.seed} (t = ${report.t}): ${report.violations.join('; ')}`);
+    if (report.options) console.log(report.options.replace(/^/gm, '  '));
     console.log(`  replay: ${replay}`);
   },
 });
 const seconds = ((performance.now() - started) / 1000).toFixed(1);
-console.log(`reads ${result.reads} (${result.threeRoundReads} needed REPAIR), writes ${result.writes}, ${seconds} s`);
+const list = (r: Record<string, number>) => Object.entries(r).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
+console.log(`reads ${result.reads} (every one in 2 rounds), writes ${result.writes} (${result.overlappingWrites} overlapping another of the same session and key), ${seconds} s`);
+console.log(`failed writes: ${list(result.failedWrites)}`);
+console.log(`hostile attacks mounted: ${list(result.attacks)}`);
+console.log(`refused by correct servers: ${list(result.refusals)}`);
 console.log(`${result.passed} passed, ${result.failed} failed`);
 process.exit(result.failed === 0 ? 0 : 1);

@@ -24,7 +24,20 @@ export interface BatchResult {
   failures: { seed: number; t: number; violations: string[]; replay: string }[];
   reads: number;
   writes: number;
-  threeRoundReads: number;
+  /** Writes that overlapped another write of the same session and key. */
+  overlappingWrites: number;
+  /** Writes that failed, by code (the expiring grantee's GRANT_EXPIRED). */
+  failedWrites: Record<string, number>;
+  /** Hostile requests correct servers refused, by code. */
+  refusals: Record<string, number>;
+  /** Attacks the hostile client mounted, by name. */
+  attacks: Record<string, number>;
+}
+
+function add(into: Record<string, number>, from: Record<string, number> | readonly string[] | undefined): void {
+  if (!from) return;
+  if (Array.isArray(from)) for (const k of from) into[k] = (into[k] ?? 0) + 1;
+  else for (const [k, v] of Object.entries(from)) into[k] = (into[k] ?? 0) + v;
 }
 
 /** The `t` a seed runs with when none is given, so one seed range covers t = 1..3. */
@@ -34,7 +47,7 @@ export function tForSeed(seed: number): number {
 
 /** Runs the batch, sequentially (each run is deterministic; parallelism is per process). */
 export async function runBatch(options: BatchOptions): Promise<BatchResult> {
-  const result: BatchResult = { passed: 0, failed: 0, failures: [], reads: 0, writes: 0, threeRoundReads: 0 };
+  const result: BatchResult = { passed: 0, failed: 0, failures: [], reads: 0, writes: 0, overlappingWrites: 0, failedWrites: {}, refusals: {}, attacks: {} };
   for (let seed = options.first; seed < options.first + options.count; seed++) {
     const t = options.t ?? tForSeed(seed);
     let report: SimReport;
@@ -43,11 +56,14 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     } catch (err) {
       // A crash of the simulated protocol is a failure of that seed, not of the batch.
       const violations = [`threw: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`];
-      report = { seed, t, ok: false, violations } as unknown as SimReport;
+      report = { seed, t, ok: false, violations, options: '' } as unknown as SimReport;
     }
     result.reads += report.reads ?? 0;
     result.writes += report.writes ?? 0;
-    result.threeRoundReads += report.threeRoundReads ?? 0;
+    result.overlappingWrites += report.overlappingWrites ?? 0;
+    add(result.failedWrites, report.failedWrites);
+    add(result.refusals, report.refusals);
+    add(result.attacks, report.attacks);
     if (report.ok) {
       result.passed++;
       continue;

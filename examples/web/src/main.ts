@@ -2,16 +2,17 @@
  * The PowerStore demo page: store dropped files in a Byzantine-fault-tolerant cluster,
  * list, download and delete them, and watch every server's health while doing it.
  *
- * The page needs nothing but `@powerstore/client`: it fetches `./cluster.json` (the
- * servers) and, if present, `./writer.json` (writer credentials; without them the page
- * is read-only), then talks WebSockets to every server itself.
+ * The page needs nothing but `@powerstore/client` and the public `./cluster.json` (the
+ * servers). It fetches no secret: it makes its own identity, an Ed25519 key this browser
+ * keeps non-extractable in IndexedDB, and writes under that identity's namespace
+ * `~<ownerId>/`, then talks WebSockets to every server itself.
  */
-import { connect, PowerStoreError, type Progress, type ServerStatus, type Store } from '@powerstore/client';
+import { connect, Identity, openBrowserIdentity, PowerStoreError, type Progress, type ServerStatus, type Store } from '@powerstore/client';
 
-/** Where the page keeps its list of files: in PowerStore itself, so it survives reloads. */
-const INDEX_KEY = 'demo/index';
-/** Files are stored under `files/<name>`. */
-const FILE_PREFIX = 'files/';
+/** Where the page keeps its list of files, in its own namespace: in PowerStore itself, so it survives reloads. */
+let INDEX_KEY = 'demo/index';
+/** Files are stored under `~<ownerId>/files/<name>`. */
+let FILE_PREFIX = 'files/';
 /** A connected server whose last answer took longer than this is shown as slow. */
 const SLOW_ROUND_TRIP_MS = 1_000;
 /** …and so is one with this much data queued to it and not yet sent. */
@@ -44,6 +45,7 @@ function element<T extends HTMLElement>(id: string): T {
 
 const ui = {
   summary: element('summary'),
+  identity: element('identity'),
   status: element('status'),
   error: element('error'),
   need: element('need'),
@@ -323,7 +325,6 @@ const PHASE_LABEL: Record<Progress['phase'], string> = {
   complete: 'completing the write',
   collect: 'collecting',
   filter: 'filtering',
-  repair: 'repairing',
 };
 
 function uploadItem(file: File): { li: HTMLLIElement; bar: HTMLProgressElement; text: HTMLElement } {
@@ -357,7 +358,7 @@ function storeFiles(list: FileList | readonly File[]): void {
   const s = store;
   if (!s) return;
   if (!s.canWrite) {
-    showError('Storing files', new Error('this page has no writer credentials (writer.json), so it can only read'));
+    showError('Storing files', new Error('this page has no identity, so it can only read'));
     return;
   }
   for (const file of Array.from(list)) {
@@ -423,7 +424,7 @@ function wireUploads(): void {
 
 // ---------------------------------------------------------------------------- start
 
-/** `undefined` when the file is not there (404); the page can run read-only without writer.json. */
+/** `undefined` when the file is not there (404). */
 async function fetchJson(path: string): Promise<unknown> {
   const response = await fetch(path, { cache: 'no-store' });
   if (response.status === 404) return undefined;
@@ -434,9 +435,8 @@ async function fetchJson(path: string): Promise<unknown> {
 async function main(): Promise<void> {
   wireUploads();
   let cluster: { t?: unknown; servers?: { id: number; url: string }[] } | undefined;
-  let writer: unknown;
   try {
-    [cluster, writer] = (await Promise.all([fetchJson('./cluster.json'), fetchJson('./writer.json')])) as [typeof cluster, unknown];
+    cluster = (await fetchJson('./cluster.json')) as typeof cluster;
   } catch (e) {
     showError('Loading the cluster description failed', e);
     setStatus('No cluster.');
@@ -451,7 +451,20 @@ async function main(): Promise<void> {
   }
   const servers = Array.isArray(cluster.servers) ? cluster.servers : [];
   const t = typeof cluster.t === 'number' ? cluster.t : NaN;
-  ui.summary.textContent = `${servers.length} servers, tolerating ${t} faulty (crashed, slow or malicious) ${t === 1 ? 'server' : 'servers'}${writer === undefined ? ' · read-only' : ''}`;
+  // This browser's identity: made on the first visit and kept in IndexedDB, its private
+  // key non-extractable. Where a browser cannot keep one, a temporary identity for this visit.
+  let identity: Identity;
+  let temporary = false;
+  try {
+    identity = await openBrowserIdentity('demo');
+  } catch {
+    identity = await Identity.generate();
+    temporary = true;
+  }
+  INDEX_KEY = `${identity.namespace}demo/index`;
+  FILE_PREFIX = `${identity.namespace}files/`;
+  ui.identity.textContent = `${identity.namespace}${temporary ? ' (temporary: this browser cannot keep an identity)' : ''}`;
+  ui.summary.textContent = `${servers.length} servers, tolerating ${t} faulty (crashed, slow or malicious) ${t === 1 ? 'server' : 'servers'}`;
   ui.need.textContent = Number.isFinite(t) ? String(t + 1) : 't + 1';
   servers.forEach((s) => serverItem(s.id, s.url));
   renderServers(
@@ -460,7 +473,7 @@ async function main(): Promise<void> {
 
   setStatus('Connecting to the servers…');
   try {
-    store = await connect({ cluster, ...(writer === undefined ? {} : { credentials: writer as object }), timeoutMs: 15_000, onServerStatus: renderServers });
+    store = await connect({ cluster, identity, timeoutMs: 15_000, onServerStatus: renderServers });
   } catch (e) {
     showError('Connecting failed', e);
     setStatus('Not connected. Start the servers and reload the page.');
@@ -480,7 +493,7 @@ async function main(): Promise<void> {
   try {
     files = (await readIndex(s)).files;
     renderFiles();
-    setStatus(s.canWrite ? 'Ready.' : 'Ready (read-only: no writer.json).');
+    setStatus('Ready.');
   } catch (e) {
     showError('Reading the file list failed', e);
     setStatus('Connected, but the file list could not be read.');

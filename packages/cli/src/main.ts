@@ -1,18 +1,22 @@
 /**
- * `powerstore`: put, get, rm and stat against a PowerStore cluster from the shell.
+ * `powerstore`: put, get, rm, stat, id and grant against a PowerStore cluster from the shell.
  *
  *   powerstore put <key> <file|->     powerstore get <key> [file]
  *   powerstore rm <key>               powerstore stat <key> [--json]
+ *   powerstore id [--new]             powerstore grant <publicKey> <prefix> --expires <when>
  *
- * The cluster file comes from --cluster, $POWERSTORE_CLUSTER or
- * .powerstore/cluster.json (what `powerstore-server dev` creates); writer credentials
- * from --credentials, $POWERSTORE_CREDENTIALS or .powerstore/writer.json.
+ * The cluster file comes from --cluster, $POWERSTORE_CLUSTER or .powerstore/cluster.json
+ * (what `powerstore-server dev` creates); the identity from --identity,
+ * $POWERSTORE_IDENTITY, .powerstore/identity.json or the user's identity
+ * ($XDG_CONFIG_HOME/powerstore/identity.json, which `powerstore id` creates).
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { SingleBar } from 'cli-progress';
-import { connect, PowerStoreError, type Progress, type Store } from '@powerstore/client';
+import { connect, Identity, PowerStoreError, type Progress, type Store } from '@powerstore/client';
 
 /** Exit codes, documented in `--help`. */
 export const EXIT = {
@@ -22,8 +26,22 @@ export const EXIT = {
   NOT_FOUND: 3,
   UNREACHABLE: 4,
   CONFIG: 5,
+  NOT_AUTHORIZED: 6,
+  QUOTA: 7,
   INTERRUPTED: 130,
 } as const;
+
+/** Exit code per client error code. */
+const EXIT_BY_CODE: Record<string, number> = {
+  QUORUM_UNREACHABLE: EXIT.UNREACHABLE,
+  ABORTED: EXIT.INTERRUPTED,
+  NO_IDENTITY: EXIT.CONFIG,
+  NOT_AUTHORIZED: EXIT.NOT_AUTHORIZED,
+  GRANT_EXPIRED: EXIT.NOT_AUTHORIZED,
+  REVOKED: EXIT.NOT_AUTHORIZED,
+  QUOTA_EXCEEDED: EXIT.QUOTA,
+  INVALID_ARGUMENT: EXIT.USAGE,
+};
 
 const DEFAULT_DIR = '.powerstore';
 
@@ -38,9 +56,15 @@ class CliError extends Error {
 
 interface GlobalOptions {
   cluster?: string;
-  credentials?: string;
+  identity?: string;
+  grant: string[];
   timeout: number;
   progress: boolean;
+}
+
+/** The user's own identity file: `$XDG_CONFIG_HOME/powerstore/identity.json`. */
+export function userIdentityPath(): string {
+  return join(process.env.XDG_CONFIG_HOME || join(homedir(), '.config'), 'powerstore', 'identity.json');
 }
 
 function loadJson(path: string, what: string): object {
@@ -52,8 +76,9 @@ function loadJson(path: string, what: string): object {
   }
   try {
     return JSON.parse(text) as object;
-  } catch (e) {
-    throw new CliError(EXIT.CONFIG, `the ${what} ${path} is not valid JSON: ${(e as Error).message}`);
+  } catch {
+    // JSON.parse quotes the text near the error: that may be a secret.
+    throw new CliError(EXIT.CONFIG, `the ${what} ${path} is not valid JSON`);
   }
 }
 
@@ -65,25 +90,42 @@ function clusterPath(opts: GlobalOptions): string {
   return path;
 }
 
-function credentialsPath(opts: GlobalOptions, required: boolean): string | undefined {
-  const path = opts.credentials ?? process.env.POWERSTORE_CREDENTIALS;
+function identityPath(opts: GlobalOptions, required: boolean): string | undefined {
+  const path = opts.identity ?? process.env.POWERSTORE_IDENTITY;
   if (path) return path;
-  if (existsSync(`${DEFAULT_DIR}/writer.json`)) return `${DEFAULT_DIR}/writer.json`;
-  if (required) throw new CliError(EXIT.CONFIG, 'writing needs writer credentials: pass --credentials <writer.json> or set POWERSTORE_CREDENTIALS');
+  for (const candidate of [`${DEFAULT_DIR}/identity.json`, userIdentityPath()]) if (existsSync(candidate)) return candidate;
+  if (required) throw new CliError(EXIT.CONFIG, "writing needs an identity: run 'powerstore id' to create one, or pass --identity <file> (or set POWERSTORE_IDENTITY)");
   return undefined;
+}
+
+async function loadIdentity(path: string): Promise<Identity> {
+  try {
+    return await Identity.fromJSON(loadJson(path, 'identity file'));
+  } catch (e) {
+    if (e instanceof PowerStoreError) throw new CliError(EXIT.CONFIG, `${path}: ${e.message}`);
+    throw e;
+  }
+}
+
+/** `@/rest` is `rest` in the identity's own namespace. */
+function expandKey(key: string, store: Store): string {
+  if (!key.startsWith('@/')) return key;
+  if (!store.namespace) throw new CliError(EXIT.USAGE, `${JSON.stringify(key)}: keys starting with @/ need an identity (--identity)`);
+  return store.namespace + key.slice(2);
 }
 
 /** Runs `fn` with a connected store; Ctrl-C aborts the operation and exits 130. */
 async function withStore<T>(opts: GlobalOptions, write: boolean, fn: (store: Store, signal: AbortSignal) => Promise<T>): Promise<T> {
   const cluster = loadJson(clusterPath(opts), 'cluster file');
-  const credPath = credentialsPath(opts, write);
-  const credentials = credPath ? loadJson(credPath, 'credentials file') : undefined;
+  const path = identityPath(opts, write);
+  const identity = path ? await loadIdentity(path) : undefined;
+  const grants = opts.grant.map((g) => loadJson(g, 'grant file'));
   const controller = new AbortController();
   const onSigint = () => controller.abort(new Error('interrupted'));
   process.once('SIGINT', onSigint);
   let store: Store | undefined;
   try {
-    store = await connect({ cluster, ...(credentials ? { credentials } : {}), timeoutMs: opts.timeout, signal: controller.signal });
+    store = await connect({ cluster, ...(identity ? { identity } : {}), grants, timeoutMs: opts.timeout, signal: controller.signal });
     return await fn(store, controller.signal);
   } finally {
     process.off('SIGINT', onSigint);
@@ -130,17 +172,38 @@ function describeTimestamp(ts: { num: number; writerId: string }): string {
   return ts.num === 0 ? 'none (never written)' : `${ts.num} by writer ${ts.writerId}`;
 }
 
+/** `2027-01-01`, `2027-01-01T12:00:00Z`, `30d`, `12h`, `90m`, or `never`. */
+export function parseExpiry(v: string, now = Date.now()): number | 'never' {
+  if (v === 'never') return 'never';
+  const rel = /^(\d+)([dhm])$/.exec(v);
+  if (rel) return now + Number(rel[1]) * { d: 86_400_000, h: 3_600_000, m: 60_000 }[rel[2] as 'd' | 'h' | 'm'];
+  const at = Date.parse(v);
+  if (!Number.isFinite(at)) throw new CommanderError(EXIT.USAGE, 'powerstore.invalidArgument', `error: --expires takes a date (2027-01-01), a duration (30d, 12h, 90m) or never, got ${JSON.stringify(v)}`);
+  if (at <= now) throw new CommanderError(EXIT.USAGE, 'powerstore.invalidArgument', `error: --expires ${v} is in the past`);
+  return at;
+}
+
+function writeSecret(path: string, json: object): void {
+  mkdirSync(dirname(path), { recursive: true });
+  // Created 0600 and chmod-ed too (mode does not apply to an existing file): an identity is a secret.
+  writeFileSync(path, `${JSON.stringify(json, null, 2)}\n`, { mode: 0o600 });
+  chmodSync(path, 0o600);
+}
+
 export function program(): Command {
   const cli = new Command('powerstore')
     .description('Read and write a PowerStore cluster: Byzantine-fault-tolerant, linearizable, erasure-coded key-value storage.')
     .option('--cluster <file>', `cluster file (default: $POWERSTORE_CLUSTER or ${DEFAULT_DIR}/cluster.json)`)
-    .option('--credentials <file>', `writer credentials, needed by put and rm (default: $POWERSTORE_CREDENTIALS or ${DEFAULT_DIR}/writer.json)`)
+    .option('--identity <file>', `identity to write with (default: $POWERSTORE_IDENTITY, ${DEFAULT_DIR}/identity.json, then your own: ${userIdentityPath()})`)
+    .option('--grant <file>', 'a grant file letting this identity write outside its namespace (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
     .addOption(new Option('--timeout <ms>', 'time an operation may take').default(30_000).argParser(positiveInt))
     .option('--no-progress', 'no progress bar for large values')
     .addHelpText(
       'after',
-      `\nExit codes: ${EXIT.OK} ok, ${EXIT.FAILED} failed, ${EXIT.USAGE} usage error, ${EXIT.NOT_FOUND} key not found (get, stat),\n` +
-        `            ${EXIT.UNREACHABLE} quorum of servers unreachable, ${EXIT.CONFIG} cluster or credentials file problem, ${EXIT.INTERRUPTED} interrupted.`,
+      `\nKeys starting with @/ are in your identity's namespace: @/notes is ~<your owner id>/notes.\n` +
+        `Exit codes: ${EXIT.OK} ok, ${EXIT.FAILED} failed, ${EXIT.USAGE} usage error, ${EXIT.NOT_FOUND} key not found (get, stat),\n` +
+        `            ${EXIT.UNREACHABLE} quorum of servers unreachable, ${EXIT.CONFIG} cluster or identity file problem,\n` +
+        `            ${EXIT.NOT_AUTHORIZED} not allowed to write the key (no grant, grant expired, revoked), ${EXIT.QUOTA} quota exceeded, ${EXIT.INTERRUPTED} interrupted.`,
     )
     .showHelpAfterError()
     .exitOverride();
@@ -148,20 +211,22 @@ export function program(): Command {
   cli
     .command('put')
     .description('store a file (or standard input, with -) under a key')
-    .argument('<key>', 'the key (UTF-8, up to 1024 bytes)')
+    .argument('<key>', 'the key (UTF-8, up to 1024 bytes); @/name is in your namespace')
     .argument('<file>', "file to store, or '-' for standard input")
     .action(async (key: string, file: string) => {
       const opts = cli.opts<GlobalOptions>();
       const value = await readInput(file);
-      await withStore(opts, true, async (store, signal) => {
-        const bar = progressBar(opts, value.length, `put ${key}`);
+      const stored = await withStore(opts, true, async (store, signal) => {
+        const full = expandKey(key, store);
+        const bar = progressBar(opts, value.length, `put ${full}`);
         try {
-          await store.put(key, value, { signal, onProgress: bar.update });
+          await store.put(full, value, { signal, onProgress: bar.update });
         } finally {
           bar.stop();
         }
+        return full;
       });
-      process.stderr.write(`stored ${value.length} bytes under ${JSON.stringify(key)}\n`);
+      process.stderr.write(`stored ${value.length} bytes under ${JSON.stringify(stored)}\n`);
     });
 
   cli
@@ -171,7 +236,7 @@ export function program(): Command {
     .argument('[file]', 'where to write the value (default: standard output)')
     .action(async (key: string, file: string | undefined) => {
       const opts = cli.opts<GlobalOptions>();
-      const value = await withStore(opts, false, (store, signal) => store.get(key, { signal }));
+      const value = await withStore(opts, false, (store, signal) => store.get(expandKey(key, store), { signal }));
       if (value === undefined) throw new CliError(EXIT.NOT_FOUND, `no value under ${JSON.stringify(key)}`);
       if (file) await writeFile(file, value);
       else await writeStdout(value);
@@ -182,17 +247,21 @@ export function program(): Command {
     .description('delete a key (a linearizable tombstone write)')
     .argument('<key>', 'the key')
     .action(async (key: string) => {
-      await withStore(cli.opts<GlobalOptions>(), true, (store, signal) => store.delete(key, { signal }));
-      process.stderr.write(`deleted ${JSON.stringify(key)}\n`);
+      const deleted = await withStore(cli.opts<GlobalOptions>(), true, async (store, signal) => {
+        const full = expandKey(key, store);
+        await store.delete(full, { signal });
+        return full;
+      });
+      process.stderr.write(`deleted ${JSON.stringify(deleted)}\n`);
     });
 
   cli
     .command('stat')
-    .description("show a key's timestamp and size, which servers answered and which misbehaved")
+    .description("show a key's timestamp, size and writer, which servers answered and which misbehaved")
     .argument('<key>', 'the key')
     .option('--json', 'print JSON')
     .action(async (key: string, options: { json?: boolean }) => {
-      const stat = await withStore(cli.opts<GlobalOptions>(), false, (store, signal) => store.stat(key, { signal }));
+      const stat = await withStore(cli.opts<GlobalOptions>(), false, (store, signal) => store.stat(expandKey(key, store), { signal }));
       if (options.json) {
         process.stdout.write(`${JSON.stringify(stat, null, 2)}\n`);
       } else {
@@ -201,6 +270,7 @@ export function program(): Command {
           `state:       ${stat.exists ? 'stored' : stat.deleted ? 'deleted' : 'never written'}`,
           `size:        ${stat.size} bytes`,
           `timestamp:   ${describeTimestamp(stat.timestamp)}`,
+          `writer:      ${stat.writer ? `${stat.writer.publicKey} (owner ${stat.writer.ownerId}${stat.writer.grant ? `, under grant ${stat.writer.grant}` : ''})` : 'none'}`,
           `read rounds: ${stat.rounds}`,
           `answered:    ${stat.answered.map((id) => `s${id}`).join(' ')}`,
           `misbehaving: ${stat.misbehaving.length ? stat.misbehaving.map((m) => `s${m.id} (${m.reason})`).join('; ') : 'none seen'}`,
@@ -208,6 +278,50 @@ export function program(): Command {
         process.stdout.write(`${lines.join('\n')}\n`);
       }
       if (!stat.exists) process.exitCode = EXIT.NOT_FOUND;
+    });
+
+  cli
+    .command('id')
+    .description(`print your identity (public key, owner id, namespace), creating it first if needed (default: ${userIdentityPath()}, mode 0600)`)
+    .option('--new', 'create a new identity even if the file exists (the old one is lost)')
+    .option('--json', 'print JSON (public parts only)')
+    .action(async (options: { new?: boolean; json?: boolean }) => {
+      const opts = cli.opts<GlobalOptions>();
+      const path = opts.identity ?? process.env.POWERSTORE_IDENTITY ?? userIdentityPath();
+      let created = false;
+      let identity: Identity;
+      if (!existsSync(path) || options.new) {
+        identity = await Identity.generate();
+        writeSecret(path, identity.toJSON());
+        created = true;
+      } else {
+        identity = await loadIdentity(path);
+      }
+      const info = { file: path, publicKey: identity.publicKey, ownerId: identity.ownerId, namespace: identity.namespace };
+      if (options.json) process.stdout.write(`${JSON.stringify(info, null, 2)}\n`);
+      else {
+        process.stdout.write(
+          `${created ? 'created' : 'identity'}: ${path}${created ? ' (secret, mode 0600)' : ''}\n` +
+            `public key: ${identity.publicKey}\nowner id:   ${identity.ownerId}\nnamespace:  ${identity.namespace}   (write keys there, or @/name for short)\n`,
+        );
+      }
+    });
+
+  cli
+    .command('grant')
+    .description("let another identity write keys starting with <prefix> (inside your namespace, or anywhere for the cluster's admin); prints the grant to give it")
+    .argument('<publicKey>', "the grantee's public key (`powerstore id` prints it)")
+    .argument('<prefix>', 'key prefix, e.g. @/photos/ or ~<owner id>/photos/')
+    .requiredOption('--expires <when>', 'a date (2027-01-01), a duration (30d, 12h, 90m) or never')
+    .option('--out <file>', 'write the grant to a file instead of standard output')
+    .action(async (grantee: string, prefix: string, options: { expires: string; out?: string }) => {
+      const expires = parseExpiry(options.expires);
+      const grant = await withStore(cli.opts<GlobalOptions>(), true, (store) => store.grant(grantee, expandKey(prefix, store), expires));
+      const text = `${JSON.stringify(grant, null, 2)}\n`;
+      if (options.out) {
+        await writeFile(options.out, text);
+        process.stderr.write(`grant ${grant.id} for ${grant.prefix} until ${grant.expiresAt} written to ${options.out}\n`);
+      } else process.stdout.write(text);
     });
 
   return cli;
@@ -230,6 +344,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     return Number(process.exitCode ?? EXIT.OK);
   } catch (e) {
     if (e instanceof CommanderError) {
+      if (e.code === 'powerstore.invalidArgument') process.stderr.write(`${e.message}\n`);
       // --help and --version are not errors.
       return e.exitCode === 0 ? EXIT.OK : EXIT.USAGE;
     }
@@ -238,18 +353,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       return e.exitCode;
     }
     if (e instanceof PowerStoreError) {
-      process.stderr.write(`powerstore: ${e.message}\n`);
-      switch (e.code) {
-        case 'QUORUM_UNREACHABLE':
-          return EXIT.UNREACHABLE;
-        case 'ABORTED':
-          return EXIT.INTERRUPTED;
-        case 'NO_CREDENTIALS':
-        case 'INVALID_ARGUMENT':
-          return e.message.startsWith('cluster') || e.message.startsWith('credentials') ? EXIT.CONFIG : EXIT.USAGE;
-        default:
-          return EXIT.FAILED;
-      }
+      process.stderr.write(`powerstore: ${e.code}: ${e.message}\n`);
+      const cluster = e.code === 'INVALID_ARGUMENT' && /^(cluster|identity|grants)/.test(e.message);
+      return cluster ? EXIT.CONFIG : (EXIT_BY_CODE[e.code] ?? EXIT.FAILED);
     }
     process.stderr.write(`powerstore: ${(e as Error).stack ?? String(e)}\n`);
     return EXIT.FAILED;

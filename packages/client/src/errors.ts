@@ -7,9 +7,19 @@ export type PowerStoreErrorCode =
   | 'QUORUM_UNREACHABLE'
   /** The operation's `AbortSignal` fired. */
   | 'ABORTED'
-  /** A write without writer credentials. */
-  | 'NO_CREDENTIALS'
-  /** Bad arguments: key, value, options, cluster or credentials objects. */
+  /** A write without an identity. */
+  | 'NO_IDENTITY'
+  /** The identity may not write this key (not its namespace, no grant covering it), or its owner is not admitted. */
+  | 'NOT_AUTHORIZED'
+  /** The grant the write relies on has expired. */
+  | 'GRANT_EXPIRED'
+  /** The identity, its grant or the grant's issuer is revoked by the cluster. */
+  | 'REVOKED'
+  /** The key's owner has no room left under its quota; nothing was stored. */
+  | 'QUOTA_EXCEEDED'
+  /** More than `t` servers refused the request for another reason (the message lists them). */
+  | 'REJECTED'
+  /** Bad arguments: key, value, options, cluster, identity or grant objects. */
   | 'INVALID_ARGUMENT'
   /** The store was closed. */
   | 'CLOSED';
@@ -26,6 +36,6 @@ export class PowerStoreError extends Error {
   }
 }
 
-export function invalid(message: string): PowerStoreError {
-  return new PowerStoreError('INVALID_ARGUMENT', message);
+export function invalid(message: string, cause?: unknown): PowerStoreError {
+  return new PowerStoreError('INVALID_ARGUMENT', message, cause === undefined ? undefined : { cause });
 }

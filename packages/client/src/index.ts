@@ -3,16 +3,18 @@
  * pages and Node, talking WebSockets straight to the cluster's servers.
  *
  * ```ts
- * import { connect } from '@powerstore/client';
- * const store = await connect({ cluster, credentials });   // cluster.json, writer.json
- * await store.put('greeting', 'hello');
- * const bytes = await store.get('greeting');                // Uint8Array | undefined
- * await store.delete('greeting');
+ * import { connect, Identity } from '@powerstore/client';
+ * const identity = await Identity.generate();               // or Identity.fromJSON(file), openBrowserIdentity()
+ * const store = await connect({ cluster, identity });        // cluster.json
+ * await store.put(`${store.namespace}greeting`, 'hello');   // keys ~<ownerId>/… are this identity's
+ * const bytes = await store.get(`${store.namespace}greeting`); // Uint8Array | undefined
  * store.close();
  * ```
  */
 export { connect, DEFAULT_MAX_VALUE_BYTES, DEFAULT_TIMEOUT_MS } from './store.js';
-export type { ConnectOptions, KeyStat, OperationOptions, Progress, Store } from './store.js';
-export type { ClusterInfo, Credentials, ServerInfo } from './cluster.js';
+export type { ConnectOptions, Expiry, KeyStat, OperationOptions, Progress, Store } from './store.js';
+export { Identity } from './identity.js';
+export { openBrowserIdentity } from '#identity-store';
+export type { ClusterFile, GrantJson, IdentityJson } from '@powerstore/protocol';
 export type { ServerState, ServerStatus } from './connection.js';
 export { PowerStoreError, type PowerStoreErrorCode } from './errors.js';

@@ -5,28 +5,41 @@
  */
 import { createCodec, type ErasureCodec } from '@powerstore/erasure';
 import {
-  MAX_KEY_LENGTH,
-  WRITER_ID_LENGTH,
-  clusterConfig,
+  CertificateVerifier,
   decodeMessage,
   encodeMessage,
+  encodePublicKey,
+  grantId,
+  grantToJson,
+  INSTANCE_ID_LENGTH,
+  MAX_EXPIRY,
+  MAX_KEY_LENGTH,
+  ownerIdOf,
+  ProtocolError,
   quorum,
+  ReadOperation,
+  signGrant,
   toHex,
-  writerCredentials,
+  WriteOperation,
+  WriterSession,
+  decodePublicKey,
   type ClientOperation,
+  type Cluster,
   type ClusterConfig,
   type CryptoProvider,
+  type GrantJson,
   type Message,
   type Outgoing,
+  type ReadResult,
   type Reply,
   type Step,
-  type WriterCredentials,
+  type WriteValue,
 } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
-import { parseCluster, parseCredentials, type ClusterInfo, type Credentials } from './cluster.js';
+import { parseCluster, parseGrants } from './cluster.js';
 import { ServerConnection, type ServerStatus } from './connection.js';
-import { PowerStoreError, invalid } from './errors.js';
-import { ObservedRead, ObservedWrite, type Misbehaviour } from './operations.js';
+import { PowerStoreError, invalid, type PowerStoreErrorCode } from './errors.js';
+import { Identity } from './identity.js';
 
 /** Largest value `put` accepts by default: 64 MiB. */
 export const DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024;
@@ -39,10 +52,16 @@ const FRAME_OVERHEAD_BYTES = 64 * 1024;
 
 /** Options of {@link connect}. */
 export interface ConnectOptions {
-  /** The cluster: the contents of `cluster.json` (or of `writer.json`, which includes it). */
-  readonly cluster: ClusterInfo | object;
-  /** Writer credentials (`writer.json`); without them the store can only read. */
-  readonly credentials?: Credentials | object;
+  /** The cluster: the contents of `cluster.json` (public). */
+  readonly cluster: object;
+  /**
+   * The identity to write with: an {@link Identity}, or the JSON of an identity file.
+   * Without one the store can only read. It may write its own namespace
+   * (`store.namespace`), and what `grants` cover.
+   */
+  readonly identity?: Identity | object;
+  /** Grants this identity holds (the JSON `powerstore grant` prints), for keys outside its namespace. */
+  readonly grants?: readonly object[];
   /** Time an operation, and `connect` itself, may take. Default 30 s. */
   readonly timeoutMs?: number;
   /** Aborts `connect`. */
@@ -63,8 +82,8 @@ export interface OperationOptions {
 
 /** Where an operation is: its round, and how much of that round's data is on the wire. */
 export interface Progress {
-  /** The protocol round: a write is clock → store → complete, a read collect → filter (→ repair). */
-  readonly phase: 'clock' | 'store' | 'complete' | 'collect' | 'filter' | 'repair';
+  /** The protocol round: a write is clock → store → complete, a read collect → filter. */
+  readonly phase: 'clock' | 'store' | 'complete' | 'collect' | 'filter';
   /** Bytes of this round's frames handed to the network so far, over all servers. */
   readonly bytesSent: number;
   /** Bytes of this round's frames, over all servers. */
@@ -85,7 +104,9 @@ export interface KeyStat {
   readonly size: number;
   /** Timestamp of the write read: its number and writer id (hex). */
   readonly timestamp: { readonly num: number; readonly writerId: string };
-  /** Rounds the read took (2, or 3 when it repaired metadata). */
+  /** Who signed the write read, and the grant it relied on (absent when never written). */
+  readonly writer?: { readonly publicKey: string; readonly ownerId: string; readonly grant?: string };
+  /** Rounds the read took (always 2). */
   readonly rounds: number;
   /** Server ids (1-based) that answered the read's FILTER round. */
   readonly answered: readonly number[];
@@ -93,19 +114,34 @@ export interface KeyStat {
   readonly misbehaving: readonly { readonly id: number; readonly reason: string }[];
 }
 
+/** When a grant expires: a `Date`, milliseconds since the epoch, or `'never'` (the year 9999). */
+export type Expiry = Date | number | 'never';
+
 /** A connected PowerStore. */
 export interface Store {
   /** The cluster's `t` and `n`. */
   readonly cluster: ClusterConfig;
-  /** Whether `put` and `delete` are possible (credentials were given). */
+  /** Whether `put` and `delete` are possible (an identity was given). */
   readonly canWrite: boolean;
+  /** The identity's public key (base64url), if any. */
+  readonly publicKey: string | undefined;
+  /** The identity's owner id, if any. */
+  readonly ownerId: string | undefined;
+  /** `~<ownerId>/`: the prefix of the keys this identity owns, if any. */
+  readonly namespace: string | undefined;
   put(key: string, value: Uint8Array | string, options?: OperationOptions): Promise<void>;
   /** The latest value, or `undefined` if the key was never written or was deleted. */
   get(key: string, options?: OperationOptions): Promise<Uint8Array | undefined>;
   /** A linearizable delete: a tombstone write. */
   delete(key: string, options?: OperationOptions): Promise<void>;
-  /** Reads `key` and reports the timestamp, size and which servers answered or misbehaved. */
+  /** Reads `key` and reports the timestamp, size, writer and which servers answered or misbehaved. */
   stat(key: string, options?: OperationOptions): Promise<KeyStat>;
+  /**
+   * Signs a grant letting `grantee` (a public key, base64url) write keys starting with
+   * `prefix` (inside this identity's namespace, or anywhere for the admin) until `expires`.
+   * Give the returned JSON to the grantee; it passes it to `connect({ grants })`.
+   */
+  grant(grantee: string, prefix: string, expires: Expiry): Promise<GrantJson>;
   /** Every server's status. */
   servers(): ServerStatus[];
   /** Closes every connection; pending operations fail with `CLOSED`. */
@@ -118,19 +154,21 @@ export interface Store {
  * `QUORUM_UNREACHABLE` saying which servers could not be reached and why.
  */
 export async function connect(options: ConnectOptions): Promise<Store> {
-  if (typeof options !== 'object' || options === null) throw invalid('connect() needs { cluster, credentials? }');
-  const info = parseCluster(options.cluster);
-  const parsed = options.credentials === undefined ? undefined : parseCredentials(options.credentials, info);
+  if (typeof options !== 'object' || options === null) throw invalid('connect() needs { cluster, identity? }');
+  const cluster = parseCluster(options.cluster);
+  const crypto = createCryptoProvider();
+  const identity = options.identity === undefined ? undefined : options.identity instanceof Identity ? options.identity : await Identity.fromJSON(options.identity);
+  const grants = parseGrants(crypto, cluster, options.grants);
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   if (!(timeoutMs > 0)) throw invalid(`timeoutMs must be positive, got ${String(timeoutMs)}`);
   const maxValueBytes = options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES;
   if (!Number.isSafeInteger(maxValueBytes) || maxValueBytes < 0) throw invalid('maxValueBytes must be a non-negative integer');
-  const config = clusterConfig(info.t);
-  const crypto = createCryptoProvider();
-  const codec = await createCodec({ k: config.t + 1, n: config.n });
+  const codec = await createCodec({ k: cluster.config.t + 1, n: cluster.config.n });
   const random = (n: number) => globalThis.crypto.getRandomValues(new Uint8Array(n));
-  const credentials = parsed && writerCredentials(crypto, parsed.serverKeys, parsed.writerId ?? nonZero(random, WRITER_ID_LENGTH));
-  const store = new PowerStore(info, config, crypto, codec, credentials, random, timeoutMs, maxValueBytes, options.onServerStatus);
+  // A writer id of its own per connect(): two stores of one identity never share a timestamp.
+  const session =
+    identity && new WriterSession({ crypto, cluster: cluster.identity, signer: identity.signer, instance: random(INSTANCE_ID_LENGTH), grants });
+  const store = new PowerStore({ cluster, crypto, codec, identity, session, random, timeoutMs, maxValueBytes, onServerStatus: options.onServerStatus });
   try {
     await store.waitForQuorum(timeoutMs, options.signal);
   } catch (e) {
@@ -143,7 +181,7 @@ export async function connect(options: ConnectOptions): Promise<Store> {
 /** An operation in flight: the protocol state machine plus what its host tracks. */
 interface InFlight {
   readonly op: ClientOperation<unknown>;
-  /** Replies are fed one at a time: the operation may hash asynchronously. */
+  /** Replies are fed one at a time: the operation may hash and verify asynchronously. */
   chain: Promise<void>;
   /** This round's frame per server, to resend to a server that reconnects. */
   frames: Map<number, Uint8Array>;
@@ -158,44 +196,45 @@ interface InFlight {
   fail(error: unknown): void;
 }
 
+interface StoreParts {
+  readonly cluster: Cluster;
+  readonly crypto: CryptoProvider;
+  readonly codec: ErasureCodec;
+  readonly identity: Identity | undefined;
+  readonly session: WriterSession | undefined;
+  readonly random: (n: number) => Uint8Array;
+  readonly timeoutMs: number;
+  readonly maxValueBytes: number;
+  readonly onServerStatus: ((servers: readonly ServerStatus[]) => void) | undefined;
+}
+
+/** Protocol codes the client reports as they are; the rest are `REJECTED`. */
+const PASSED_THROUGH: ReadonlySet<string> = new Set(['NOT_AUTHORIZED', 'GRANT_EXPIRED', 'REVOKED', 'QUOTA_EXCEEDED']);
+
+function toClientError(err: unknown): unknown {
+  if (!(err instanceof ProtocolError)) return err;
+  if (PASSED_THROUGH.has(err.code)) return new PowerStoreError(err.code as PowerStoreErrorCode, err.message, { cause: err });
+  if (err.code === 'INVALID_ARGUMENT' && !/servers refused/.test(err.message)) return invalid(err.message, err);
+  return new PowerStoreError('REJECTED', err.message, { cause: err });
+}
+
 class PowerStore implements Store {
   readonly cluster: ClusterConfig;
-  readonly #info: ClusterInfo;
-  readonly #crypto: CryptoProvider;
-  readonly #codec: ErasureCodec;
-  readonly #credentials: WriterCredentials | undefined;
-  readonly #random: (n: number) => Uint8Array;
-  readonly #timeoutMs: number;
-  readonly #maxValueBytes: number;
+  readonly #parts: StoreParts;
+  /** Verifies candidates for reads (and remembers what it verified). */
+  readonly #verifier: CertificateVerifier;
   readonly #connections: ServerConnection[];
   readonly #inFlight = new Map<number, InFlight>();
-  readonly #onServerStatus: ((servers: readonly ServerStatus[]) => void) | undefined;
   readonly #quorumWaiters = new Set<() => void>();
   #nextOpId = 1;
   #closed = false;
 
-  constructor(
-    info: ClusterInfo,
-    config: ClusterConfig,
-    crypto: CryptoProvider,
-    codec: ErasureCodec,
-    credentials: WriterCredentials | undefined,
-    random: (n: number) => Uint8Array,
-    timeoutMs: number,
-    maxValueBytes: number,
-    onServerStatus: ((servers: readonly ServerStatus[]) => void) | undefined,
-  ) {
-    this.cluster = config;
-    this.#info = info;
-    this.#crypto = crypto;
-    this.#codec = codec;
-    this.#credentials = credentials;
-    this.#random = random;
-    this.#timeoutMs = timeoutMs;
-    this.#maxValueBytes = maxValueBytes;
-    this.#onServerStatus = onServerStatus;
-    const maxFrame = codec.fragmentLength(Math.max(maxValueBytes, 0)) + FRAME_OVERHEAD_BYTES;
-    this.#connections = info.servers.map(
+  constructor(parts: StoreParts) {
+    this.#parts = parts;
+    this.cluster = parts.cluster.config;
+    this.#verifier = parts.session?.verifier ?? new CertificateVerifier(parts.crypto, parts.cluster.identity);
+    const maxFrame = parts.codec.fragmentLength(Math.max(parts.maxValueBytes, 0)) + FRAME_OVERHEAD_BYTES;
+    this.#connections = parts.cluster.servers.map(
       (s, i) =>
         new ServerConnection(i, s.url, maxFrame, {
           onFrame: (index, frame) => this.#onFrame(index, frame),
@@ -206,7 +245,19 @@ class PowerStore implements Store {
   }
 
   get canWrite(): boolean {
-    return this.#credentials !== undefined;
+    return this.#parts.session !== undefined;
+  }
+
+  get publicKey(): string | undefined {
+    return this.#parts.identity?.publicKey;
+  }
+
+  get ownerId(): string | undefined {
+    return this.#parts.identity?.ownerId;
+  }
+
+  get namespace(): string | undefined {
+    return this.#parts.identity?.namespace;
   }
 
   servers(): ServerStatus[] {
@@ -216,8 +267,8 @@ class PowerStore implements Store {
   async put(key: string, value: Uint8Array | string, options?: OperationOptions): Promise<void> {
     const bytes = typeof value === 'string' ? new TextEncoder().encode(value) : value;
     if (!(bytes instanceof Uint8Array)) throw invalid('value must be a Uint8Array or a string');
-    if (bytes.length > this.#maxValueBytes) {
-      throw invalid(`value of ${bytes.length} bytes exceeds the maximum of ${this.#maxValueBytes} (connect's maxValueBytes)`);
+    if (bytes.length > this.#parts.maxValueBytes) {
+      throw invalid(`value of ${bytes.length} bytes exceeds the maximum of ${this.#parts.maxValueBytes} (connect's maxValueBytes)`);
     }
     await this.#write(key, { kind: 'value', value: bytes }, options);
   }
@@ -231,17 +282,40 @@ class PowerStore implements Store {
   }
 
   async stat(key: string, options?: OperationOptions): Promise<KeyStat> {
-    const { op, result } = await this.#read(key, options);
+    const { op, result, evidence } = await this.#read(key, options);
+    const { crypto } = this.#parts;
+    const cert = result.cert;
     return {
       key,
       exists: result.value !== undefined,
       deleted: result.value === undefined && result.ts.num > 0,
       size: result.value?.length ?? 0,
       timestamp: { num: result.ts.num, writerId: toHex(result.ts.writerId) },
+      ...(cert
+        ? { writer: { publicKey: encodePublicKey(cert.signer), ownerId: ownerIdOf(crypto, cert.signer), ...(cert.grant ? { grant: grantId(crypto, cert.grant) } : {}) } }
+        : {}),
       rounds: result.rounds,
       answered: op.answered().map((i) => i + 1),
-      misbehaving: op.misbehaviours().map((m) => ({ id: m.index + 1, reason: m.reason })),
+      misbehaving: [...evidence].map(([index, reason]) => ({ id: index + 1, reason })),
     };
+  }
+
+  async grant(grantee: string, prefix: string, expires: Expiry): Promise<GrantJson> {
+    const { identity, crypto, cluster } = this.#parts;
+    if (!identity) throw new PowerStoreError('NO_IDENTITY', 'granting needs an identity: connect({ cluster, identity })');
+    let granteeKey: Uint8Array;
+    try {
+      granteeKey = decodePublicKey(grantee, 'grantee');
+    } catch (err) {
+      throw invalid((err as Error).message);
+    }
+    const expiresAt = expires === 'never' ? MAX_EXPIRY : expires instanceof Date ? expires.getTime() : expires;
+    try {
+      const g = await signGrant(crypto, cluster.identity, identity.signer, { grantee: granteeKey, prefix, expiresAt });
+      return grantToJson(crypto, cluster.identity.id, g);
+    } catch (err) {
+      throw invalid((err as Error).message, err);
+    }
   }
 
   close(): void {
@@ -281,47 +355,48 @@ class PowerStore implements Store {
     });
   }
 
-  async #write(key: string, value: { kind: 'value'; value: Uint8Array } | { kind: 'tombstone' }, options?: OperationOptions): Promise<void> {
+  async #write(key: string, value: WriteValue, options?: OperationOptions): Promise<void> {
     checkKey(key);
-    const credentials = this.#credentials;
-    if (!credentials) {
-      throw new PowerStoreError('NO_CREDENTIALS', 'writing needs writer credentials: pass connect({ cluster, credentials }) with writer.json');
+    const { session, crypto, codec, random } = this.#parts;
+    if (!session) {
+      throw new PowerStoreError('NO_IDENTITY', 'writing needs an identity: connect({ cluster, identity }) (Identity.generate(), an identity file, or openBrowserIdentity())');
     }
     const opId = this.#nextOpId++;
-    const op = new ObservedWrite(
-      { config: this.cluster, credentials, crypto: this.#crypto, codec: this.#codec, random: this.#random },
-      key,
-      value,
-      opId,
-    );
+    let op: WriteOperation;
+    try {
+      op = new WriteOperation({ config: this.cluster, crypto, codec, random, session, now: Date.now, onEvidence: (i, reason) => this.#misbehaving(i, reason) }, key, value, opId);
+    } catch (err) {
+      throw toClientError(err);
+    }
     try {
       await this.#run(op, opId, options);
     } finally {
-      this.#report(op.misbehaviours());
+      op.abandon();
     }
   }
 
-  async #read(key: string, options?: OperationOptions) {
+  async #read(key: string, options?: OperationOptions): Promise<{ op: ReadOperation; result: ReadResult; evidence: Map<number, string> }> {
     checkKey(key);
     const opId = this.#nextOpId++;
-    const op = new ObservedRead({ config: this.cluster, crypto: this.#crypto, codec: this.#codec }, key, opId);
-    try {
-      const result = await this.#run(op, opId, options);
-      return { op, result };
-    } finally {
-      this.#report(op.misbehaviours());
-    }
+    const evidence = new Map<number, string>();
+    const onEvidence = (i: number, reason: string) => {
+      evidence.set(i, reason);
+      this.#misbehaving(i, reason);
+    };
+    const op = new ReadOperation({ config: this.cluster, crypto: this.#parts.crypto, codec: this.#parts.codec, verifier: this.#verifier, onEvidence }, key, opId);
+    const result = await this.#run(op, opId, options);
+    return { op, result, evidence };
   }
 
-  #report(misbehaviours: readonly Misbehaviour[]): void {
-    for (const m of misbehaviours) this.#connections[m.index]?.markMisbehaving(m.reason);
+  #misbehaving(index: number, reason: string): void {
+    this.#connections[index]?.markMisbehaving(reason);
   }
 
-  /** Drives one operation to its result, a timeout or an abort. */
+  /** Drives one operation to its result, its failure, a timeout or an abort. */
   #run<R>(op: ClientOperation<R>, opId: number, options: OperationOptions | undefined): Promise<R> {
     if (this.#closed) return Promise.reject(new PowerStoreError('CLOSED', 'the store was closed'));
     const signal = options?.signal;
-    const timeoutMs = options?.timeoutMs ?? this.#timeoutMs;
+    const timeoutMs = options?.timeoutMs ?? this.#parts.timeoutMs;
     if (signal?.aborted) return Promise.reject(new PowerStoreError('ABORTED', 'the operation was aborted', { cause: signal.reason }));
     return new Promise<R>((resolve, reject) => {
       const need = quorum(this.cluster);
@@ -346,7 +421,7 @@ class PowerStore implements Store {
         },
         fail: (e) => {
           cleanup();
-          reject(e);
+          reject(toClientError(e));
         },
       };
       const timer = setTimeout(() => flight.fail(this.#unreachable(need, flight.answered, flight.rejected, 'timed out')), timeoutMs);
@@ -361,6 +436,10 @@ class PowerStore implements Store {
   }
 
   #apply(flight: InFlight, step: Step<unknown>): void {
+    if (step.error) {
+      flight.fail(step.error);
+      return;
+    }
     if (step.result !== undefined) {
       flight.finish(step.result);
       return;
@@ -417,7 +496,7 @@ class PowerStore implements Store {
   #onFrame(index: number, frame: Uint8Array): void {
     let message: Message;
     try {
-      message = decodeMessage(frame, { n: this.cluster.n, maxFragmentLength: this.#codec.fragmentLength(this.#maxValueBytes) });
+      message = decodeMessage(frame, { n: this.cluster.n, maxFragmentLength: this.#parts.codec.fragmentLength(this.#parts.maxValueBytes) });
     } catch (e) {
       this.#connections[index]!.markMisbehaving(`sent an undecodable frame: ${(e as Error).message}`);
       return;
@@ -448,7 +527,7 @@ class PowerStore implements Store {
   }
 
   #statusChanged(): void {
-    this.#onServerStatus?.(this.servers());
+    this.#parts.onServerStatus?.(this.servers());
   }
 
   /** "need 3 of 4 servers, 2 reachable: s2 refused, s4 timed out". */
@@ -463,10 +542,7 @@ class PowerStore implements Store {
       else if (c.state !== 'open') reasons.push(`${name} ${c.status().lastError ?? 'not connected'}`);
       else reasons.push(`${name} ${pending}`);
     });
-    return new PowerStoreError(
-      'QUORUM_UNREACHABLE',
-      `need ${need} of ${this.cluster.n} servers, ${reachable} reachable: ${reasons.join(', ')}`,
-    );
+    return new PowerStoreError('QUORUM_UNREACHABLE', `need ${need} of ${this.cluster.n} servers, ${reachable} reachable: ${reasons.join(', ')}`);
   }
 }
 
@@ -482,11 +558,4 @@ function checkKey(key: unknown): asserts key is string {
   if (typeof key !== 'string' || key.length === 0) throw invalid('key must be a non-empty string');
   const bytes = new TextEncoder().encode(key).length;
   if (bytes > MAX_KEY_LENGTH) throw invalid(`key is ${bytes} bytes of UTF-8, the maximum is ${MAX_KEY_LENGTH}`);
-}
-
-function nonZero(random: (n: number) => Uint8Array, n: number): Uint8Array {
-  for (;;) {
-    const id = random(n);
-    if (id.some((b) => b !== 0)) return id;
-  }
 }

@@ -7,6 +7,7 @@
 import { toHex } from './bytes.js';
 import { PUBLIC_KEY_LENGTH, SEED_LENGTH, SIGNATURE_LENGTH, type CryptoProvider, type Signer } from './crypto.js';
 import { nobleSha256, nobleSigner, nobleVerifyEd25519 } from './crypto.noble.js';
+import { signerFromCryptoKey } from './webcrypto-signer.js';
 
 const ED25519 = { name: 'Ed25519' } as const;
 /** PKCS #8 wrapping of a raw Ed25519 seed: WebCrypto imports private keys only this way. */
@@ -58,14 +59,6 @@ export function createCryptoProvider(subtle: SubtleCrypto = globalThis.crypto.su
       // non-extractable private key.
       return signerFromCryptoKey(subtle, privateKey, nobleSigner(seed).publicKey);
     },
-  };
-}
-
-/** A signer over a WebCrypto Ed25519 private key (for example a non-extractable one kept in IndexedDB). */
-export function signerFromCryptoKey(subtle: SubtleCrypto, privateKey: CryptoKey, publicKey: Uint8Array): Signer {
-  return {
-    publicKey,
-    sign: async (message) => new Uint8Array(await subtle.sign(ED25519, privateKey, message as Uint8Array<ArrayBuffer>)),
   };
 }
 

@@ -93,6 +93,12 @@ export function encodeBase64url(bytes: Uint8Array): string {
   return base64urlnopad.encode(bytes);
 }
 
+/** An Ed25519 seed as text (base64url), for identity and server files. */
+export function encodeBase64urlSeed(seed: Uint8Array): string {
+  check(seed.length === 32, 'a seed is 32 bytes');
+  return base64urlnopad.encode(seed);
+}
+
 /** A public key from its text form. */
 export function decodePublicKey(s: unknown, what = 'public key'): Uint8Array {
   return decodeBase64url(s, PUBLIC_KEY_LENGTH, what);

@@ -61,7 +61,9 @@ export {
   type GrantJson,
 } from './grant.js';
 export {
+  decodeBase64url,
   decodePublicKey,
+  encodeBase64urlSeed,
   encodePublicKey,
   fromBase32,
   identityFromJson,
@@ -93,4 +95,5 @@ export {
   WRITER_ID_LENGTH,
   type Timestamp,
 } from './timestamp.js';
+export { signerFromCryptoKey } from './webcrypto-signer.js';
 export { WriteOperation, WriterSession, type WriteResult, type WriterOptions, type WriterSessionOptions, type WriteValue } from './writer.js';

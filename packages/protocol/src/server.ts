@@ -37,7 +37,7 @@ import {
   type RequestType,
   type StoreRequest,
 } from './messages.js';
-import { Admission, OPEN_POLICY, type Refusal, type WritePolicy } from './policy.js';
+import { Admission, OPEN_POLICY, type Quota, type Refusal, type WritePolicy } from './policy.js';
 import { historyEntryBytes } from './record.js';
 import type { KeyRecord, ServerStorage } from './storage.js';
 import { TS0, compareTimestamps, type Timestamp } from './timestamp.js';
@@ -113,6 +113,11 @@ export class Server {
   /** The owner whose usage a key's entries are charged to. */
   ownerOfKey(key: string): string {
     return this.admission.ownerOfKey(key);
+  }
+
+  /** The quota the current policy gives `owner`. */
+  quotaFor(owner: string): Quota {
+    return this.admission.quotaFor(owner);
   }
 
   /**

@@ -151,6 +151,11 @@ export class MemoryStorage implements ServerStorage {
     return this.#records.size;
   }
 
+  /** Every key with a record, for simulator invariant checks. */
+  keys(): string[] {
+    return [...this.#records.keys()];
+  }
+
   /** Every history entry of `key`, for simulator invariant checks. */
   entries(key: string): readonly HistoryEntry[] {
     return [...(this.#records.get(key)?.hist.values() ?? [])];

@@ -17,6 +17,9 @@ import type { RandomBytes } from './random.js';
 import { Rejections } from './rejections.js';
 import { INSTANCE_ID_LENGTH, TS0, compareTimestamps, makeWriterId, timestampsEqual, type Timestamp } from './timestamp.js';
 
+/** Keys whose abandoned writes a session remembers (a timed-out write is rare; the oldest is forgotten first). */
+const ABANDONED_KEYS = 4096;
+
 /** How a writer session is made. */
 export interface WriterSessionOptions {
   readonly crypto: CryptoProvider;
@@ -45,6 +48,11 @@ export class WriterSession {
   readonly verifier: CertificateVerifier;
   readonly #grants: readonly Grant[];
   readonly #inFlight = new Map<string, { ops: number; highest: number }>();
+  /**
+   * The highest number given to an abandoned write, per key (most recent keys only): its
+   * STORE may sit at some servers, so reusing its timestamp would meet `CONFLICT` there.
+   */
+  readonly #abandoned = new Map<string, number>();
 
   constructor(options: WriterSessionOptions) {
     check(options.instance.length === INSTANCE_ID_LENGTH, `instance must be ${INSTANCE_ID_LENGTH} bytes`);
@@ -83,16 +91,27 @@ export class WriterSession {
     else this.#inFlight.set(key, { ops: 1, highest: 0 });
   }
 
-  /** The number for a write of `key` whose CLOCK round saw `clockNum`: above it and above every number given to a write of `key` still in flight. */
+  /**
+   * The number for a write of `key` whose CLOCK round saw `clockNum`: above it, above every
+   * number given to a write of `key` still in flight, and above any given to an abandoned one.
+   */
   assign(key: string, clockNum: number): number {
     const e = this.#inFlight.get(key);
     check(e !== undefined, 'assign() before begin()');
-    e.highest = Math.max(clockNum, e.highest) + 1;
+    e.highest = Math.max(clockNum, e.highest, this.#abandoned.get(key) ?? 0) + 1;
     return e.highest;
   }
 
-  /** A write of `key` finished, failed or was abandoned. */
-  end(key: string): void {
+  /**
+   * A write of `key` finished (`completed`), failed or was abandoned. A write that did not
+   * complete may have left its STORE behind; its number is remembered.
+   */
+  end(key: string, completed: boolean, num?: number): void {
+    if (!completed && num !== undefined) {
+      this.#abandoned.delete(key);
+      this.#abandoned.set(key, Math.max(num, this.#abandoned.get(key) ?? 0));
+      if (this.#abandoned.size > ABANDONED_KEYS) this.#abandoned.delete(this.#abandoned.keys().next().value!);
+    }
     const e = this.#inFlight.get(key);
     if (!e) return;
     if (--e.ops === 0) this.#inFlight.delete(key);
@@ -174,7 +193,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
   abandon(): void {
     if (this.#phase === 'done' || this.#phase === 'idle') return;
     this.#phase = 'done';
-    this.options.session.end(this.key);
+    this.options.session.end(this.key, false, this.#candidate?.ts.num);
   }
 
   async onReply(from: number, reply: Reply): Promise<Step<WriteResult>> {
@@ -209,7 +228,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
         this.#acked.add(from);
         if (this.#acked.size < quorum(config)) return {};
         this.#phase = 'done';
-        this.options.session.end(this.key);
+        this.options.session.end(this.key, true);
         return { result: { ts: this.#candidate!.ts, rounds: 3 } };
       default:
         return {};

@@ -55,6 +55,21 @@ describe('WriterSession', () => {
     expect(new TextDecoder().decode((await c.read(key)).value)).toBe('c');
   });
 
+  it('never reuses the number of an abandoned write whose STORE went out (its servers would answer CONFLICT)', async () => {
+    const c = await makeCluster(1);
+    const key = own(c.owner, 'k');
+    const session = c.session();
+    const op = c.writeOp(key, { kind: 'value', value: text('abandoned') }, session);
+    // CLOCK, then STORE at two servers only; then the host gives up (a timeout).
+    let stores: readonly Outgoing[] | undefined;
+    for (const o of (await op.start()).send!) stores ??= (await op.onReply(o.to, await c.servers[o.to]!.handle(o.message))).send;
+    for (const o of stores!.slice(0, 2)) await c.servers[o.to]!.handle(o.message);
+    op.abandon();
+    const next = await c.write(key, { kind: 'value', value: text('next') }, session);
+    expect(next.ts.num).toBe(2);
+    expect(new TextDecoder().decode((await c.read(key)).value)).toBe('next');
+  });
+
   it('refuses a key it may not write before any traffic, and picks the longest live grant', async () => {
     let now = 1000;
     const c = await makeCluster(1, { now: () => now });

@@ -1,14 +1,13 @@
 #!/usr/bin/env node
 /**
- * `powerstore-server init | start | dev`. A thin layer over the library: parses flags,
- * turns configuration errors into one readable line (file and field) and exit code 2,
- * and maps SIGINT/SIGTERM to a graceful shutdown.
+ * `powerstore-server init | start | dev | usage`. A thin layer over the library: parses
+ * flags, turns configuration errors into one readable line (file and field) and exit code
+ * 2, maps SIGINT/SIGTERM to a graceful shutdown and SIGHUP to a policy reload.
  */
-import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { pino } from 'pino';
-import { loadServerConfig, initCluster } from './config.js';
+import { DEFAULT_QUOTA, initCluster, loadClusterFile, loadPolicy, loadServerConfig } from './config.js';
 import { runDev, type DevFlags } from './dev.js';
 import { ServerError } from './errors.js';
 import { DEFAULT_LIMITS, startServer, type ServerLimits } from './server.js';
@@ -34,27 +33,31 @@ function buildCli(): Command {
 
   program
     .command('init')
-    .description('Create a cluster of 3t + 1 servers: cluster.json (public), server-<id>.json and writer.json (secret, mode 0600).')
+    .description('Create a cluster of 3t + 1 servers: cluster.json (public), server-<id>.json (each server\'s receipt key) and admin.json (the admin identity), secrets with mode 0600.')
     .requiredOption('--t <t>', 'faulty servers tolerated; the cluster has 3t + 1 servers', integer(1, 84))
     .requiredOption('--dir <dir>', 'directory to write the files into (created if missing)')
     .option('--host <host>', 'address the servers listen on and URLs name', '127.0.0.1')
     .option('--base-port <port>', 'port of server 1; server i gets base + i - 1', integer(1, 65535), 7001)
     .option('--tls', 'write wss:// URLs (start the servers with --tls-cert/--tls-key)', false)
-    .option('--force', 'overwrite an existing cluster (its servers keep their old keys and data)', false)
-    .action((o: { t: number; dir: string; host: string; basePort: number; tls: boolean; force: boolean }) => {
-      const r = initCluster({ t: o.t, dir: o.dir, host: o.host, basePort: o.basePort, tls: o.tls, force: o.force });
+    .addOption(new Option('--writers <who>', 'open: any identity may write its own namespace; owners: only owners listed in cluster.json').choices(['open', 'owners']).default('open'))
+    .option('--quota-bytes <n>', 'default quota per owner and server, in bytes', integer(0), DEFAULT_QUOTA.bytes)
+    .option('--quota-keys <n>', 'default quota per owner and server, in keys', integer(0), DEFAULT_QUOTA.keys)
+    .option('--force', 'overwrite an existing cluster (its servers keep their old identity and data)', false)
+    .action(async (o: { t: number; dir: string; host: string; basePort: number; tls: boolean; force: boolean; writers: 'open' | 'owners'; quotaBytes: number; quotaKeys: number }) => {
+      const r = await initCluster({ ...o, quota: { bytes: o.quotaBytes, keys: o.quotaKeys } });
       process.stdout.write(
-        `created a cluster of ${r.cluster.n} servers (t = ${r.cluster.t}) in ${o.dir}\n` +
-          `  public:  ${r.clusterFile}\n` +
-          `  secret:  ${r.writerFile} (writers)\n` +
+        `created a cluster of ${r.cluster.n} servers (t = ${r.cluster.t}, id ${r.cluster.id}) in ${o.dir}\n` +
+          `  public:  ${r.clusterFile} (servers, their receipt keys, the admin key, write policy: ${o.writers})\n` +
+          `  secret:  ${r.adminFile} (the admin identity: may write any key and grant any prefix; keep it off the servers)\n` +
           r.serverFiles.map((f, i) => `  secret:  ${f} → ${r.cluster.servers[i]!.url}\n`).join(''),
       );
     });
 
   program
     .command('start')
-    .description('Run one server: WebSocket endpoint plus GET /healthz and GET /metrics on the same port.')
+    .description('Run one server: WebSocket endpoint plus GET /healthz, /metrics and /usage on the same port. SIGHUP reloads the write policy from the cluster file.')
     .requiredOption('--config <file>', 'the server-<id>.json written by init')
+    .option('--cluster <file>', 'the cluster file (default: the one the server file names, normally cluster.json beside it)')
     .requiredOption('--data <path>', 'LevelDB directory (created if missing)')
     .option('--tls-cert <file>', 'PEM certificate: serve wss:// and https://')
     .option('--tls-key <file>', 'PEM private key for --tls-cert')
@@ -68,6 +71,16 @@ function buildCli(): Command {
     .addOption(new Option('--log-level <level>', 'pino log level').choices(LOG_LEVELS).default('info'))
     .action(async (o: StartFlags) => {
       await runStart(o);
+    });
+
+  program
+    .command('usage')
+    .description('Bytes and keys each owner stores on each server (from the running servers\' GET /usage), with quotas.')
+    .requiredOption('--cluster <file>', 'the cluster file')
+    .option('--owner <id>', 'only this owner')
+    .option('--json', 'print JSON', false)
+    .action(async (o: { cluster: string; owner?: string; json: boolean }) => {
+      await runUsage(o);
     });
 
   program
@@ -90,6 +103,7 @@ function buildCli(): Command {
 
 interface StartFlags {
   config: string;
+  cluster?: string;
   data: string;
   tlsCert?: string;
   tlsKey?: string;
@@ -104,7 +118,7 @@ interface StartFlags {
 }
 
 async function runStart(o: StartFlags): Promise<void> {
-  const config = loadServerConfig(o.config);
+  const config = await loadServerConfig(o.config, o.cluster);
   if (!!o.tlsCert !== !!o.tlsKey) throw new ServerError('CONFIG_INVALID', '--tls-cert and --tls-key go together');
   const readPem = (file: string, flag: string) => {
     try {
@@ -128,7 +142,7 @@ async function runStart(o: StartFlags): Promise<void> {
   const server = await startServer({
     cluster: config.cluster,
     index: config.index,
-    key: config.key,
+    seed: config.seed,
     host: config.host,
     port: config.port,
     dataDir: o.data,
@@ -137,8 +151,15 @@ async function runStart(o: StartFlags): Promise<void> {
     limits,
     logger,
     // Binds the database to this server and key: starting server 2 on server 1's data,
-    // or on data of an older cluster, fails instead of serving the wrong state.
-    identity: `server-${config.id}:${createHash('sha256').update(config.key).digest('hex').slice(0, 16)}`,
+    // or on data of another cluster, fails instead of serving the wrong state.
+    identity: `server-${config.id}:${config.cluster.file.servers[config.index]!.publicKey}`,
+  });
+  process.on('SIGHUP', () => {
+    try {
+      server.setPolicy(loadPolicy(config.clusterFile, config.cluster));
+    } catch (err) {
+      logger.error({ err: (err as Error).message }, 'policy not reloaded; the previous one stays');
+    }
   });
   let stopping = false;
   const stop = (reason: string) => {
@@ -169,6 +190,41 @@ async function runStart(o: StartFlags): Promise<void> {
     process.on('disconnect', () => stop('supervisor exited'));
     process.channel.unref();
   }
+}
+
+async function runUsage(o: { cluster: string; owner?: string; json: boolean }): Promise<void> {
+  const cluster = loadClusterFile(o.cluster);
+  const reports = await Promise.all(
+    cluster.servers.map(async (s) => {
+      const url = `${s.url.replace(/^ws/, 'http')}/usage`;
+      try {
+        const res = await fetch(url, { signal: AbortSignal.timeout(5000) });
+        if (!res.ok) return { server: s.id, error: `HTTP ${res.status}` };
+        return (await res.json()) as { server: number; owners: { owner: string; bytes: number; keys: number; quota: { bytes?: number; keys?: number } }[] };
+      } catch (err) {
+        return { server: s.id, error: (err as Error).message };
+      }
+    }),
+  );
+  const filtered = reports.map((r) => ('owners' in r && o.owner ? { ...r, owners: r.owners.filter((x) => x.owner === o.owner) } : r));
+  if (o.json) {
+    process.stdout.write(`${JSON.stringify(filtered, null, 2)}\n`);
+    return;
+  }
+  const lines = ['server  owner                             bytes         keys  quota'];
+  for (const r of filtered) {
+    if (!('owners' in r)) {
+      lines.push(`s${r.server}      unreachable: ${r.error}`);
+      continue;
+    }
+    if (r.owners.length === 0) lines.push(`s${r.server}      (nothing stored)`);
+    for (const x of r.owners) {
+      const quota = [x.quota.bytes !== undefined ? `${x.quota.bytes} bytes` : '', x.quota.keys !== undefined ? `${x.quota.keys} keys` : ''].filter(Boolean).join(', ') || 'unlimited';
+      lines.push(`s${r.server}      ${x.owner}  ${String(x.bytes).padStart(12)}  ${String(x.keys).padStart(6)}  ${quota}`);
+    }
+  }
+  process.stdout.write(`${lines.join('\n')}\n`);
+  if (filtered.some((r) => !('owners' in r))) process.exitCode = 1;
 }
 
 /** Runs the CLI with `argv` (as `process.argv`). */

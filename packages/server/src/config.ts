@@ -1,79 +1,68 @@
 /**
- * Cluster files made by `powerstore-server init`:
+ * The files `powerstore-server init` writes, and how servers read them:
  *
- * - `cluster.json` (public): `t`, `n` and every server's id and WebSocket URL; what a
- *   reader needs.
- * - `server-<id>.json` (secret, mode 0600): one server's id, listen address and `k_i`.
- * - `writer.json` (secret, mode 0600): the server list plus every `k_i`. It carries no
- *   writer id: everyone who copies the file would share it, and two writers with one id
- *   can give different values the same timestamp. Each loaded writer draws its own.
+ * - `cluster.json` (public, 0644): the cluster id, the admin public key, `t`, `n`, every
+ *   server's id, URL and receipt public key, and the write policy. Its one schema and
+ *   validator live in `@powerstore/protocol` (`parseClusterFile`), shared with clients.
+ * - `server-<id>.json` (secret, 0600): one server's id, listen address, the path of the
+ *   cluster file, and its receipt key. The receipt key grants no write power: a store
+ *   proof needs `n − t` servers' receipts *and* a writer's certificate.
+ * - `admin.json` (secret, 0600): the admin identity, which may write any key and grant any
+ *   prefix. Nothing a server needs: keep it with the operator.
  *
  * Server ids are 1-based like the paper's `s_1 … s_n`; the protocol index is `id − 1`.
- * Keys are lower-case hex. Every reader of these files checks each field and names the
- * file and field it rejects.
+ * Every reader of these files checks each field and names the file and field it rejects.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
-import { join } from 'node:path';
-import { clusterConfig, SERVER_KEY_LENGTH, WRITER_ID_LENGTH, type ClusterConfig } from '@powerstore/protocol';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
+import {
+  ClusterFileError,
+  clusterConfig,
+  encodeBase64urlSeed,
+  encodePublicKey,
+  decodeBase64url,
+  identityToJson,
+  parseClusterFile,
+  parsePolicy,
+  toBase32,
+  type Cluster,
+  type ClusterFile,
+  type PolicyJson,
+} from '@powerstore/protocol';
+import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { ConfigError } from './errors.js';
 
-/** Version of the file formats below. */
-export const CONFIG_VERSION = 1;
+/** Version of the server file format. */
+export const CONFIG_VERSION = 2;
 
-/** One server as the public cluster file lists it. */
-export interface ClusterServer {
-  /** 1-based id; protocol index `id − 1`. */
-  readonly id: number;
-  /** `ws://host:port` or `wss://host:port`. */
-  readonly url: string;
-}
-
-/** `cluster.json`. */
-export interface ClusterFile {
-  readonly version: number;
-  readonly t: number;
-  readonly n: number;
-  readonly servers: readonly ClusterServer[];
-}
+const crypto = createCryptoProvider();
 
 /** `server-<id>.json`. */
 export interface ServerFile {
-  readonly version: number;
+  readonly version: 2;
   readonly id: number;
-  readonly t: number;
-  readonly n: number;
   readonly host: string;
   readonly port: number;
-  /** `k_i`, hex. */
-  readonly key: string;
+  /** Path of `cluster.json`, relative to this file's directory. */
+  readonly cluster: string;
+  /** The receipt key's Ed25519 seed, base64url. */
+  readonly secretKey: string;
 }
 
-/** `writer.json`. */
-export interface WriterFile {
-  readonly version: number;
-  readonly t: number;
-  readonly n: number;
-  readonly servers: readonly ClusterServer[];
-  /** `k_1 … k_n`, hex, in id order. */
-  readonly serverKeys: readonly string[];
-  /**
-   * Hex. Optional and not written by `init`: a file that pins one must be used by a
-   * single writer process at a time.
-   */
-  readonly writerId?: string;
-}
-
-/** A loaded server file, with the key as bytes and the cluster shape checked. */
+/** A loaded server file with its cluster, the receipt key checked against the cluster file. */
 export interface LoadedServerConfig {
   readonly file: string;
   readonly id: number;
   /** Protocol index, `id − 1`. */
   readonly index: number;
-  readonly cluster: ClusterConfig;
   readonly host: string;
   readonly port: number;
-  readonly key: Uint8Array;
+  /** Absolute path of `cluster.json`. */
+  readonly clusterFile: string;
+  readonly cluster: Cluster;
+  /** The receipt key's seed. */
+  readonly seed: Uint8Array;
 }
 
 /** What `init` takes. */
@@ -86,15 +75,22 @@ export interface InitOptions {
   readonly force?: boolean;
   /** Use `wss://` URLs (the servers must then start with a certificate). */
   readonly tls?: boolean;
+  /** `open` (default): any identity may write its own namespace; `owners`: only admitted owners. */
+  readonly writers?: 'open' | 'owners';
+  /** Default quota per owner and server; `undefined` fields are unlimited. Default 1 GiB and 100 000 keys. */
+  readonly quota?: { readonly bytes?: number; readonly keys?: number };
 }
 
 /** Paths `init` wrote. */
 export interface InitResult {
   readonly clusterFile: string;
   readonly serverFiles: readonly string[];
-  readonly writerFile: string;
+  readonly adminFile: string;
   readonly cluster: ClusterFile;
 }
+
+/** Default quota per owner per server: what keeps one identity of an open cluster from filling the disks. */
+export const DEFAULT_QUOTA = Object.freeze({ bytes: 1024 ** 3, keys: 100_000 });
 
 /** The file name of server `id`'s secret file. */
 export function serverFileName(id: number): string {
@@ -102,14 +98,14 @@ export function serverFileName(id: number): string {
 }
 
 /**
- * Writes a new cluster's files into `dir`. Refuses (`CONFIG_EXISTS`) when `cluster.json`
- * or any file it would write already exists, unless `force`: overwriting silently would
- * orphan the data of servers that still hold the old keys.
+ * Writes a new cluster's files into `dir`. Refuses (`CONFIG_EXISTS`) when any file it
+ * would write already exists, unless `force`: overwriting silently would orphan the data
+ * of servers that still hold the old cluster's identity.
  */
-export function initCluster(options: InitOptions): InitResult {
+export async function initCluster(options: InitOptions): Promise<InitResult> {
   const host = options.host ?? '127.0.0.1';
   const basePort = options.basePort ?? 7001;
-  let config: ClusterConfig;
+  let config;
   try {
     config = clusterConfig(options.t);
   } catch (err) {
@@ -121,44 +117,50 @@ export function initCluster(options: InitOptions): InitResult {
   checkHost(host, '--host', undefined);
   const dir = options.dir;
   const clusterFile = join(dir, 'cluster.json');
-  const writerFile = join(dir, 'writer.json');
+  const adminFile = join(dir, 'admin.json');
   const ids = Array.from({ length: config.n }, (_, i) => i + 1);
   const serverFiles = ids.map((id) => join(dir, serverFileName(id)));
   if (!options.force) {
-    for (const f of [clusterFile, writerFile, ...serverFiles]) {
-      if (existsSync(f)) throw new ConfigError('CONFIG_EXISTS', f, undefined, 'a cluster already exists here; pass --force to replace it (its servers keep their old keys and data)');
+    for (const f of [clusterFile, adminFile, ...serverFiles]) {
+      if (existsSync(f)) throw new ConfigError('CONFIG_EXISTS', f, undefined, 'a cluster already exists here; pass --force to replace it (its servers keep their old identity and data)');
     }
   }
   mkdirSync(dir, { recursive: true });
   const scheme = options.tls ? 'wss' : 'ws';
   const urlHost = host.includes(':') ? `[${host}]` : host;
-  const servers = ids.map((id) => ({ id, url: `${scheme}://${urlHost}:${basePort + id - 1}` }));
-  const keys = ids.map(() => randomBytes(SERVER_KEY_LENGTH).toString('hex'));
-  const cluster: ClusterFile = { version: CONFIG_VERSION, t: config.t, n: config.n, servers };
-  writeJson(clusterFile, cluster, false);
-  ids.forEach((id, i) => {
-    const file: ServerFile = { version: CONFIG_VERSION, id, t: config.t, n: config.n, host, port: basePort + i, key: keys[i]! };
-    writeJson(serverFiles[i]!, file, true);
-  });
-  const writer: WriterFile = {
-    version: CONFIG_VERSION,
+  const seeds = ids.map(() => new Uint8Array(randomBytes(32)));
+  const serverKeys = await Promise.all(seeds.map(async (s) => (await crypto.signerFromSeed(s)).publicKey));
+  const adminSeed = new Uint8Array(randomBytes(32));
+  const admin = await crypto.signerFromSeed(adminSeed);
+  const quota = options.quota ?? DEFAULT_QUOTA;
+  const policy: PolicyJson = { writers: options.writers ?? 'open', owners: [], revoked: { keys: [], grants: [] }, quotas: { default: quota, owners: {} } };
+  const cluster: ClusterFile = {
+    version: 2,
+    id: toBase32(new Uint8Array(randomBytes(16))),
+    admin: encodePublicKey(admin.publicKey),
     t: config.t,
     n: config.n,
-    servers,
-    serverKeys: keys,
+    servers: ids.map((id, i) => ({ id, url: `${scheme}://${urlHost}:${basePort + id - 1}`, publicKey: encodePublicKey(serverKeys[i]!) })),
+    policy,
   };
-  writeJson(writerFile, writer, true);
-  return { clusterFile, serverFiles, writerFile, cluster };
+  writeJson(clusterFile, cluster, false);
+  ids.forEach((id, i) => {
+    const file: ServerFile = { version: 2, id, host, port: basePort + i, cluster: 'cluster.json', secretKey: encodeBase64urlSeed(seeds[i]!) };
+    writeJson(serverFiles[i]!, file, true);
+  });
+  writeJson(adminFile, identityToJson(crypto, admin.publicKey, adminSeed), true);
+  return { clusterFile, serverFiles, adminFile, cluster };
 }
 
-function writeJson(path: string, value: unknown, secret: boolean): void {
-  // Create with the final mode so a secret is never readable by others, even briefly;
-  // chmod as well because `mode` does not apply when --force overwrites a file.
+/** Writes `value` as JSON; secrets are created 0600 so they are never readable by others, even briefly. */
+export function writeJson(path: string, value: unknown, secret: boolean): void {
   writeFileSync(path, `${JSON.stringify(value, null, 2)}\n`, { mode: secret ? 0o600 : 0o644 });
+  // chmod as well: `mode` does not apply when the file already existed.
   chmodSync(path, secret ? 0o600 : 0o644);
 }
 
-function readJson(file: string): Record<string, unknown> {
+/** Reads a JSON object; `CONFIG_MISSING` or `CONFIG_INVALID` naming the file. */
+export function readJson(file: string): Record<string, unknown> {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -168,8 +170,9 @@ function readJson(file: string): Record<string, unknown> {
   let value: unknown;
   try {
     value = JSON.parse(text);
-  } catch (err) {
-    throw new ConfigError('CONFIG_INVALID', file, undefined, `not valid JSON: ${(err as Error).message}`);
+  } catch {
+    // JSON.parse's message quotes the text around the error, which may be a secret.
+    throw new ConfigError('CONFIG_INVALID', file, undefined, 'not valid JSON');
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new ConfigError('CONFIG_INVALID', file, undefined, 'must be a JSON object');
@@ -177,104 +180,75 @@ function readJson(file: string): Record<string, unknown> {
   return value as Record<string, unknown>;
 }
 
-function int(obj: Record<string, unknown>, file: string, field: string, min: number, max: number, label = field): number {
+function int(obj: Record<string, unknown>, file: string, field: string, min: number, max: number): number {
   const v = obj[field];
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-    throw new ConfigError('CONFIG_INVALID', file, label, `must be an integer in ${min}..${max}, got ${JSON.stringify(v)}`);
+    throw new ConfigError('CONFIG_INVALID', file, field, `must be an integer in ${min}..${max}, got ${JSON.stringify(v)}`);
   }
   return v;
 }
 
-function str(obj: Record<string, unknown>, file: string, field: string, label = field): string {
+function str(obj: Record<string, unknown>, file: string, field: string): string {
   const v = obj[field];
-  if (typeof v !== 'string' || v.length === 0) throw new ConfigError('CONFIG_INVALID', file, label, `must be a non-empty string, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'string' || v.length === 0) throw new ConfigError('CONFIG_INVALID', file, field, `must be a non-empty string, got ${JSON.stringify(v)}`);
   return v;
-}
-
-function hex(value: unknown, file: string, field: string, bytes: number): Uint8Array {
-  if (typeof value !== 'string' || !/^[0-9a-f]*$/i.test(value) || value.length !== bytes * 2) {
-    throw new ConfigError('CONFIG_INVALID', file, field, `must be ${bytes} bytes of hex (${bytes * 2} characters)`);
-  }
-  return new Uint8Array(Buffer.from(value, 'hex'));
 }
 
 function checkHost(host: string, file: string, field: string | undefined): void {
   if (!/^[A-Za-z0-9.:\-[\]]+$/.test(host)) throw new ConfigError('CONFIG_INVALID', file, field, `not a host name or address: ${JSON.stringify(host)}`);
 }
 
-function checkVersion(obj: Record<string, unknown>, file: string): number {
-  const version = int(obj, file, 'version', 1, Number.MAX_SAFE_INTEGER);
-  if (version !== CONFIG_VERSION) throw new ConfigError('CONFIG_INVALID', file, 'version', `this server reads version ${CONFIG_VERSION}, got ${version}`);
-  return version;
+/** Reads and checks `cluster.json` with the shared validator; errors name the file and field. */
+export function loadClusterFile(file: string): Cluster {
+  const json = readJson(file);
+  try {
+    return parseClusterFile(json);
+  } catch (err) {
+    if (err instanceof ClusterFileError) throw new ConfigError('CONFIG_INVALID', file, err.field, err.detail);
+    throw err;
+  }
 }
 
-function shape(obj: Record<string, unknown>, file: string): ClusterConfig {
-  const t = int(obj, file, 't', 1, 84);
-  const n = int(obj, file, 'n', 4, 255);
-  if (n !== 3 * t + 1) throw new ConfigError('CONFIG_INVALID', file, 'n', `must be 3t + 1 = ${3 * t + 1} for t = ${t}, got ${n}`);
-  return clusterConfig(t);
-}
-
-function serverList(obj: Record<string, unknown>, file: string, n: number): ClusterServer[] {
-  const list = obj['servers'];
-  if (!Array.isArray(list) || list.length !== n) throw new ConfigError('CONFIG_INVALID', file, 'servers', `must list ${n} servers`);
-  return list.map((s: unknown, i) => {
-    const field = `servers[${i}]`;
-    if (typeof s !== 'object' || s === null) throw new ConfigError('CONFIG_INVALID', file, field, 'must be an object');
-    const o = s as Record<string, unknown>;
-    const id = int(o, file, 'id', i + 1, i + 1, `${field}.id`);
-    const url = str(o, file, 'url', `${field}.url`);
-    if (!/^wss?:\/\//.test(url)) throw new ConfigError('CONFIG_INVALID', file, `${field}.url`, `must be a ws:// or wss:// URL, got ${JSON.stringify(url)}`);
-    return { id, url };
-  });
-}
-
-/** Reads and checks `server-<id>.json`. */
-export function loadServerConfig(file: string): LoadedServerConfig {
-  const obj = readJson(file);
-  checkVersion(obj, file);
-  const cluster = shape(obj, file);
-  const id = int(obj, file, 'id', 1, cluster.n);
-  const host = str(obj, file, 'host');
-  checkHost(host, file, 'host');
-  const port = int(obj, file, 'port', 0, 65535);
-  const key = hex(obj['key'], file, 'key', SERVER_KEY_LENGTH);
-  return { file, id, index: id - 1, cluster, host, port, key };
-}
-
-/** Reads and checks `cluster.json`. */
-export function loadClusterFile(file: string): ClusterFile {
-  const obj = readJson(file);
-  const version = checkVersion(obj, file);
-  const { t, n } = shape(obj, file);
-  return { version, t, n, servers: serverList(obj, file, n) };
+/** Reads only the `policy` of a cluster file (for a policy reload); the rest must not have changed. */
+export function loadPolicy(file: string, current: Cluster): Cluster['policy'] {
+  const fresh = loadClusterFile(file);
+  const same = JSON.stringify({ ...fresh.file, policy: undefined, servers: fresh.file.servers.map((s) => s.publicKey) });
+  const before = JSON.stringify({ ...current.file, policy: undefined, servers: current.file.servers.map((s) => s.publicKey) });
+  if (same !== before) throw new ConfigError('CONFIG_INVALID', file, undefined, 'only "policy" may change while servers run (the cluster id, admin, t, n and server keys are fixed)');
+  return parsePolicy(fresh.file.policy).policy;
 }
 
 /**
- * Reads and checks `writer.json`; the keys come back as bytes. Without a `writerId` in
- * the file, each call draws a fresh random one.
+ * Reads and checks `server-<id>.json` and the cluster file it names (or `clusterPath`),
+ * and that its receipt key is the one the cluster file lists for it.
  */
-export function loadWriterFile(file: string): {
-  cluster: ClusterConfig;
-  servers: ClusterServer[];
-  serverKeys: Uint8Array[];
-  writerId: Uint8Array;
-} {
+export async function loadServerConfig(file: string, clusterPath?: string): Promise<LoadedServerConfig> {
   const obj = readJson(file);
-  checkVersion(obj, file);
-  const cluster = shape(obj, file);
-  const servers = serverList(obj, file, cluster.n);
-  const keys = obj['serverKeys'];
-  if (!Array.isArray(keys) || keys.length !== cluster.n) throw new ConfigError('CONFIG_INVALID', file, 'serverKeys', `must list ${cluster.n} keys`);
-  const serverKeys = keys.map((k: unknown, i) => hex(k, file, `serverKeys[${i}]`, SERVER_KEY_LENGTH));
-  const writerId =
-    obj['writerId'] === undefined ? nonZeroRandom(WRITER_ID_LENGTH) : hex(obj['writerId'], file, 'writerId', WRITER_ID_LENGTH);
-  return { cluster, servers, serverKeys, writerId };
+  if (obj.version === 1 || obj.key !== undefined) {
+    throw new ConfigError('CONFIG_INVALID', file, 'version', 'a version 1 server file (MAC keys): PowerStore 0.2 servers sign receipts instead; create a new cluster with `powerstore-server init`');
+  }
+  const version = int(obj, file, 'version', 1, Number.MAX_SAFE_INTEGER);
+  if (version !== CONFIG_VERSION) throw new ConfigError('CONFIG_INVALID', file, 'version', `this server reads version ${CONFIG_VERSION}, got ${version}`);
+  const host = str(obj, file, 'host');
+  checkHost(host, file, 'host');
+  const port = int(obj, file, 'port', 0, 65535);
+  const clusterFile = clusterPath ? resolve(clusterPath) : resolve(dirname(file), str(obj, file, 'cluster'));
+  const cluster = loadClusterFile(clusterFile);
+  const id = int(obj, file, 'id', 1, cluster.config.n);
+  let seed: Uint8Array;
+  try {
+    seed = decodeBase64url(obj.secretKey, 32, 'secretKey');
+  } catch {
+    throw new ConfigError('CONFIG_INVALID', file, 'secretKey', 'must be 32 bytes of base64url');
+  }
+  const publicKey = (await crypto.signerFromSeed(seed)).publicKey;
+  if (encodePublicKey(publicKey) !== cluster.file.servers[id - 1]!.publicKey) {
+    throw new ConfigError('CONFIG_INVALID', file, 'secretKey', `is not the key ${relativePath(clusterFile)} lists for server ${id} (servers[${id - 1}].publicKey)`);
+  }
+  return { file, id, index: id - 1, host, port, clusterFile, cluster, seed };
 }
 
-function nonZeroRandom(length: number): Uint8Array {
-  for (;;) {
-    const id = new Uint8Array(randomBytes(length));
-    if (id.some((b) => b !== 0)) return id;
-  }
+function relativePath(p: string): string {
+  const r = relative(process.cwd(), p);
+  return r && !r.startsWith('..') && !isAbsolute(r) ? r : p;
 }

@@ -26,7 +26,7 @@ export interface DevFlags {
 export async function runDev(o: DevFlags & { cliPath: string }): Promise<void> {
   const clusterFile = join(o.dir, 'cluster.json');
   if (!existsSync(clusterFile)) {
-    initCluster({ t: o.t, dir: o.dir, host: o.host, basePort: o.basePort });
+    await initCluster({ t: o.t, dir: o.dir, host: o.host, basePort: o.basePort });
     process.stdout.write(`created a cluster of ${3 * o.t + 1} servers (t = ${o.t}) in ${o.dir}\n`);
   }
   const cluster = loadClusterFile(clusterFile);
@@ -93,22 +93,17 @@ export async function runDev(o: DevFlags & { cliPath: string }): Promise<void> {
 
   const healthy = await Promise.all(cluster.servers.map((s) => waitHealthy(s.url, 20_000)));
   process.stdout.write(
-    `PowerStore dev cluster, t = ${cluster.t}, n = ${cluster.n} (${o.dir})\n` +
+    `PowerStore dev cluster, t = ${cluster.config.t}, n = ${cluster.config.n}, writers: ${cluster.policy.writers} (${o.dir})\n` +
       cluster.servers.map((s, i) => `  server ${s.id}: ${s.url}${healthy[i] ? '' : '  (not answering /healthz yet)'}\n`).join('') +
-      `  writer credentials: ${join(o.dir, 'writer.json')}\n`,
+      `  admin identity: ${join(o.dir, 'admin.json')} (may write any key)\n`,
   );
   if (o.static && !stopping) {
     const first = new URL(cluster.servers[0]!.url);
     const port = o.staticPort ?? Number(first.port) - 1;
     const host = first.hostname.replace(/^\[|\]$/g, '');
-    // The demo page writes, so it needs the credentials; hand them out only on loopback.
-    const loopback = host === 'localhost' || host === '::1' || host.startsWith('127.');
-    const writerJson = loopback ? join(o.dir, 'writer.json') : undefined;
-    staticServer = await startStaticServer({ root: o.static, clusterJson: clusterFile, ...(writerJson ? { writerJson } : {}), host, port });
-    process.stdout.write(
-      `  web app: ${staticServer.url}/  (files from ${o.static}; cluster at /cluster.json` +
-        `${writerJson ? ', writer credentials at /writer.json, loopback only' : '; no writer credentials off loopback'})\n`,
-    );
+    // The page gets the public cluster file and nothing else: it makes its own identity.
+    staticServer = await startStaticServer({ root: o.static, clusterJson: clusterFile, host, port });
+    process.stdout.write(`  web app: ${staticServer.url}/  (files from ${o.static}; the public cluster file at /cluster.json)\n`);
   }
   process.stdout.write('Ctrl-C stops everything.\n');
   await finished;

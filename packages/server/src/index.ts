@@ -4,22 +4,22 @@
  */
 export {
   CONFIG_VERSION,
+  DEFAULT_QUOTA,
   initCluster,
   loadClusterFile,
+  loadPolicy,
   loadServerConfig,
-  loadWriterFile,
+  readJson,
   serverFileName,
-  type ClusterFile,
-  type ClusterServer,
+  writeJson,
   type InitOptions,
   type InitResult,
   type LoadedServerConfig,
   type ServerFile,
-  type WriterFile,
 } from './config.js';
 export { ConfigError, ServerError, SERVER_ERROR_CODES, type ServerErrorCode } from './errors.js';
 export { GroupCommitter, LevelStorage, STORAGE_FORMAT, type CommitInfo, type LevelStorageOptions, type Put } from './level-storage.js';
-export { createMetrics, type ServerMetrics, type StorageStats } from './metrics.js';
+export { createMetrics, METRIC_OWNERS, type ServerMetrics, type StorageStats } from './metrics.js';
 export {
   DEFAULT_LIMITS,
   DEFAULT_MAX_FRAME_BYTES,
@@ -28,5 +28,6 @@ export {
   type RunningServer,
   type ServerLimits,
   type StartServerOptions,
+  type UsageReport,
 } from './server.js';
 export { startStaticServer, type StaticServer } from './static.js';

@@ -12,34 +12,47 @@
  * batch is durable. One fsync then covers many concurrent requests, which is what makes
  * synchronous durability affordable.
  *
- * Layout (string keys, binary values):
- *   `m:meta`                     JSON {format, n, identity}
- *   `l:<key>`                    lc, encoded as a COMPLETE frame of the wire codec
- *   `h:<len>:<key>:<num>:<wid>`  Hist[ts], encoded as a STORE frame
- * Reusing the wire codec means stored records get the same bounds checks as frames.
+ * Per-owner accounting: every key record names its owner and the bytes and entries it
+ * holds; the totals per owner are summed from the key records at open and kept in a
+ * {@link UsageLedger}, which reserves a new entry's bytes before it is written (so
+ * concurrent STOREs cannot overshoot a quota) and gives them back if the write fails.
+ *
+ * Layout (string keys, binary values in the protocol's record format, `record.ts`):
+ *   `m:meta`                     JSON {format, n, cluster, identity}
+ *   `k:<key>`                    the key's state: lc, owner, entries, bytes
+ *   `h:<len>:<key>:<num>:<wid>`  Hist[ts]
  */
 import { ClassicLevel } from 'classic-level';
 import {
-  decodeMessage,
-  encodeMessage,
+  decodeEntryRecord,
+  decodeKeyRecord,
+  encodeEntryRecord,
+  encodeKeyRecord,
   timestampKey,
+  UsageLedger,
   type Candidate,
+  type Charge,
   type HistoryEntry,
   type KeyRecord,
+  type KeyState,
+  type Reservation,
   type ServerStorage,
   type Timestamp,
+  type Usage,
 } from '@powerstore/protocol';
 import { ServerError } from './errors.js';
 
-/** Version of the on-disk layout above. */
-export const STORAGE_FORMAT = 1;
+/** Version of the on-disk layout above. Format 1 (PowerStore 0.1, MAC-authenticated writes) is refused. */
+export const STORAGE_FORMAT = 2;
 
 /** How to open a {@link LevelStorage}. */
 export interface LevelStorageOptions {
   /** Directory of the LevelDB database; created if missing. */
   readonly path: string;
-  /** Servers in the cluster; stored vectors have `n` entries. */
+  /** Servers in the cluster; stored cross-checksums have `n` entries. */
   readonly n: number;
+  /** The cluster id (base32): a database of another cluster is refused. */
+  readonly cluster?: string;
   /**
    * Names the server and key this database belongs to; opening it under another identity
    * fails with `STORAGE_MISMATCH` instead of mixing two servers' data.
@@ -150,6 +163,7 @@ export class LevelStorage implements ServerStorage {
   readonly #n: number;
   readonly #committer: GroupCommitter;
   readonly #tails = new Map<string, Promise<unknown>>();
+  readonly #ledger = new UsageLedger();
   #closing: Promise<void> | undefined;
   #keys = 0;
   #entries = 0;
@@ -162,19 +176,26 @@ export class LevelStorage implements ServerStorage {
 
   /**
    * Opens (creating if needed) the database at `options.path`. Fails with
-   * `STORAGE_MISMATCH` when it belongs to a cluster of another size or another identity.
+   * `STORAGE_MISMATCH` when it belongs to another cluster, a cluster of another size,
+   * another server, or an older storage format.
    */
   static async open(options: LevelStorageOptions): Promise<LevelStorage> {
     const db = new ClassicLevel<string, Uint8Array>(options.path, { keyEncoding: 'utf8', valueEncoding: 'view' });
     try {
       await db.open();
     } catch (err) {
-      throw new ServerError('STORAGE_FAILED', `cannot open LevelDB at ${options.path}: ${(err as Error).message}`, { cause: err });
+      const cause = (err as { cause?: { message?: string } }).cause?.message ?? (err as Error).message;
+      const locked = /lock/i.test(cause);
+      throw new ServerError(
+        'STORAGE_FAILED',
+        locked ? `cannot open LevelDB at ${options.path}: another process (a running server?) holds its lock` : `cannot open LevelDB at ${options.path}: ${cause}`,
+        { cause: err },
+      );
     }
     try {
       const storage = new LevelStorage(db, options);
       await storage.#checkMeta(options);
-      await storage.#count();
+      await storage.#load();
       return storage;
     } catch (err) {
       await db.close();
@@ -186,15 +207,21 @@ export class LevelStorage implements ServerStorage {
     const raw = await this.#db.get('m:meta');
     const identity = options.identity ?? '';
     if (raw === undefined) {
-      const meta = JSON.stringify({ format: STORAGE_FORMAT, n: options.n, identity });
+      const meta = JSON.stringify({ format: STORAGE_FORMAT, n: options.n, cluster: options.cluster ?? '', identity });
       await this.#db.put('m:meta', new TextEncoder().encode(meta), { sync: true });
       return;
     }
-    let meta: { format?: unknown; n?: unknown; identity?: unknown };
+    let meta: { format?: unknown; n?: unknown; cluster?: unknown; identity?: unknown };
     try {
       meta = JSON.parse(new TextDecoder().decode(raw)) as typeof meta;
     } catch {
       throw new ServerError('STORAGE_CORRUPT', `${options.path}: unreadable metadata record`);
+    }
+    if (meta.format === 1) {
+      throw new ServerError(
+        'STORAGE_MISMATCH',
+        `${options.path}: written by PowerStore 0.1 (storage format 1, MAC-authenticated writes); this server reads format ${STORAGE_FORMAT} (signed writes). Start it on an empty data directory and write the values again through a client; the old directory can be deleted.`,
+      );
     }
     if (meta.format !== STORAGE_FORMAT) {
       throw new ServerError('STORAGE_MISMATCH', `${options.path}: storage format ${String(meta.format)}, this server reads ${STORAGE_FORMAT}`);
@@ -202,18 +229,39 @@ export class LevelStorage implements ServerStorage {
     if (meta.n !== options.n) {
       throw new ServerError('STORAGE_MISMATCH', `${options.path}: belongs to a cluster of ${String(meta.n)} servers, not ${options.n}`);
     }
+    if (options.cluster !== undefined && meta.cluster !== options.cluster) {
+      throw new ServerError('STORAGE_MISMATCH', `${options.path}: belongs to cluster ${String(meta.cluster)}, not ${options.cluster}`);
+    }
     if (options.identity !== undefined && meta.identity !== identity) {
       throw new ServerError('STORAGE_MISMATCH', `${options.path}: belongs to another server or key (${String(meta.identity)}), not ${identity}`);
     }
   }
 
-  async #count(): Promise<void> {
-    // Counted once at open so the gauges are right after a restart; kept up to date after.
-    for await (const _ of this.#db.keys({ gte: 'l:', lt: 'l;' })) this.#keys++;
-    for await (const _ of this.#db.keys({ gte: 'h:', lt: 'h;' })) this.#entries++;
+  async #load(): Promise<void> {
+    // Summed once at open from the per-key records (not from every history entry), then
+    // kept up to date as writes commit.
+    for await (const [k, raw] of this.#db.iterator({ gte: 'k:', lt: 'k;' })) {
+      const key = k.slice(2);
+      const { state } = this.#decodeKey(key, raw);
+      if (state.entries > 0) {
+        this.#keys++;
+        this.#entries += state.entries;
+        this.#ledger.add(state.owner, state.bytes, 1);
+      }
+    }
   }
 
-  /** Keys with a completed write (`lc` set). */
+  #decodeKey(key: string, raw: Uint8Array): { state: KeyState } {
+    try {
+      const r = decodeKeyRecord(new Uint8Array(raw.buffer, raw.byteOffset, raw.byteLength), this.#n);
+      if (r.key !== key) throw new Error(`record names key ${JSON.stringify(r.key)}`);
+      return r;
+    } catch (err) {
+      throw new ServerError('STORAGE_CORRUPT', `key ${JSON.stringify(key)}: ${(err as Error).message}`);
+    }
+  }
+
+  /** Keys holding at least one history entry. */
   get keyCount(): number {
     return this.#keys;
   }
@@ -221,6 +269,14 @@ export class LevelStorage implements ServerStorage {
   /** History entries stored, over all keys. */
   get historyEntryCount(): number {
     return this.#entries;
+  }
+
+  usage(owner: string): Usage {
+    return this.#ledger.usage(owner);
+  }
+
+  owners(): ReadonlyMap<string, Usage> {
+    return this.#ledger.owners();
   }
 
   withKey<T>(key: string, fn: (record: KeyRecord) => Promise<T>): Promise<T> {
@@ -240,16 +296,24 @@ export class LevelStorage implements ServerStorage {
   }
 
   async #run<T>(key: string, fn: (record: KeyRecord) => Promise<T>): Promise<T> {
-    const txn = new Transaction(this.#db, this.#n, key);
+    const txn = new Transaction(this.#db, this.#n, key, this.#ledger, (k, raw) => this.#decodeKey(k, raw).state);
     let result: T;
     try {
       result = await fn(txn.record);
+    } catch (err) {
+      txn.abort();
+      throw err;
     } finally {
       txn.close();
     }
     const ops = txn.operations();
     if (ops.length > 0) {
-      await this.#committer.commit(ops);
+      try {
+        await this.#committer.commit(ops);
+      } catch (err) {
+        txn.abort();
+        throw err;
+      }
       // Counted only once durable, so a failed batch does not skew the gauges.
       this.#keys += txn.newKeys;
       this.#entries += txn.newEntries;
@@ -274,8 +338,10 @@ export class LevelStorage implements ServerStorage {
 /** One callback's view: reads see its own buffered writes, writes wait for the commit. */
 class Transaction {
   readonly #puts = new Map<string, Put>();
-  #lc: { value: Candidate | undefined } | undefined;
+  #state: KeyState | undefined;
+  #stateLoaded = false;
   readonly #entries = new Map<string, HistoryEntry | undefined>();
+  readonly #reservations: Reservation[] = [];
   #open = true;
   newKeys = 0;
   newEntries = 0;
@@ -285,17 +351,24 @@ class Transaction {
     private readonly db: ClassicLevel<string, Uint8Array>,
     private readonly n: number,
     private readonly key: string,
+    private readonly ledger: UsageLedger,
+    private readonly decodeState: (key: string, raw: Uint8Array) => KeyState,
   ) {
     this.record = {
-      getLc: () => this.#guard(() => this.#getLc()),
+      getLc: () => this.#guard(async () => (await this.#getState()).lc),
       setLc: (c) => this.#guard(() => this.#setLc(c)),
       getEntry: (ts) => this.#guard(() => this.#getEntry(ts)),
-      putEntry: (e) => this.#guard(() => this.#putEntry(e)),
+      putEntry: (e, charge) => this.#guard(() => this.#putEntry(e, charge)),
     };
   }
 
   close(): void {
     this.#open = false;
+  }
+
+  /** The writes never became durable: give back what was reserved. */
+  abort(): void {
+    for (const r of this.#reservations.splice(0)) this.ledger.release(r);
   }
 
   operations(): Put[] {
@@ -308,28 +381,30 @@ class Transaction {
     return f();
   }
 
-  get #lcKey(): string {
-    return `l:${this.key}`;
+  get #stateKey(): string {
+    return `k:${this.key}`;
   }
 
   #entryKey(ts: Timestamp): string {
     return `h:${this.key.length}:${this.key}:${timestampKey(ts)}`;
   }
 
-  async #getLc(): Promise<Candidate | undefined> {
-    if (!this.#lc) {
-      const raw = await this.db.get(this.#lcKey);
-      this.#lc = { value: raw === undefined ? undefined : this.#decodeLc(raw) };
+  async #getState(): Promise<KeyState> {
+    if (!this.#stateLoaded) {
+      const raw = await this.db.get(this.#stateKey);
+      this.#state = raw === undefined ? undefined : this.decodeState(this.key, raw);
+      this.#stateLoaded = true;
     }
-    return this.#lc.value;
+    return this.#state ?? { lc: undefined, owner: '', entries: 0, bytes: 0 };
+  }
+
+  #setState(s: KeyState): void {
+    this.#state = s;
+    this.#puts.set(this.#stateKey, { type: 'put', key: this.#stateKey, value: encodeKeyRecord(this.key, s) });
   }
 
   async #setLc(c: Candidate): Promise<void> {
-    const before = await this.#getLc();
-    const value = encodeMessage({ type: 'COMPLETE', key: this.key, opId: 0, candidate: c });
-    if (before === undefined && !this.#puts.has(this.#lcKey)) this.newKeys++;
-    this.#lc = { value: c };
-    this.#puts.set(this.#lcKey, { type: 'put', key: this.#lcKey, value });
+    this.#setState({ ...(await this.#getState()), lc: c });
   }
 
   async #getEntry(ts: Timestamp): Promise<HistoryEntry | undefined> {
@@ -341,43 +416,31 @@ class Transaction {
     return this.#entries.get(k);
   }
 
-  async #putEntry(e: HistoryEntry): Promise<void> {
+  async #putEntry(e: HistoryEntry, charge: Charge): Promise<boolean> {
+    const state = await this.#getState();
+    // Check and reserve in one synchronous step: no other callback can slip in between.
+    const reservation = this.ledger.reserve(charge.owner, charge.bytes, state.entries === 0, charge.quota);
+    if (!reservation) return false;
+    this.#reservations.push(reservation);
     const k = this.#entryKey(e.ts);
-    const before = await this.#getEntry(e.ts);
-    const { ts, stripe, fragment, cc, nonceHash, vec } = e;
-    const value = encodeMessage({ type: 'STORE', key: this.key, opId: 0, ts, stripe, fragment, cc, nonceHash, vec });
-    if (before === undefined && !this.#puts.has(k)) this.newEntries++;
+    if (state.entries === 0) this.newKeys++;
+    this.newEntries++;
     this.#entries.set(k, e);
-    this.#puts.set(k, { type: 'put', key: k, value });
-  }
-
-  #decodeLc(raw: Uint8Array): Candidate {
-    const m = this.#decode(raw);
-    if (m.type !== 'COMPLETE') throw this.#corrupt(`lc record is a ${m.type}`);
-    return m.candidate;
+    this.#puts.set(k, { type: 'put', key: k, value: encodeEntryRecord(this.key, e) });
+    this.#setState({ ...state, owner: charge.owner, entries: state.entries + 1, bytes: state.bytes + charge.bytes });
+    return true;
   }
 
   #decodeEntry(raw: Uint8Array): HistoryEntry {
-    const m = this.#decode(raw);
-    if (m.type !== 'STORE') throw this.#corrupt(`history record is a ${m.type}`);
-    const { ts, stripe, fragment, cc, nonceHash, vec } = m;
-    return { ts, stripe, fragment, cc, nonceHash, vec };
-  }
-
-  #decode(raw: Uint8Array) {
-    let m;
+    let r;
     try {
       // LevelDB hands back Buffers; a plain view keeps callers' byte comparisons and
       // structural equality independent of Node's Buffer subclass, without copying.
-      m = decodeMessage(new Uint8Array(raw.buffer, raw.byteOffset, raw.byteLength), { n: this.n });
+      r = decodeEntryRecord(new Uint8Array(raw.buffer, raw.byteOffset, raw.byteLength), this.n);
     } catch (err) {
-      throw this.#corrupt((err as Error).message);
+      throw new ServerError('STORAGE_CORRUPT', `key ${JSON.stringify(this.key)}: ${(err as Error).message}`);
     }
-    if (m.key !== this.key) throw this.#corrupt(`record names key ${JSON.stringify(m.key)}`);
-    return m;
-  }
-
-  #corrupt(detail: string): ServerError {
-    return new ServerError('STORAGE_CORRUPT', `key ${JSON.stringify(this.key)}: ${detail}`);
+    if (r.key !== this.key) throw new ServerError('STORAGE_CORRUPT', `key ${JSON.stringify(this.key)}: record names key ${JSON.stringify(r.key)}`);
+    return r.entry;
   }
 }

@@ -9,7 +9,11 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 export interface StorageStats {
   readonly keyCount: number;
   readonly historyEntryCount: number;
+  owners(): ReadonlyMap<string, { readonly bytes: number; readonly keys: number }>;
 }
+
+/** Owners exported with their own label, largest first: labels per identity would be unbounded in an open cluster. */
+export const METRIC_OWNERS = 100;
 
 /** Every metric the server updates. */
 export interface ServerMetrics {
@@ -20,8 +24,10 @@ export interface ServerMetrics {
   readonly errors: Counter<'kind'>;
   /** Requests rejected as UNAUTHENTICATED (bad MAC or invalid candidate), by type. */
   readonly authRejected: Counter<'type'>;
-  /** Candidates (in COMPLETE, FILTER or REPAIR) that failed `valid()`: forged or replayed. */
+  /** Candidates (in COMPLETE or FILTER) that failed `valid()`: forged or replayed. */
   readonly invalidCandidates: Counter;
+  /** STOREs that tried to change a history entry (write-once history). */
+  readonly conflicts: Counter;
   readonly bytesIn: Counter;
   readonly bytesOut: Counter;
   readonly connections: Gauge;
@@ -39,9 +45,38 @@ export function createMetrics(stats: () => StorageStats | undefined): ServerMetr
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'powerstore_' });
   const registers = [registry];
+  const owners = () => [...(stats()?.owners() ?? new Map())].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, METRIC_OWNERS);
+  new Gauge({
+    name: 'powerstore_owners',
+    help: 'Owners with something stored on this server',
+    registers,
+    collect() {
+      this.set(stats()?.owners().size ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'powerstore_owner_bytes',
+    help: `Bytes of history entries stored per owner (the ${METRIC_OWNERS} largest owners)`,
+    labelNames: ['owner'],
+    registers,
+    collect() {
+      this.reset();
+      for (const [owner, u] of owners()) this.set({ owner }, u.bytes);
+    },
+  });
+  new Gauge({
+    name: 'powerstore_owner_keys',
+    help: `Keys stored per owner (the ${METRIC_OWNERS} largest owners by bytes)`,
+    labelNames: ['owner'],
+    registers,
+    collect() {
+      this.reset();
+      for (const [owner, u] of owners()) this.set({ owner }, u.keys);
+    },
+  });
   new Gauge({
     name: 'powerstore_keys',
-    help: 'Keys with a completed write',
+    help: 'Keys holding at least one history entry',
     registers,
     collect() {
       this.set(stats()?.keyCount ?? 0);
@@ -61,13 +96,18 @@ export function createMetrics(stats: () => StorageStats | undefined): ServerMetr
     errors: new Counter({ name: 'powerstore_errors_total', help: 'Rejected or failed input, by kind', labelNames: ['kind'], registers }),
     authRejected: new Counter({
       name: 'powerstore_auth_rejected_total',
-      help: 'Requests rejected as UNAUTHENTICATED, by type',
+      help: 'Requests rejected as UNAUTHENTICATED or NOT_AUTHORIZED, by type',
       labelNames: ['type'],
       registers,
     }),
     invalidCandidates: new Counter({
       name: 'powerstore_invalid_candidates_total',
-      help: 'Candidates in COMPLETE, FILTER or REPAIR that failed validation (forged or replayed)',
+      help: 'Candidates in COMPLETE or FILTER that failed validation (forged or replayed)',
+      registers,
+    }),
+    conflicts: new Counter({
+      name: 'powerstore_history_conflicts_total',
+      help: 'STOREs refused because the history entry already holds another write (write-once history)',
       registers,
     }),
     bytesIn: new Counter({ name: 'powerstore_bytes_received_total', help: 'WebSocket payload bytes received', registers }),

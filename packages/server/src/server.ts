@@ -16,23 +16,9 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
-import {
-  decodeMessage,
-  encodeMessage,
-  MAX_KEY_LENGTH,
-  ProtocolError,
-  Server,
-  WIRE_VERSION,
-  type Candidate,
-  type ClusterConfig,
-  type ErrorReply,
-  type KeyRecord,
-  type ServerOptions,
-  type ProtocolErrorCode,
-  type Reply,
-  type Request,
-} from '@powerstore/protocol';
+import { encodeMessage, Server, type Cluster, type WritePolicy } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
+import { encodePublicKey } from '@powerstore/protocol';
 import { ServerError } from './errors.js';
 import { LevelStorage } from './level-storage.js';
 import { createMetrics, type ServerMetrics } from './metrics.js';
@@ -74,11 +60,14 @@ export const DEFAULT_LIMITS: ServerLimits = Object.freeze({
 
 /** What {@link startServer} needs. */
 export interface StartServerOptions {
-  readonly cluster: ClusterConfig;
+  /** The parsed `cluster.json`: shape, identity (id, admin, server keys) and write policy. */
+  readonly cluster: Cluster;
   /** Protocol index (`id − 1`). */
   readonly index: number;
-  /** `k_i`. */
-  readonly key: Uint8Array;
+  /** The seed of this server's receipt key; its public key must be `cluster.servers[index].publicKey`. */
+  readonly seed: Uint8Array;
+  /** The clock grant expiry is judged by (ms since the epoch). Default `Date.now`. */
+  readonly now?: () => number;
   readonly host: string;
   /** 0 picks a free port. */
   readonly port: number;
@@ -102,6 +91,8 @@ export interface RunningServer {
   readonly metrics: ServerMetrics;
   readonly storage: LevelStorage;
   readonly limits: ServerLimits;
+  /** Replaces the write policy (after the operator edited the cluster file); affects new STOREs only. */
+  setPolicy(policy: WritePolicy): void;
   /**
    * Graceful shutdown: refuses new connections and stops reading requests, finishes the
    * ones in flight (up to `shutdownTimeoutMs`), closes the connections and the database.
@@ -123,9 +114,16 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   const log = options.logger ?? pino({ level: 'info' });
   let storage: LevelStorage | undefined;
   const metrics = createMetrics(() => storage);
+  const { config } = options.cluster;
+  const crypto = createCryptoProvider();
+  const signer = await crypto.signerFromSeed(options.seed);
+  if (encodePublicKey(signer.publicKey) !== options.cluster.file.servers[options.index]?.publicKey) {
+    throw new ServerError('CONFIG_INVALID', `the receipt key is not the one cluster.json lists for server ${options.index + 1}`);
+  }
   storage = await LevelStorage.open({
     path: options.dataDir,
-    n: options.cluster.n,
+    n: config.n,
+    cluster: options.cluster.file.id,
     sync: options.sync ?? true,
     identity: options.identity,
     onCommit(info) {
@@ -134,11 +132,19 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     },
   });
   const store = storage;
-  const protocol = new InstrumentedServer(
-    { config: options.cluster, index: options.index, serverKey: options.key, crypto: createCryptoProvider(), storage: store },
-    () => metrics.invalidCandidates.inc(),
-  );
-  const decodeOptions = { n: options.cluster.n, maxFragmentLength: limits.maxFrameBytes };
+  const protocol = new Server({
+    config,
+    index: options.index,
+    crypto,
+    storage: store,
+    cluster: options.cluster.identity,
+    signer,
+    policy: options.cluster.policy,
+    now: options.now ?? Date.now,
+    onInvalidCandidate: () => metrics.invalidCandidates.inc(),
+    onConflict: () => metrics.conflicts.inc(),
+  });
+  const frameOptions = { maxFragmentLength: limits.maxFrameBytes };
 
   const connections = new Set<Connection>();
   const paused = new Set<Connection>();
@@ -170,6 +176,9 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
       const ok = !closing;
       res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ status: ok ? 'ok' : 'shutting-down', id: options.index + 1, connections: connections.size }));
+    } else if (path === '/usage') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(usageReport(options.index + 1, store, protocol)));
     } else if (path === '/metrics') {
       metrics.registry.metrics().then(
         (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
@@ -238,27 +247,25 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     metrics.inFlight.inc();
     applyBackpressure(conn);
     const started = performance.now();
+    let out: Uint8Array;
     let label = 'invalid';
-    let reply: Reply;
-    try {
-      const request = decodeRequest(frame, isBinary);
-      label = request.type;
-      metrics.requests.inc({ type: label });
-      reply = await protocol.handle(request);
-    } catch (err) {
-      if (err instanceof RejectedFrame) {
-        reply = err.reply;
-        metrics.errors.inc({ kind: err.kind });
-      } else {
-        // Only storage failures get here; the request may be retried elsewhere.
-        log.error({ err }, 'request failed');
-        const { key, opId } = salvageHeader(frame);
-        reply = { type: 'ERROR', key, opId, code: 'INTERNAL', message: err instanceof ServerError ? err.code : 'internal error' };
+    if (!isBinary) {
+      metrics.errors.inc({ kind: 'text_frame' });
+      out = encodeMessage({ type: 'ERROR', key: '', opId: 0, code: 'INVALID_FRAME', message: 'text frames are not accepted; send binary frames' });
+    } else {
+      // One frame handler for this server and the simulator: decoding, typed errors and
+      // the protocol live in @powerstore/protocol.
+      const r = await protocol.handleFrame(frame, frameOptions);
+      out = r.reply;
+      if (r.type) {
+        label = r.type;
+        metrics.requests.inc({ type: label });
       }
-    }
-    if (reply.type === 'ERROR' && label !== 'invalid') {
-      metrics.errors.inc({ kind: reply.code.toLowerCase() });
-      if (reply.code === 'UNAUTHENTICATED') metrics.authRejected.inc({ type: label });
+      if (r.error) {
+        metrics.errors.inc({ kind: r.error.toLowerCase() });
+        if (r.type && (r.error === 'UNAUTHENTICATED' || r.error === 'NOT_AUTHORIZED')) metrics.authRejected.inc({ type: r.type });
+      }
+      if (r.failure) log.error({ err: r.failure, type: r.type }, 'request failed');
     }
     metrics.latency.observe({ type: label }, (performance.now() - started) / 1000);
     const done = () => {
@@ -267,13 +274,6 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
       metrics.inFlight.dec();
       releaseBackpressure();
     };
-    let out: Uint8Array;
-    try {
-      out = encodeMessage(reply);
-    } catch (err) {
-      log.error({ err, type: reply.type }, 'reply could not be encoded');
-      out = encodeMessage({ type: 'ERROR', key: '', opId: 0, code: 'INTERNAL', message: 'reply could not be encoded' });
-    }
     if (conn.ws.readyState !== conn.ws.OPEN) {
       done();
       return;
@@ -282,22 +282,6 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     // The request counts as in flight until its reply has left, so a client that does not
     // read its replies stalls only itself.
     conn.ws.send(out, { binary: true }, done);
-  }
-
-  function decodeRequest(frame: Uint8Array, isBinary: boolean): Request {
-    if (!isBinary) throw new RejectedFrame('text_frame', { type: 'ERROR', key: '', opId: 0, code: 'INVALID_FRAME', message: 'text frames are not accepted; send binary frames' });
-    let message;
-    try {
-      message = decodeMessage(frame, decodeOptions);
-    } catch (err) {
-      const code: ProtocolErrorCode = err instanceof ProtocolError ? err.code : 'INVALID_FRAME';
-      const { key, opId } = salvageHeader(frame);
-      throw new RejectedFrame(code.toLowerCase(), { type: 'ERROR', key, opId, code, message: (err as Error).message.slice(0, 200) });
-    }
-    if (!isRequest(message)) {
-      throw new RejectedFrame('not_a_request', errorReply(message, 'INVALID_ARGUMENT', `${message.type} is a reply, not a request`));
-    }
-    return message;
   }
 
   function applyBackpressure(conn: Connection): void {
@@ -354,7 +338,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   const port = (http.address() as AddressInfo).port;
   const host = options.host.includes(':') ? `[${options.host}]` : options.host;
   const url = `${options.tls ? 'wss' : 'ws'}://${host}:${port}`;
-  log.info({ url, id: options.index + 1, t: options.cluster.t, n: options.cluster.n, sync: options.sync ?? true, limits }, 'listening');
+  log.info({ url, id: options.index + 1, t: config.t, n: config.n, cluster: options.cluster.file.id, sync: options.sync ?? true, limits }, 'listening');
 
   async function shutdown(): Promise<void> {
     log.info({ connections: connections.size }, 'shutting down');
@@ -406,54 +390,15 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     metrics,
     storage: store,
     limits,
+    setPolicy(policy) {
+      protocol.setPolicy(policy);
+      log.info({ writers: policy.writers, revoked: policy.revokedKeys.length + policy.revokedGrants.length }, 'write policy reloaded');
+    },
     close() {
       closing ??= shutdown();
       return closing;
     },
   };
-}
-
-/**
- * The protocol server, counting candidates that fail `valid()`. FILTER and REPAIR ignore
- * such candidates without an error (a reader may relay a Byzantine server's forgery), so
- * without this count a forged write-back would leave no trace. A genuine candidate always
- * verifies through its `vec[i]`, so every count is a forgery, a replay from another key,
- * or a candidate of another cluster.
- */
-class InstrumentedServer extends Server {
-  constructor(
-    options: ServerOptions,
-    private readonly onInvalid: () => void,
-  ) {
-    super(options);
-  }
-
-  protected override async valid(record: KeyRecord, key: string, c: Candidate): Promise<boolean> {
-    const ok = await super.valid(record, key, c);
-    // c0 (ts 0) is what servers without a value report; readers relay it, it is not forged.
-    if (!ok && c.ts.num !== 0) this.onInvalid();
-    return ok;
-  }
-}
-
-/** A frame answered with an ERROR before reaching the protocol; `kind` labels the metric. */
-class RejectedFrame extends Error {
-  constructor(
-    readonly kind: string,
-    readonly reply: ErrorReply,
-  ) {
-    super(reply.message);
-  }
-}
-
-const REQUEST_TYPES = new Set(['CLOCK', 'STORE', 'COMPLETE', 'COLLECT', 'FILTER', 'REPAIR']);
-
-function isRequest(m: { type: string }): m is Request {
-  return REQUEST_TYPES.has(m.type);
-}
-
-function errorReply(m: { key: string; opId: number }, code: ProtocolErrorCode, message: string): ErrorReply {
-  return { type: 'ERROR', key: m.key, opId: m.opId, code, message };
 }
 
 function toBytes(data: RawData): Uint8Array {
@@ -462,28 +407,17 @@ function toBytes(data: RawData): Uint8Array {
   return data;
 }
 
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+/** What `GET /usage` answers: every owner's bytes and keys on this server, with its quota. */
+export interface UsageReport {
+  readonly server: number;
+  readonly owners: readonly { readonly owner: string; readonly bytes: number; readonly keys: number; readonly quota: { bytes?: number; keys?: number } }[];
+}
 
-/**
- * Key and opId of a frame that failed to decode, when its header is intact, so the client
- * can match the ERROR to its operation; otherwise `('', 0)`.
- */
-function salvageHeader(frame: Uint8Array): { key: string; opId: number } {
-  const none = { key: '', opId: 0 };
-  if (frame.length < 4 || frame[0] !== WIRE_VERSION) return none;
-  const view = new DataView(frame.buffer, frame.byteOffset, frame.byteLength);
-  const keyLength = view.getUint16(2);
-  if (keyLength > MAX_KEY_LENGTH || frame.length < 4 + keyLength + 8) return none;
-  let key: string;
-  try {
-    key = strictUtf8.decode(frame.subarray(4, 4 + keyLength));
-  } catch {
-    return none;
-  }
-  const hi = view.getUint32(4 + keyLength);
-  const lo = view.getUint32(8 + keyLength);
-  if (hi >= 2 ** 21) return none;
-  return { key, opId: hi * 2 ** 32 + lo };
+function usageReport(id: number, storage: LevelStorage, protocol: Server): UsageReport {
+  const owners = [...storage.owners()]
+    .map(([owner, u]) => ({ owner, bytes: u.bytes, keys: u.keys, quota: protocol.quotaFor(owner) }))
+    .sort((a, b) => b.bytes - a.bytes || a.owner.localeCompare(b.owner));
+  return { server: id, owners };
 }
 
 function checkLimits(l: ServerLimits): void {

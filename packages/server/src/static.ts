@@ -2,9 +2,8 @@
  * A small static file server for `powerstore-server dev --static <dir>`: the hook the demo
  * web app uses. It runs in the dev supervisor on its own port, apart from the storage
  * servers, so a storage server never serves files. Besides the directory it serves the
- * public `cluster.json` at `/cluster.json`, which is how the page finds the servers, and,
- * when given, the writer credentials at `/writer.json` so the demo page can write (the
- * dev supervisor does that only on loopback: anyone who can fetch them can write).
+ * public `cluster.json` at `/cluster.json`, which is how the page finds the servers. It
+ * serves no secret: the page makes its own identity in the browser.
  */
 import { createReadStream, statSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -35,8 +34,6 @@ export interface StaticServer {
 export async function startStaticServer(options: {
   root: string;
   clusterJson: string;
-  /** Writer credentials to serve at `/writer.json`; omit to serve none. */
-  writerJson?: string;
   host: string;
   port: number;
 }): Promise<StaticServer> {
@@ -53,7 +50,7 @@ export async function startStaticServer(options: {
       res.writeHead(400).end();
       return;
     }
-    const special = path === '/cluster.json' ? options.clusterJson : path === '/writer.json' ? options.writerJson : undefined;
+    const special = path === '/cluster.json' ? options.clusterJson : undefined;
     let file = special ?? join(root, normalize(path));
     // normalize() keeps '..' out of the joined path, and this check keeps it inside root.
     if (special === undefined && file !== root && !file.startsWith(root + sep)) {

@@ -1,12 +1,12 @@
 /**
- * One conformance suite for every {@link ServerStorage} backend, in the manner of
- * abstract-level's: each backend runs the same tests against itself and declares in
- * `supports` which optional guarantees it makes (durability across reopen, rollback of a
- * failed callback's writes, group commit).
+ * The storage suite every {@link ServerStorage} backend runs, in the manner of
+ * abstract-level's: the protocol's framework-free checks (`storageConformance`, which
+ * any backend must pass) and, on top, what a host backend adds, switched by `supports`
+ * (durability across reopen, rollback of a failed callback's writes, group commit).
  */
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Candidate, HistoryEntry, KeyRecord, ServerStorage, Timestamp } from '@powerstore/protocol';
+import { storageConformance, type Candidate, type HistoryEntry, type KeyRecord, type ServerStorage, type Timestamp } from '@powerstore/protocol';
 
 /** What a backend factory returns. */
 export interface StorageHarness {
@@ -38,12 +38,14 @@ const bytes = (n: number) => new Uint8Array(randomBytes(n));
 
 /** A well-formed timestamp with `num`. */
 export function ts(num: number, writer = 1): Timestamp {
-  return { num, writerId: new Uint8Array(16).fill(writer), mac: bytes(32) };
+  return { num, writerId: new Uint8Array(32).fill(writer) };
 }
+
+const cert = () => ({ nonceHash: bytes(32), ccDigest: bytes(32), signer: bytes(32), signature: bytes(64), grant: undefined });
 
 /** A well-formed candidate for `t`. */
 export function candidate(t: Timestamp): Candidate {
-  return { ts: t, nonce: bytes(32), vec: Array.from({ length: N }, () => bytes(32)) };
+  return { ts: t, nonce: bytes(32), cert: cert(), proof: [0, 1, 2].map((server) => ({ server, signature: bytes(64) })) };
 }
 
 /** A well-formed history entry for `t` with a fragment of `size` bytes. */
@@ -53,22 +55,26 @@ export function entry(t: Timestamp, size = 100): HistoryEntry {
     stripe: 0,
     fragment: bytes(size),
     cc: { tombstone: false, valueLength: size * 2, hashes: Array.from({ length: N }, () => bytes(32)) },
-    nonceHash: bytes(32),
-    vec: Array.from({ length: N }, () => bytes(32)),
+    cert: cert(),
   };
 }
+
+/** An unlimited charge to owner `o`. */
+export const charge = (bytes = 100, owner = 'o'.repeat(32)) => ({ owner, bytes, quota: {} });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Registers the suite for one backend. */
-export function storageConformance(name: string, make: () => Promise<StorageHarness>, supports: StorageSupports): void {
-  describe(`storage conformance: ${name}`, () => {
+export function storageSuite(name: string, make: () => Promise<StorageHarness>, supports: StorageSupports): void {
+  describe(`storage suite: ${name}`, () => {
     let harness: StorageHarness | undefined;
     const open = async () => (harness = await make());
     afterEach(async () => {
       await harness?.close?.();
       harness = undefined;
     });
+
+    for (const check of storageConformance(async () => (await open()).storage)) it(check.name, check.run);
 
     it('an untouched key has no lc and no entries', async () => {
       const { storage } = await open();
@@ -84,8 +90,8 @@ export function storageConformance(name: string, make: () => Promise<StorageHarn
       const e1 = entry(ts(3));
       const e2 = entry(ts(3, 2), 0);
       await storage.withKey('k', async (r) => {
-        await r.putEntry(e1);
-        await r.putEntry(e2);
+        await r.putEntry(e1, charge());
+        await r.putEntry(e2, charge());
         await r.setLc(c);
       });
       await storage.withKey('k', async (r) => {
@@ -103,7 +109,7 @@ export function storageConformance(name: string, make: () => Promise<StorageHarn
     it('keys that share prefixes or hold odd characters stay apart', async () => {
       const { storage } = await open();
       const keys = ['a', 'a:', 'a:1', '1:a', 'ü∂', 'a\u0000b', ''];
-      await Promise.all(keys.map((k, i) => storage.withKey(k, (r) => r.putEntry(entry(ts(1), i + 1)))));
+      await Promise.all(keys.map((k, i) => storage.withKey(k, (r) => r.putEntry(entry(ts(1), i + 1), charge()))));
       for (const [i, k] of keys.entries()) {
         const e = await storage.withKey(k, (r) => r.getEntry(ts(1)));
         expect(e?.fragment.length, k).toBe(i + 1);
@@ -117,7 +123,7 @@ export function storageConformance(name: string, make: () => Promise<StorageHarn
         await r.setLc(c);
         expect(await r.getLc()).toEqual(c);
         const e = entry(ts(1));
-        await r.putEntry(e);
+        await r.putEntry(e, charge());
         expect(await r.getEntry(ts(1))).toEqual(e);
       });
     });
@@ -171,7 +177,7 @@ export function storageConformance(name: string, make: () => Promise<StorageHarn
       await Promise.all(
         Array.from({ length: count }, (_, i) =>
           h.storage.withKey(`key-${i}`, async (r) => {
-            await r.putEntry(entry(ts(1), 1000));
+            await r.putEntry(entry(ts(1), 1000), charge());
             await r.setLc(candidate(ts(1)));
           }),
         ),
@@ -201,7 +207,7 @@ export function storageConformance(name: string, make: () => Promise<StorageHarn
           const c = candidate(ts(i + 1));
           const e = entry(c.ts, 10 * i);
           await h.storage.withKey(key, async (r) => {
-            await r.putEntry(e);
+            await r.putEntry(e, charge());
             await r.setLc(c);
           });
           written.set(key, { c, e });

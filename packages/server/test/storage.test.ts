@@ -3,21 +3,22 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { MemoryStorage } from '@powerstore/protocol';
+import { ClassicLevel } from 'classic-level';
 import { LevelStorage } from '../src/index.js';
-import { candidate, entry, N, storageConformance, ts } from './storage-conformance.js';
+import { candidate, charge, entry, N, storageSuite, ts } from './storage-conformance.js';
 
 const root = mkdtempSync(join(tmpdir(), 'powerstore-storage-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 let dirs = 0;
 
-storageConformance('MemoryStorage', async () => ({ storage: new MemoryStorage() }), {
+storageSuite('MemoryStorage', async () => ({ storage: new MemoryStorage() }), {
   durable: false,
   rollback: false,
   groupCommit: false,
   staleRecordGuard: false,
 });
 
-storageConformance(
+storageSuite(
   'LevelStorage',
   async () => {
     const path = join(root, `db-${dirs++}`);
@@ -41,28 +42,58 @@ storageConformance(
 );
 
 describe('LevelStorage specifics', () => {
-  it('refuses a database of another cluster size or identity', async () => {
+  it('refuses a database of another cluster, cluster size or identity', async () => {
     const path = join(root, `db-${dirs++}`);
-    await (await LevelStorage.open({ path, n: N, identity: 'server-1:abc' })).close();
-    await expect(LevelStorage.open({ path, n: 7, identity: 'server-1:abc' })).rejects.toMatchObject({ code: 'STORAGE_MISMATCH' });
-    await expect(LevelStorage.open({ path, n: N, identity: 'server-2:abc' })).rejects.toMatchObject({ code: 'STORAGE_MISMATCH' });
-    await (await LevelStorage.open({ path, n: N, identity: 'server-1:abc' })).close();
+    await (await LevelStorage.open({ path, n: N, cluster: 'c1', identity: 'server-1:abc' })).close();
+    await expect(LevelStorage.open({ path, n: 7, cluster: 'c1', identity: 'server-1:abc' })).rejects.toMatchObject({ code: 'STORAGE_MISMATCH' });
+    await expect(LevelStorage.open({ path, n: N, cluster: 'c1', identity: 'server-2:abc' })).rejects.toMatchObject({ code: 'STORAGE_MISMATCH' });
+    await expect(LevelStorage.open({ path, n: N, cluster: 'c2', identity: 'server-1:abc' })).rejects.toMatchObject({ code: 'STORAGE_MISMATCH', message: /cluster c1/ });
+    await (await LevelStorage.open({ path, n: N, cluster: 'c1', identity: 'server-1:abc' })).close();
+  });
+
+  it('refuses a data directory of PowerStore 0.1 (storage format 1) with a message saying what to do', async () => {
+    const path = join(root, `db-${dirs++}`);
+    const db = new ClassicLevel<string, string>(path);
+    await db.put('m:meta', JSON.stringify({ format: 1, n: N, identity: '' }));
+    await db.close();
+    await expect(LevelStorage.open({ path, n: N })).rejects.toMatchObject({ code: 'STORAGE_MISMATCH', message: /format 1.*empty data directory/s });
+  });
+
+  it('a second open of a directory in use says another process holds it', async () => {
+    const path = join(root, `db-${dirs++}`);
+    const s = await LevelStorage.open({ path, n: N });
+    await expect(LevelStorage.open({ path, n: N })).rejects.toMatchObject({ code: 'STORAGE_FAILED', message: /another process/ });
+    await s.close();
+  });
+
+  it('keeps per-owner usage across reopening, summed from the key records', async () => {
+    const path = join(root, `db-${dirs++}`);
+    let s = await LevelStorage.open({ path, n: N });
+    await s.withKey('a', (r) => r.putEntry(entry(ts(1)), charge(100, 'alice'.padEnd(32, 'a'))));
+    await s.withKey('a', (r) => r.putEntry(entry(ts(2)), charge(50, 'alice'.padEnd(32, 'a'))));
+    await s.withKey('b', (r) => r.putEntry(entry(ts(1)), charge(7, 'bob'.padEnd(32, 'b'))));
+    await s.close();
+    s = await LevelStorage.open({ path, n: N });
+    expect(s.usage('alice'.padEnd(32, 'a'))).toEqual({ bytes: 150, keys: 1 });
+    expect(s.usage('bob'.padEnd(32, 'b'))).toEqual({ bytes: 7, keys: 1 });
+    await s.close();
   });
 
   it('counts keys and history entries, also after reopening', async () => {
     const path = join(root, `db-${dirs++}`);
     let s = await LevelStorage.open({ path, n: N });
     await s.withKey('a', async (r) => {
-      await r.putEntry(entry(ts(1)));
-      await r.putEntry(entry(ts(1))); // same timestamp again: still one entry
+      await r.putEntry(entry(ts(1)), charge());
+      await r.putEntry(entry(ts(2)), charge());
       await r.setLc(candidate(ts(1)));
     });
     await s.withKey('a', (r) => r.setLc(candidate(ts(2))));
-    await s.withKey('b', (r) => r.putEntry(entry(ts(1))));
-    expect([s.keyCount, s.historyEntryCount]).toEqual([1, 2]);
+    await s.withKey('b', (r) => r.putEntry(entry(ts(1)), charge()));
+    await s.withKey('c', (r) => r.setLc(candidate(ts(1))));
+    expect([s.keyCount, s.historyEntryCount]).toEqual([2, 3]);
     await s.close();
     s = await LevelStorage.open({ path, n: N });
-    expect([s.keyCount, s.historyEntryCount]).toEqual([1, 2]);
+    expect([s.keyCount, s.historyEntryCount]).toEqual([2, 3]);
     await s.close();
   });
 

@@ -1,0 +1,159 @@
+/**
+ * Everything a simulation run is checked against. Each check names what went wrong in
+ * one line; a run passes when there are none.
+ *
+ * - validity: a read returns only a value an honest writer wrote, at that write's timestamp;
+ * - timestamps: no two writes share one, and none skips a number;
+ * - rounds: every read takes 2 rounds, every write 3;
+ * - write-once history: no correct server ever replaces a history entry;
+ * - hostile requests: correct servers refuse every forgery (or never choose a forged candidate);
+ * - quotas: no correct server stores more for an owner than its quota;
+ * - wait-freedom: every operation of a correct client finishes, or fails with an allowed code;
+ * - linearizability of every key's history (`test/lincheck`).
+ */
+import {
+  entriesEqual,
+  timestampKey,
+  timestampsEqual,
+  toHex,
+  type HistoryEntry,
+  type KeyRecord,
+  type ProtocolError,
+  type ReadResult,
+  type Reply,
+  type ServerStorage,
+  type Timestamp,
+  type WriteResult,
+} from '@powerstore/protocol';
+import { checkLinearizable, type RegisterOp } from '../lincheck/lincheck.js';
+import type { Expectation } from './hostile-clients.js';
+
+/** An operation record the checkers fill in as the run goes. */
+export type MutableOp = { -readonly [K in keyof RegisterOp]: RegisterOp[K] };
+
+export class Checker {
+  readonly violations: string[] = [];
+  readonly history: MutableOp[] = [];
+  /** Writes that failed, by error code. */
+  readonly failedWrites = new Map<string, number>();
+  /** Hostile requests refused by correct servers, by code. */
+  readonly refusals = new Map<string, number>();
+  #clock = 0;
+  readonly #valueIdByHex = new Map<string, string>();
+  readonly #writtenByTs = new Map<string, { op: string; id: string | null; bytes: Uint8Array | undefined }>();
+  readonly #numsByKey = new Map<string, Set<number>>();
+
+  /** One tick per call or return, so no two history events tie. */
+  tick(): number {
+    return ++this.#clock;
+  }
+
+  /** Starts recording an operation. */
+  call(key: string, client: string, kind: 'read' | 'write', value: string | null): MutableOp {
+    const op: MutableOp = { key, client, kind, value, call: this.tick(), ret: undefined };
+    this.history.push(op);
+    return op;
+  }
+
+  /** A value an honest writer is about to write, so reads can be traced back to it. */
+  registerValue(id: string, bytes: Uint8Array): void {
+    this.#valueIdByHex.set(toHex(bytes), id);
+  }
+
+  /** An honest writer sent the STORE round of operation `op` (unique per operation) at `ts`. */
+  store(client: string, op: string, key: string, ts: Timestamp, id: string | null, bytes: Uint8Array | undefined): void {
+    const k = `${key}/${timestampKey(ts)}`;
+    const seen = this.#writtenByTs.get(k);
+    if (seen) {
+      if (seen.op !== op) this.violations.push(`timestamp reused: ${op} and ${seen.op} both wrote ${key} at ${timestampKey(ts)}`);
+      return;
+    }
+    const nums = this.#numsByKey.get(key) ?? new Set<number>();
+    this.#numsByKey.set(key, nums);
+    if (ts.num !== 1 && !nums.has(ts.num - 1)) this.violations.push(`timestamp skipped: ${client} wrote ${key} at num ${ts.num}, but num ${ts.num - 1} was never used`);
+    nums.add(ts.num);
+    this.#writtenByTs.set(k, { op, id, bytes });
+  }
+
+  /** A write finished. */
+  writeDone(op: MutableOp, client: string, result: WriteResult): void {
+    op.ret = this.tick();
+    if (result.rounds !== 3) this.violations.push(`${client} write took ${result.rounds} rounds, expected 3`);
+  }
+
+  /** A write failed with `error`; it may or may not have taken effect, so it stays pending in the history. */
+  writeFailed(client: string, key: string, error: ProtocolError, allowed: boolean): void {
+    this.failedWrites.set(error.code, (this.failedWrites.get(error.code) ?? 0) + 1);
+    if (!allowed) this.violations.push(`${client}'s write of ${key} was refused: ${error.code}: ${error.message}`);
+  }
+
+  /** A read finished: check rounds and validity. */
+  readDone(op: MutableOp, client: string, r: ReadResult): void {
+    op.ret = this.tick();
+    if (r.rounds !== 2) this.violations.push(`${client} read took ${r.rounds} rounds, expected 2`);
+    op.value = r.value === undefined ? null : (this.#valueIdByHex.get(toHex(r.value)) ?? `unknown:${toHex(r.value).slice(0, 16)}`);
+    if (r.ts.num === 0) {
+      if (r.value !== undefined) this.violations.push(`${client} read a value at ts0`);
+      return;
+    }
+    const w = this.#writtenByTs.get(`${op.key}/${timestampKey(r.ts)}`);
+    if (!w) this.violations.push(`validity: ${client} read ${op.key} at ts ${timestampKey(r.ts)}, which no honest writer used`);
+    else if ((w.bytes === undefined) !== (r.value === undefined) || (w.bytes && r.value && toHex(w.bytes) !== toHex(r.value))) {
+      this.violations.push(`validity: ${client} read ${op.key} = ${op.value}, but ts ${timestampKey(r.ts)} wrote ${w.id}`);
+    }
+  }
+
+  /** A correct server answered a hostile request; `expect` says what it must have done, if anything. */
+  hostileReply(server: number, reply: Reply, expect: Expectation | undefined): void {
+    if (reply.type === 'ERROR') {
+      this.refusals.set(reply.code, (this.refusals.get(reply.code) ?? 0) + 1);
+      return;
+    }
+    if (!expect) return;
+    if (expect.kind === 'refuse') {
+      this.violations.push(`correct server s${server} accepted a forgery (${expect.attack}): answered ${reply.type}`);
+    } else if (reply.type === 'FILTER_ACK' && timestampsEqual(reply.ts, expect.ts)) {
+      this.violations.push(`correct server s${server} chose a forged candidate (${expect.attack}) in FILTER`);
+    } else {
+      this.refusals.set('IGNORED', (this.refusals.get('IGNORED') ?? 0) + 1);
+    }
+  }
+
+  /**
+   * `storage` with every history write watched: a correct server replacing an entry it
+   * holds by a different one breaks write-once history.
+   */
+  watch(server: string, storage: ServerStorage): ServerStorage {
+    const violations = this.violations;
+    const watched = (key: string, record: KeyRecord): KeyRecord => ({
+      ...record,
+      async putEntry(entry: HistoryEntry, charge) {
+        const before = await record.getEntry(entry.ts);
+        if (before && !entriesEqual(before, entry)) violations.push(`write-once: ${server} replaced its history entry of ${key} at ${timestampKey(entry.ts)}`);
+        return record.putEntry(entry, charge);
+      },
+    });
+    return {
+      withKey: (key, fn) => storage.withKey(key, (record) => fn(watched(key, record))),
+      usage: (owner) => storage.usage(owner),
+      owners: () => storage.owners(),
+    };
+  }
+
+  /** At the end: quotas held. */
+  quota(server: string, owner: string, bytes: number, limit: number): void {
+    if (bytes > limit) this.violations.push(`quota: ${server} stores ${bytes} bytes for owner ${owner.slice(0, 8)}…, over its quota of ${limit}`);
+  }
+
+  /** At the end: an operation of a correct client that never finished. */
+  stuck(client: string, kind: string, key: string, phase: string): void {
+    this.violations.push(`wait-freedom: ${client}'s ${kind} of ${key} never finished (stuck in ${phase})`);
+  }
+
+  /** At the end: linearizability per key, over reads that returned and every write. */
+  linearizability(): RegisterOp[] {
+    const checked = this.history.filter((op) => op.kind === 'write' || op.ret !== undefined);
+    for (const k of checkLinearizable(checked).keys) if (!k.ok) this.violations.push(`not linearizable: key ${k.key} (${k.ops} operations)`);
+    return checked;
+  }
+}
