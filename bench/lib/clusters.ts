@@ -25,8 +25,11 @@ export interface RunningSystem {
   readonly t: number;
   readonly fsync: boolean;
   readonly urls: readonly string[];
-  /** PowerStore only: the contents of writer.json without its fixed writerId. */
-  readonly writer?: Record<string, unknown>;
+  /**
+   * PowerStore only: the public cluster file and the admin identity every load client
+   * writes with (each client's own connect() draws its own writer id).
+   */
+  readonly writer?: { readonly cluster: object; readonly identity: object };
   readonly dir: string;
   readonly pids: readonly number[];
   stop(): Promise<void>;
@@ -108,8 +111,8 @@ export async function startPowerStore(t: number, fsync: boolean): Promise<Runnin
   const base = await freeBasePort(n);
   const init = spawnSync(process.execPath, [SERVER_CLI, 'init', '--t', String(t), '--dir', dir, '--base-port', String(base)], { encoding: 'utf8' });
   if (init.status !== 0) throw new Error(`powerstore-server init failed: ${init.stderr}`);
-  const writer = JSON.parse(readFileSync(join(dir, 'writer.json'), 'utf8')) as Record<string, unknown> & { servers: { url: string }[] };
-  delete writer['writerId']; // every client draws its own, as README says
+  const cluster = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')) as { servers: { url: string }[] };
+  const writer = { cluster, identity: JSON.parse(readFileSync(join(dir, 'admin.json'), 'utf8')) as object };
   const children: ChildProcess[] = [];
   const stop = stopper(children, dir);
   try {
@@ -120,12 +123,12 @@ export async function startPowerStore(t: number, fsync: boolean): Promise<Runnin
       children.push(track(spawn(process.execPath, args, { stdio: ['ignore', log, log] })));
       closeSync(log);
     }
-    await Promise.all(writer.servers.map((s, i) => waitHealthy(`${s.url.replace(/^ws/, 'http')}/healthz`, children[i]!, `powerstore server ${i + 1} (log in ${dir})`)));
+    await Promise.all(cluster.servers.map((s, i) => waitHealthy(`${s.url.replace(/^ws/, 'http')}/healthz`, children[i]!, `powerstore server ${i + 1} (log in ${dir})`)));
   } catch (e) {
     await stop();
     throw e;
   }
-  return { system: 'powerstore', t, fsync, urls: writer.servers.map((s) => s.url), writer, dir, pids: children.map((c) => c.pid!), stop };
+  return { system: 'powerstore', t, fsync, urls: cluster.servers.map((s) => s.url), writer, dir, pids: children.map((c) => c.pid!), stop };
 }
 
 /** M-ABD: 2t + 1 replicas; single: one server. */

@@ -18,7 +18,7 @@ export interface RunRequest {
   readonly id: number;
   readonly system: SystemName;
   readonly urls: readonly string[];
-  readonly writer?: Record<string, unknown>;
+  readonly writer?: { readonly cluster: object; readonly identity: object };
   readonly op: Op;
   readonly valueBytes: number;
   readonly keys: KeyPattern;
@@ -59,8 +59,8 @@ const READ_FRACTION = 0.8;
 class PowerStoreKv implements KvClient {
   timings = undefined;
   constructor(private readonly store: Store) {}
-  static async connect(writer: Record<string, unknown>): Promise<PowerStoreKv> {
-    return new PowerStoreKv(await connect({ cluster: writer, credentials: writer, timeoutMs: OP_TIMEOUT_MS }));
+  static async connect(writer: { readonly cluster: object; readonly identity: object }): Promise<PowerStoreKv> {
+    return new PowerStoreKv(await connect({ cluster: writer.cluster, identity: writer.identity, timeoutMs: OP_TIMEOUT_MS }));
   }
   put(key: string, value: Uint8Array): Promise<void> {
     return this.store.put(key, value);

@@ -6,8 +6,8 @@
  * Client side, PowerStore: a bench-only driver of the protocol's WriteOperation /
  * ReadOperation (the same state machines @powerstore/client drives, without its
  * reconnection and progress bookkeeping) with a timed crypto provider and codec:
- *   erasure (encode/decode), hash (SHA-256: fragments, nonce, cross-checksum), mac
- *   (HMAC-SHA-256), protocol (the state machines' own logic), framing (wire
+ *   erasure (encode/decode), hash (SHA-256: fragments, nonce, cross-checksum), sign and
+ *   verify (Ed25519: certificates, receipts), protocol (the state machines' own logic), framing (wire
  *   encode/decode), send (ws.send: copying frames to the sockets), wait (the rest of the
  *   wall time: network, servers, event loop).
  * Client side, M-ABD and single: framing, send and wait of bench/baselines/client.ts.
@@ -17,6 +17,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import WebSocket from 'ws';
@@ -27,7 +28,9 @@ import {
   clusterConfig,
   decodeMessage,
   encodeMessage,
-  writerCredentials,
+  CertificateVerifier,
+  identityFromJson,
+  WriterSession,
   type ClientOperation,
   type Message,
   type Outgoing,
@@ -35,7 +38,7 @@ import {
   type Step,
 } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
-import { DEFAULT_MAX_FRAME_BYTES, initCluster, loadWriterFile } from 'powerstore-server';
+import { DEFAULT_MAX_FRAME_BYTES, initCluster, loadClusterFile } from 'powerstore-server';
 import { AbdClient, SingleClient, baselineServerStats, type KvClient } from '../baselines/client.js';
 import { ROOT, TSX_EXEC_ARGV, startBaseline, track } from '../lib/clusters.js';
 import { round } from '../lib/stats.js';
@@ -68,7 +71,7 @@ export interface ProfileOptions {
 }
 
 const METHOD =
-  'One client, one operation at a time, after 3 unmeasured warm-up operations; mean milliseconds per operation. Client (PowerStore): a bench-only driver of the protocol WriteOperation/ReadOperation with performance.now() around the erasure codec, SHA-256 (hash), HMAC (mac), the state machines (protocol), wire encode/decode (framing) and ws.send (send); wait = wall time minus all of those (network + servers + event loop). Server (per server per operation): decode, hash, mac, storageRead (LevelDB gets), storageLockAndCommit / storageCommit (group commit + fsync), encode, other (the rest of request handling); PowerStore servers are bench/profile/ps-server.ts, the same Server + LevelStorage as powerstore-server with stopwatches.';
+  'One client, one operation at a time, after 3 unmeasured warm-up operations; mean milliseconds per operation. Client (PowerStore): a bench-only driver of the protocol WriteOperation/ReadOperation with performance.now() around the erasure codec, SHA-256 (hash), Ed25519 (sign, verify), the state machines (protocol), wire encode/decode (framing) and ws.send (send); wait = wall time minus all of those (network + servers + event loop). Server (per server per operation): decode, hash, sign (receipts), verify (certificates, store proofs), storageRead (LevelDB gets), storageLockAndCommit / storageCommit (group commit + fsync), encode, other (the rest of request handling); PowerStore servers are bench/profile/ps-server.ts, the same Server + LevelStorage as powerstore-server with stopwatches.';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -179,8 +182,9 @@ async function profilePowerStore(o: ProfileOptions, value: Uint8Array): Promise<
   const config = clusterConfig(o.t);
   const base = 20_000 + Math.floor(Math.random() * 30_000);
   // The library's initCluster, from the same sources as the loader and ps-server.ts use.
-  initCluster({ t: o.t, dir, basePort: base });
-  const writer = loadWriterFile(join(dir, 'writer.json'));
+  const init = await initCluster({ t: o.t, dir, basePort: base });
+  const cluster = loadClusterFile(init.clusterFile);
+  const admin = identityFromJson(JSON.parse(readFileSync(init.adminFile, 'utf8')));
   const children: ChildProcess[] = [];
   const control: WebSocket[] = [];
   try {
@@ -189,7 +193,7 @@ async function profilePowerStore(o: ProfileOptions, value: Uint8Array): Promise<
         track(spawn(process.execPath, [...TSX_EXEC_ARGV, join(ROOT, 'bench/profile/ps-server.ts'), '--config', join(dir, `server-${id}.json`), '--data', join(dir, `data-${id}`)], { cwd: ROOT, stdio: 'inherit' })),
       );
     }
-    const urls = writer.servers.map((s) => s.url);
+    const urls = cluster.servers.map((s) => s.url);
     for (const u of urls) {
       for (let i = 0; ; i++) {
         try {
@@ -208,13 +212,14 @@ async function profilePowerStore(o: ProfileOptions, value: Uint8Array): Promise<
     const clock: Clock = {};
     const crypto = timedCrypto(createCryptoProvider(), clock);
     const codec = timedCodec(await createCodec({ k: config.t + 1, n: config.n }), clock);
-    const credentials = writerCredentials(crypto, writer.serverKeys, writer.writerId);
     const random = (n: number) => globalThis.crypto.getRandomValues(new Uint8Array(n));
+    const session = new WriterSession({ crypto, cluster: cluster.identity, signer: await crypto.signerFromSeed(admin.seed), instance: random(16) });
+    const verifier = new CertificateVerifier(crypto, cluster.identity);
     const driver = new PsDriver(clock, config.n);
     await driver.open(urls);
     const key = 'profile/powerstore';
-    const write = () => driver.run(new WriteOperation({ config, credentials, crypto, codec, random }, key, { kind: 'value', value }, driver.nextOpId()));
-    const read = () => driver.run(new ReadOperation({ config, crypto, codec }, key, driver.nextOpId()));
+    const write = () => driver.run(new WriteOperation({ config, session, crypto, codec, random, now: Date.now }, key, { kind: 'value', value }, driver.nextOpId()));
+    const read = () => driver.run(new ReadOperation({ config, crypto, codec, verifier }, key, driver.nextOpId()));
     const client: ProfileRow[] = [];
     const server: ProfileRow[] = [];
     for (const [op, f] of [
@@ -232,7 +237,7 @@ async function profilePowerStore(o: ProfileOptions, value: Uint8Array): Promise<
       const total = performance.now() - t0;
       const stats = await Promise.all(control.map((ws) => serverCommand(ws, 'stats')));
       const c = { ...clock };
-      const inner = (c['hash'] ?? 0) + (c['mac'] ?? 0) + (c['erasure'] ?? 0);
+      const inner = (c['hash'] ?? 0) + (c['sign'] ?? 0) + (c['verify'] ?? 0) + (c['erasure'] ?? 0);
       c['protocol'] = (c['protocolAll'] ?? 0) - inner;
       delete c['protocolAll'];
       c['wait'] = total - Object.values(c).reduce((a, v) => a + v, 0);

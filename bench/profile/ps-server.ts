@@ -6,7 +6,7 @@
  *
  *   node --import tsx --conditions=@powerstore/source bench/profile/ps-server.ts --config server-1.json --data DIR
  *
- * Stages: decode (wire decode), hash / mac (crypto provider), storageRead (LevelDB gets
+ * Stages: decode (wire decode), hash / sign / verify (crypto provider), storageRead (LevelDB gets
  * inside the key's callback), commit (from the callback's return to durability: group
  * commit + fsync, plus waiting for the key's lock), encode (reply), other (the protocol's
  * own logic: the rest of `handle`).
@@ -21,8 +21,8 @@ import { DEFAULT_MAX_FRAME_BYTES, LevelStorage, loadServerConfig } from 'powerst
 import { add, timedCrypto, type Clock } from './timed.js';
 
 const { values: args } = parseArgs({ options: { config: { type: 'string' }, data: { type: 'string' } } });
-const cfg = loadServerConfig(args.config!);
-const level = await LevelStorage.open({ path: args.data!, n: cfg.cluster.n, sync: true });
+const cfg = await loadServerConfig(args.config!);
+const level = await LevelStorage.open({ path: args.data!, n: cfg.cluster.config.n, sync: true });
 
 const clock: Clock = {};
 let requests = 0;
@@ -54,7 +54,7 @@ const storage: ServerStorage = {
             return r;
           },
           setLc: (c) => record.setLc(c),
-          putEntry: (e) => record.putEntry(e),
+          putEntry: (e, charge) => record.putEntry(e, charge),
         };
         try {
           return await fn(timed);
@@ -64,9 +64,21 @@ const storage: ServerStorage = {
       })
       .finally(() => add(here(), 'storageLockAndCommit', performance.now() - t0 - inside));
   },
+  usage: (owner) => level.usage(owner),
+  owners: () => level.owners(),
 };
 
-const server = new Server({ config: cfg.cluster, index: cfg.index, serverKey: cfg.key, crypto: timedCrypto(createCryptoProvider(), clock, here), storage });
+const crypto = timedCrypto(createCryptoProvider(), clock, here);
+const server = new Server({
+  config: cfg.cluster.config,
+  index: cfg.index,
+  crypto,
+  storage,
+  cluster: cfg.cluster.identity,
+  signer: await crypto.signerFromSeed(cfg.seed),
+  policy: cfg.cluster.policy,
+  now: Date.now,
+});
 const reset = () => {
   for (const k of Object.keys(clock)) delete clock[k];
   requests = 0;
@@ -85,7 +97,7 @@ http.on('upgrade', (req, socket, head) =>
         return;
       }
       const t0 = performance.now();
-      const m = decodeMessage(new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength), { n: cfg.cluster.n, maxFragmentLength: DEFAULT_MAX_FRAME_BYTES });
+      const m = decodeMessage(new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength), { n: cfg.cluster.config.n, maxFragmentLength: DEFAULT_MAX_FRAME_BYTES });
       const t1 = performance.now();
       add(clock, 'decode', t1 - t0);
       const mine: Clock = {};

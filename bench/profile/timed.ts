@@ -23,11 +23,23 @@ export function timedCrypto(inner: CryptoProvider, clock: Clock, current: () => 
       add(current(), 'hash', performance.now() - t0);
       return h;
     },
-    hmacSha256(key, parts) {
+    async verifyEd25519(publicKey, message, signature) {
       const t0 = performance.now();
-      const h = inner.hmacSha256(key, parts);
-      add(current(), 'mac', performance.now() - t0);
-      return h;
+      const ok = await inner.verifyEd25519(publicKey, message, signature);
+      add(current(), 'verify', performance.now() - t0);
+      return ok;
+    },
+    async signerFromSeed(seed) {
+      const signer = await inner.signerFromSeed(seed);
+      return {
+        publicKey: signer.publicKey,
+        async sign(message) {
+          const t0 = performance.now();
+          const s = await signer.sign(message);
+          add(current(), 'sign', performance.now() - t0);
+          return s;
+        },
+      };
     },
   };
 }

@@ -241,12 +241,29 @@ export class CertificateVerifier {
     });
   }
 
+  /**
+   * Records a signature this process made itself (a writer's certificate, a server's
+   * receipt) as verified: it will come back in candidates, and checking it again would
+   * only spend time.
+   */
+  signed(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): void {
+    this.#remember(this.#id(publicKey, message, signature));
+  }
+
   async #verify(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): Promise<boolean> {
-    const id = toHex(this.#crypto.sha256Sync([publicKey, signature, message]));
+    const id = this.#id(publicKey, message, signature);
     if (this.#verified.has(id)) return true;
     if (!(await this.#crypto.verifyEd25519(publicKey, message, signature))) return false;
+    this.#remember(id);
+    return true;
+  }
+
+  #id(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): string {
+    return toHex(this.#crypto.sha256Sync([publicKey, signature, message]));
+  }
+
+  #remember(id: string): void {
     if (this.#verified.size >= this.#cacheSize) this.#verified.delete(this.#verified.values().next().value!);
     this.#verified.add(id);
-    return true;
   }
 }

@@ -195,7 +195,9 @@ export class Server {
     const entry: HistoryEntry = { ts, stripe, fragment, cc, cert };
     await this.storage.withKey(key, (record) => this.storeEntry(record, key, entry));
     // Signed only once the entry is durable: a receipt is a promise to hold it.
-    const receipt = await this.#options.signer.sign(receiptMessage(this.crypto, this.#options.cluster.id, key, ts, cert, this.index));
+    const message = receiptMessage(this.crypto, this.#options.cluster.id, key, ts, cert, this.index);
+    const receipt = await this.#options.signer.sign(message);
+    this.verifier.signed(this.#options.signer.publicKey, message, receipt);
     return { type: 'STORE_ACK', key, opId: req.opId, ts, receipt };
   }
 

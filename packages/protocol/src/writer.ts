@@ -5,7 +5,7 @@
  */
 import type { ErasureCodec } from '@powerstore/erasure';
 import { NONCE_LENGTH, type Candidate } from './candidate.js';
-import { authorityProblem, CertificateVerifier, signCertificate } from './certificate.js';
+import { authorityProblem, CertificateVerifier, certificateMessage, signCertificate } from './certificate.js';
 import { MAX_VALUE_LENGTH, quorum, type ClusterConfig } from './config.js';
 import { computeCrossChecksum, crossChecksumDigest } from './cross-checksum.js';
 import { nonceHash, type CryptoProvider, type Signer } from './crypto.js';
@@ -260,6 +260,8 @@ export class WriteOperation implements ClientOperation<WriteResult> {
       ccDigest: crossChecksumDigest(crypto, cc),
       grant: this.#grant,
     });
+    // The next write of this key will meet this certificate in CLOCK: no need to verify our own signature.
+    session.verifier.signed(session.signer.publicKey, certificateMessage(crypto, session.cluster.id, this.key, ts, cert), cert.signature);
     this.#candidate = { ts, nonce, cert, proof: [] };
     this.#nextRound('store');
     const send: Outgoing[] = [];

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import {
   Admission,
   authorityProblem,
+  certificateMessage,
   CertificateVerifier,
   ClusterFileError,
   encodePublicKey,
@@ -173,6 +174,11 @@ describe('authority and certificates', () => {
     const bad = { ...c, ccDigest: hash(9) };
     for (let i = 0; i < 3; i++) expect((await verifier.check(key, ts, bad)).ok).toBe(false);
     expect(calls).toBe(4); // failures are never cached as successes
+    // A signature this process made itself is never verified again.
+    const mine = await cert(alice, own(alice, 'mine'));
+    verifier.signed(alice.publicKey, certificateMessage(crypto, cluster.id, own(alice, 'mine'), mine.ts, mine.cert), mine.cert.signature);
+    expect((await verifier.check(own(alice, 'mine'), mine.ts, mine.cert)).ok).toBe(true);
+    expect(calls).toBe(4);
   });
 
   it('grant files round-trip; an edited one is refused', async () => {
