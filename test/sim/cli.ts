@@ -19,9 +19,24 @@ const { values } = parseArgs({
     mutant: { type: 'string' },
     hostile: { type: 'boolean', default: false },
     verbose: { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h', default: false },
   },
   strict: true,
 });
+
+if (values.help) {
+  console.log(`usage: pnpm sim -- [options]
+
+  --seeds N      how many seeds to run (default 100)
+  --first F      the first seed (default 1)
+  --seed S       run only seed S (what a failure's replay line gives)
+  --t T          fault threshold 1, 2 or 3 (default: varies with the seed)
+  --hostile      always t Byzantine servers and several Byzantine-client attacks
+                 (otherwise each seed draws how many, from none up)
+  --mutant NAME  run against a deliberately broken server: ${MUTANTS.map((m) => m.name).join(', ')}
+  --verbose      with --seed: print the options and the whole history`);
+  process.exit(0);
+}
 
 function int(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;

@@ -61,6 +61,13 @@ class NamespaceUnchecked extends Server {
   }
 }
 
+/** Store proofs are not checked: a certificate alone makes a candidate valid, as before issue 9. */
+class ProofUnchecked extends Server {
+  protected override async checkProof(): Promise<boolean> {
+    return true;
+  }
+}
+
 /** STORE does not check `H(fr_i) = cc[i]`. */
 class FragmentUnchecked extends Server {
   protected override async fragmentMatches(): Promise<boolean> {
@@ -125,6 +132,7 @@ const withWriter = (writer: ProtocolFactories['writer']): ProtocolFactories => (
  */
 export const MUTANTS: readonly Mutant[] = [
   { name: 'signature-unchecked', description: 'servers never verify certificate signatures', protocol: withServer((o) => new SignatureUnchecked(o)) },
+  { name: 'proof-unchecked', description: 'servers take a certificate without its store proof as valid', protocol: withServer((o) => new ProofUnchecked(o)) },
   { name: 'fragment-unchecked', description: 'STORE does not check H(fr_i) = cc[i]', protocol: withServer((o) => new FragmentUnchecked(o)) },
   { name: 'history-overwritable', description: 'STORE may overwrite a history entry', protocol: withServer((o) => new HistoryOverwritable(o)) },
   { name: 'namespace-unchecked', description: 'any signer may write any key', protocol: withServer((o) => new NamespaceUnchecked(o)) },

@@ -26,7 +26,7 @@
  * history, two proofs for one `(key, ts)` would need a correct server to store two
  * entries, so a timestamp has at most one valid content.
  */
-import { bytesEqual, concatBytes, lengthPrefixed, toHex, u64 } from './bytes.js';
+import { bytesEqual, concatBytes, lengthPrefixed, toHex, u32, u64, utf8 } from './bytes.js';
 import { DOMAIN, HASH_LENGTH, domain, keyField, nonceHash, type CryptoProvider, type Signer } from './crypto.js';
 import { grantDigest, grantMessage, mayGrant, type ClusterIdentity, type Grant } from './grant.js';
 import { namespaceOf, ownerIdOf, writerTagOf } from './identity.js';
@@ -180,6 +180,8 @@ export class CertificateVerifier {
   readonly #cluster: ClusterIdentity;
   readonly #quorum: number;
   readonly #verified = new Set<string>();
+  /** Fingerprints of whole candidates found valid, so a repeated one costs one hash. */
+  readonly #validCandidates = new Set<string>();
   readonly #cacheSize: number;
 
   constructor(crypto: CryptoProvider, cluster: ClusterIdentity, cacheSize = 16_384) {
@@ -233,12 +235,21 @@ export class CertificateVerifier {
     return true;
   }
 
-  /** `valid(c)` for `key`. */
-  valid(key: string, c: CandidateFields): Promise<boolean> {
-    return isValidCandidate(this.#crypto, c, {
+  /**
+   * `valid(c)` for `key`. A candidate found valid is remembered by a digest of all its
+   * fields and the key, so the same candidate coming back (every COLLECT answer, every
+   * FILTER) costs one hash instead of a dozen. `checks` replaces the two halves of the
+   * check (the server passes its own, so each rule stays one overridable method).
+   */
+  async valid(key: string, c: CandidateFields, checks?: ValidityChecks): Promise<boolean> {
+    const fingerprint = toHex(this.#crypto.sha256Sync(candidateFields(key, c)));
+    if (this.#validCandidates.has(fingerprint)) return true;
+    const ok = await isValidCandidate(this.#crypto, c, checks ?? {
       certificate: (ts, cert) => this.check(key, ts, cert),
       proof: (ts, cert, proof) => this.proofValid(key, ts, cert, proof),
     });
+    if (ok) remember(this.#validCandidates, fingerprint, this.#cacheSize);
+    return ok;
   }
 
   /**
@@ -263,7 +274,33 @@ export class CertificateVerifier {
   }
 
   #remember(id: string): void {
-    if (this.#verified.size >= this.#cacheSize) this.#verified.delete(this.#verified.values().next().value!);
-    this.#verified.add(id);
+    remember(this.#verified, id, this.#cacheSize);
   }
+}
+
+/** Adds `id` to a bounded set, forgetting the oldest entry when full. */
+function remember(set: Set<string>, id: string, size: number): void {
+  if (set.size >= size) set.delete(set.values().next().value!);
+  set.add(id);
+}
+
+/** Every field of a candidate, and its key, as length-unambiguous parts for one digest. */
+function candidateFields(key: string, c: CandidateFields): Uint8Array[] {
+  const g = c.cert.grant;
+  const parts: Uint8Array[] = [
+    ...keyField(key),
+    u64(c.ts.num),
+    c.ts.writerId,
+    c.nonce,
+    c.cert.nonceHash,
+    c.cert.ccDigest,
+    c.cert.signer,
+    c.cert.signature,
+    g ? Uint8Array.of(1) : Uint8Array.of(0),
+  ];
+  // Fixed-length fields above; the grant's prefix is length-prefixed.
+  if (g) parts.push(g.issuer, g.grantee, ...lengthPrefixed(utf8(g.prefix)), u64(g.expiresAt), g.signature);
+  parts.push(u32(c.proof.length));
+  for (const r of c.proof) parts.push(Uint8Array.of(r.server), r.signature);
+  return parts;
 }

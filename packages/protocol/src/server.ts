@@ -17,7 +17,7 @@
  */
 import { bytesEqual } from './bytes.js';
 import { certificatesEqual, type Candidate } from './candidate.js';
-import { CertificateVerifier, isValidCandidate, receiptMessage, type CertificateCheck, type StoreProof, type WriteCertificate } from './certificate.js';
+import { CertificateVerifier, receiptMessage, type CertificateCheck, type StoreProof, type WriteCertificate } from './certificate.js';
 import { decodeHeader, decodeMessage, encodeMessage } from './codec.js';
 import type { ClusterConfig } from './config.js';
 import { crossChecksumDigest, fragmentMatches } from './cross-checksum.js';
@@ -271,7 +271,7 @@ export class Server {
 
   /** `valid(c)`: see `certificate.ts`. */
   protected valid(key: string, c: Candidate): Promise<boolean> {
-    return isValidCandidate(this.crypto, c, {
+    return this.verifier.valid(key, c, {
       certificate: (ts, cert) => this.checkCertificate(key, ts, cert),
       proof: (ts, cert, proof) => this.checkProof(key, ts, cert, proof),
     });

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  CertificateVerifier,
   computeCrossChecksum,
   crossChecksumDigest,
   decodeMessage,
@@ -14,6 +15,7 @@ import {
   signCertificate,
   signGrant,
   type Candidate,
+  type CryptoProvider,
   type Signer,
   type StoreRequest,
   type Timestamp,
@@ -238,6 +240,27 @@ describe('store proofs', () => {
     // More than n − t receipts are fine.
     const all = [...good.proof, { server: 3, signature: await c.serverSigners[3]!.sign(receiptMessage(crypto, c.cluster.id, key, w.store.ts, w.store.cert, 3)) }];
     expect(await valid({ ...good, proof: all })).toBe(true);
+  });
+
+  it('a candidate found valid is remembered whole: checking it again verifies no signature, any change is checked afresh', async () => {
+    const c = await makeCluster(1);
+    const key = own(c.owner, 'k');
+    const good = await storeEverywhere(c, await storeFor(c, c.owner, key, text('v')));
+    let calls = 0;
+    const counting: CryptoProvider = { ...crypto, verifyEd25519: (...args) => (calls++, crypto.verifyEd25519(...args)) };
+    const verifier = new CertificateVerifier(counting, c.cluster);
+    expect(await verifier.valid(key, good)).toBe(true);
+    const first = calls;
+    expect(first).toBeGreaterThanOrEqual(4); // the certificate and n − t receipts
+    expect(await verifier.valid(key, { ...good, proof: [...good.proof] })).toBe(true);
+    expect(calls).toBe(first);
+    // Another key, another nonce, a changed signature: none rides on the remembered one.
+    expect(await verifier.valid(own(c.owner, 'other'), good)).toBe(false);
+    expect(await verifier.valid(key, { ...good, nonce: good.nonce.map((b) => b ^ 1) })).toBe(false);
+    const signature = good.cert.signature.slice();
+    signature[5]! ^= 1;
+    expect(await verifier.valid(key, { ...good, cert: { ...good.cert, signature } })).toBe(false);
+    expect(calls).toBeGreaterThan(first);
   });
 });
 
