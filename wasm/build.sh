@@ -17,7 +17,10 @@ isal="$here/.cache/isa-l-$ISAL_VERSION"
 # in Debian's own Node path.
 export NODE_PATH="/usr/share/nodejs${NODE_PATH:+:$NODE_PATH}"
 command -v emcc >/dev/null || { echo "build.sh: emcc not found (run 'npm run setup')" >&2; exit 1; }
-have="$(emcc --version | head -n1 | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -n1)"
+# Read all of emcc's output before filtering it: `emcc --version | head -n1` closes the pipe
+# early and emcc dies of a BrokenPipeError, which pipefail turns into a failed build.
+version_text="$(emcc --version)"
+have="$(grep -m1 -oE '[0-9]+\.[0-9]+\.[0-9]+' <<<"$version_text" || true)"
 if [[ "$have" != "$EMSCRIPTEN_VERSION" ]]; then
   echo "build.sh: warning: emcc $have, the build is pinned to $EMSCRIPTEN_VERSION" >&2
 fi
