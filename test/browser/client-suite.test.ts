@@ -10,16 +10,17 @@ import { fileURLToPath } from 'node:url';
 import * as esbuild from 'esbuild';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startByzantineProxy, type ByzantineProxy } from '../fixtures/byzantine-proxy.js';
+import { startByzantineProxy, startOversizedProxy, type ByzantineProxy } from '../fixtures/byzantine-proxy.js';
 import { CliCluster, ensureBuilt } from '../server/harness.js';
 import { launchChromium, serveDirectory } from './browser.js';
-import { caseNames, runCase, type SuiteEnv } from './client-suite.js';
+import { caseNames, OVERSIZED_CASE, runCase, type SuiteEnv } from './client-suite.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const BYZANTINE = 'a Byzantine server: reads return the right bytes and it is reported as misbehaving';
 
 let cluster: CliCluster;
 let proxy: ByzantineProxy;
+let oversized: ByzantineProxy;
 let env: Omit<SuiteEnv, 'prefix' | 'identity'>;
 
 beforeAll(async () => {
@@ -28,22 +29,26 @@ beforeAll(async () => {
   await cluster.startAll();
   const clusterFile = JSON.parse(readFileSync(join(cluster.dir, 'cluster.json'), 'utf8')) as { servers: { id: number; url: string }[] };
   proxy = await startByzantineProxy(clusterFile.servers[1]!.url, clusterFile.servers.length);
+  oversized = await startOversizedProxy(clusterFile.servers[1]!.url, clusterFile.servers.length, 1024 * 1024);
   env = {
     cluster: clusterFile,
     byzantineCluster: { ...clusterFile, servers: clusterFile.servers.map((s) => (s.id === 2 ? { ...s, url: proxy.url } : s)) },
+    oversizedCluster: { ...clusterFile, servers: clusterFile.servers.map((s) => (s.id === 2 ? { ...s, url: oversized.url } : s)) },
   };
 }, 240_000);
 
 afterAll(async () => {
   await proxy?.close();
+  await oversized?.close();
   await cluster?.stop();
 });
 
-/** Runs `body`; for the Byzantine case, also checks the proxy really corrupted fragments meanwhile. */
+/** Runs `body`; for the Byzantine cases, also checks the proxy really changed answers meanwhile. */
 async function checked(name: string, body: () => Promise<void>): Promise<void> {
-  const before = proxy.corrupted;
+  const byzantine = name === BYZANTINE ? proxy : name === OVERSIZED_CASE ? oversized : undefined;
+  const before = byzantine?.corrupted ?? 0;
   await body();
-  if (name === BYZANTINE) expect(proxy.corrupted).toBeGreaterThan(before);
+  if (byzantine) expect(byzantine.corrupted).toBeGreaterThan(before);
 }
 
 describe('client suite in Node', () => {

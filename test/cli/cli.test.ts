@@ -3,7 +3,7 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -144,6 +144,65 @@ it('exits 5 without an identity for a write, 2 on a usage error, 5 on a broken c
   const broken = await run(['--cluster', join(cluster.dir, 'broken.json'), 'get', 'k']);
   expect(broken.code).toBe(5);
   expect(broken.stderr).toContain('is not valid JSON');
+});
+
+it('a broken identity file is reported by file, line and column, never with a piece of its secret key', async () => {
+  const file = join(home, 'broken-identity.json');
+  await run(['--identity', file, 'id']);
+  const text = readFileSync(file, 'utf8');
+  const secret = String(JSON.parse(text).secretKey);
+  const at = text.indexOf(secret);
+  // Every 10-character piece of the key, as in the file, in base64 and in hex.
+  const bytes = Buffer.from(secret, 'base64url');
+  const pieces = [secret, bytes.toString('base64'), bytes.toString('hex')].flatMap((t) => Array.from({ length: t.length - 9 }, (_, i) => t.slice(i, i + 10)));
+  for (const content of [text.slice(0, at + 20), text.replace(`"${secret}"`, `"${secret}",`), text.replace(`"${secret}"`, `"${secret}" x`), `["${secret}",]`]) {
+    writeFileSync(file, content, { mode: 0o600 });
+    for (const args of [['id'], ['--cluster', join(cluster.dir, 'cluster.json'), 'put', '@/k', '-']]) {
+      const r = await run(['--identity', file, ...args]);
+      expect(r.code, content).toBe(5);
+      expect(r.stderr).toContain(`the identity file ${file} is not valid JSON`);
+      if (!content.startsWith('[')) expect(r.stderr).toMatch(/\(at line \d+, column \d+\)/);
+      expect(pieces.filter((p) => r.stderr.includes(p) || r.stdout.toString().includes(p)), r.stderr).toEqual([]);
+    }
+  }
+  // The key in the wrong field: named, not quoted.
+  writeFileSync(file, JSON.stringify({ ...JSON.parse(text), version: secret }), { mode: 0o600 });
+  const misplaced = await run(['--identity', file, 'id']);
+  expect(misplaced.code).toBe(5);
+  expect(misplaced.stderr).toContain('"version"');
+  expect(pieces.filter((p) => misplaced.stderr.includes(p))).toEqual([]);
+});
+
+it('warns in one line, and goes on, when others may read the identity file', async () => {
+  const file = join(home, 'shared-identity.json');
+  expect((await run(['--identity', file, 'id'])).stderr).toBe('');
+  chmodSync(file, 0o644);
+  const r = await run(['--identity', file, 'id', '--json']);
+  expect(r.code).toBe(0);
+  expect(JSON.parse(r.stdout.toString()).file).toBe(file);
+  const lines = r.stderr.split('\n').filter(Boolean);
+  expect(lines).toHaveLength(1);
+  expect(lines[0]).toContain(file);
+  expect(lines[0]).toContain('0644');
+  expect(lines[0]).toContain(`chmod 600 ${file}`);
+  chmodSync(file, 0o600);
+  expect((await run(['--identity', file, 'id'])).stderr).toBe('');
+});
+
+it('refuses plaintext ws:// to hosts that are not loopback unless --allow-insecure', async () => {
+  // 192.0.2.0/24 is reserved for documentation: nobody answers there.
+  const json = cluster.clusterJson() as { servers: { url: string }[] };
+  const remote = join(home, 'remote-cluster.json');
+  writeFileSync(remote, JSON.stringify({ ...json, servers: json.servers.map((s, i) => ({ ...s, url: `ws://192.0.2.1:${7001 + i}` })) }));
+  const refused = await run(['--cluster', remote, '--timeout', '1000', 'get', 'k']);
+  expect(refused.code).toBe(5);
+  expect(refused.stderr).toMatch(/INVALID_ARGUMENT: cluster: s1 ws:\/\/192\.0\.2\.1:7001, .*plaintext.*wss:\/\/.*--allow-insecure/);
+  const allowed = await run(['--cluster', remote, '--allow-insecure', '--timeout', '1000', 'get', 'k']);
+  expect(allowed.code, allowed.stderr).toBe(4);
+  expect(allowed.stderr).not.toContain('plaintext');
+  expect((await run(['--help'])).stdout.toString()).toContain('--allow-insecure');
+  // Loopback needs nothing.
+  expect((await run([...files(), 'get', 'note'])).code).toBe(0);
 });
 
 it('exits 4 and names the servers when a quorum is unreachable', async () => {

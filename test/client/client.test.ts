@@ -7,7 +7,7 @@ import { connect, Identity, PowerStoreError, type Store } from '@powerstore/clie
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { encodePublicKey } from '@powerstore/protocol';
-import { startByzantineProxy, type ByzantineProxy } from '../fixtures/byzantine-proxy.js';
+import { startByzantineProxy, startRefusingServer, type ByzantineProxy } from '../fixtures/byzantine-proxy.js';
 import { CliCluster, ensureBuilt, metricValue } from '../server/harness.js';
 
 /** Keys per owner and server (init --quota-keys). */
@@ -18,12 +18,15 @@ let admin: Identity;
 const stores: Store[] = [];
 
 /** A store with a fresh identity (or the given one; `false` for none). */
-async function open(options: { identity?: Identity | false; grants?: object[]; timeoutMs?: number; servers?: { id: number; url: string; publicKey: string }[] } = {}) {
+async function open(
+  options: { identity?: Identity | false; grants?: object[]; timeoutMs?: number; maxValueBytes?: number; servers?: { id: number; url: string; publicKey: string }[] } = {},
+) {
   const identity = options.identity === undefined ? await Identity.generate() : options.identity;
   const store = await connect({
     cluster: options.servers ? { ...clusterFile, servers: options.servers } : clusterFile,
     ...(identity ? { identity } : {}),
     ...(options.grants ? { grants: options.grants } : {}),
+    ...(options.maxValueBytes === undefined ? {} : { maxValueBytes: options.maxValueBytes }),
     timeoutMs: options.timeoutMs ?? 15_000,
   });
   stores.push(store);
@@ -251,5 +254,57 @@ describe('a Byzantine server', () => {
     const s2 = store.servers().find((s) => s.id === 2)!;
     expect(s2.misbehaving).toMatch(/fragment/);
     expect(store.servers().filter((s) => s.misbehaving)).toHaveLength(1);
+  });
+});
+
+describe('values over a reader\'s maxValueBytes', () => {
+  it('fail promptly with VALUE_TOO_LARGE, blame no server, and leave the store working', async () => {
+    const writer = await open();
+    // Fragments of 512 KiB: over the reader's frame limit (32 KiB + 64 KiB), so the servers'
+    // answers never reach it (ws closes those connections with 1009).
+    const huge = k(writer, 'huge');
+    await writer.put(huge, new Uint8Array(1024 * 1024).fill(1));
+    // 70 000 bytes: answers fit the frame limit, the value is still over maxValueBytes.
+    const over = k(writer, 'just-over');
+    await writer.put(over, new Uint8Array(70_000).fill(2));
+    const fits = k(writer, 'fits');
+    await writer.put(fits, 'small enough');
+    const reader = await open({ identity: false, maxValueBytes: 64 * 1024, timeoutMs: 10_000 });
+    for (const key of [huge, over, huge]) {
+      const started = Date.now();
+      const err = (await reader.get(key).catch((e: unknown) => e)) as PowerStoreError;
+      expect(err).toBeInstanceOf(PowerStoreError);
+      expect({ code: err.code, message: err.message }).toMatchObject({ code: 'VALUE_TOO_LARGE', message: expect.stringContaining('maxValueBytes') });
+      expect(Date.now() - started).toBeLessThan(5_000);
+    }
+    expect(reader.servers().filter((s) => s.misbehaving)).toEqual([]);
+    expect(text(await reader.get(fits))).toBe('small enough');
+    expect(await reader.stat(fits)).toMatchObject({ size: 12, misbehaving: [] });
+    expect(reader.servers().filter((s) => s.misbehaving)).toEqual([]);
+  });
+});
+
+describe('a server that refuses every request', () => {
+  let refusing: ByzantineProxy;
+  beforeAll(async () => {
+    refusing = await startRefusingServer(clusterFile.n, 'INTERNAL', `disk on fire ${'x'.repeat(300)}`);
+  });
+  afterAll(async () => {
+    await refusing?.close();
+  });
+
+  it('is named as misbehaving with its code and message, while operations succeed on the others', async () => {
+    const servers = clusterFile.servers.map((s) => (s.id === 3 ? { ...s, url: refusing.url } : s));
+    const store = await open({ servers });
+    const key = k(store, 'refused');
+    await store.put(key, 'still written');
+    expect(text(await store.get(key))).toBe('still written');
+    expect(refusing.corrupted).toBeGreaterThan(0);
+    const flagged = store.servers().filter((s) => s.misbehaving);
+    expect(flagged.map((s) => s.id)).toEqual([3]);
+    expect(flagged[0]!.misbehaving).toMatch(/^refused a [A-Z]+ that 3 other servers accepted \(INTERNAL: disk on fire x+…\)$/);
+    expect(flagged[0]!.misbehaving!.length).toBeLessThan(220);
+    const stat = await store.stat(key);
+    expect(stat.misbehaving).toEqual([{ id: 3, reason: expect.stringMatching(/^refused a (COLLECT|FILTER) that 3 other servers/) }]);
   });
 });

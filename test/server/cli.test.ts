@@ -4,7 +4,8 @@
  * certificate, and `dev` starting and stopping a whole cluster.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { get as httpsGet } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -54,6 +55,79 @@ describe('powerstore-server CLI', () => {
     expect(again.stderr).toContain('--force');
     expect(cli(['init', '--t', '1', '--dir', dir, '--force']).status).toBe(0);
     expect(cli(['init', '--t', '0', '--dir', fresh()]).status).not.toBe(0);
+  });
+
+  it('init --host with an address that is not loopback writes wss:// and says how to serve it; --insecure keeps ws:// with a warning', () => {
+    const dir = fresh();
+    const r = cli(['init', '--t', '1', '--dir', dir, '--host', '10.1.2.3']);
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')).servers.map((s: { url: string }) => s.url)).toEqual([
+      'wss://10.1.2.3:7001',
+      'wss://10.1.2.3:7002',
+      'wss://10.1.2.3:7003',
+      'wss://10.1.2.3:7004',
+    ]);
+    expect(r.stdout).toContain('because 10.1.2.3 is not a loopback address');
+    expect(r.stdout).toContain('--tls-cert <cert.pem> --tls-key <key.pem>');
+    expect(r.stdout).toContain('openssl req -x509');
+    expect(r.stdout).toContain('--insecure');
+    expect(r.stderr).toBe('');
+    const plain = cli(['init', '--t', '1', '--dir', dir, '--host', '10.1.2.3', '--insecure', '--force']);
+    expect(plain.status, plain.stderr).toBe(0);
+    expect(JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')).servers[0].url).toBe('ws://10.1.2.3:7001');
+    expect(plain.stderr).toMatch(/^powerstore-server: warning: ws:\/\/ URLs to 10\.1\.2\.3 are plaintext.*--allow-insecure/);
+    expect(plain.stdout).not.toContain('--tls-cert');
+    // Loopback: ws:// and nothing more to say.
+    const local = cli(['init', '--t', '1', '--dir', fresh(), '--host', 'localhost']);
+    expect(local.status).toBe(0);
+    expect(local.stdout).toContain('ws://localhost:7001');
+    expect(local.stdout).not.toContain('--tls-cert');
+    expect(local.stderr).toBe('');
+    expect(cli(['init', '--t', '1', '--dir', fresh(), '--tls', '--insecure']).status).not.toBe(0);
+    expect(cli(['init', '--help']).stdout).toContain('--insecure');
+  });
+
+  it('start at trace level, and its configuration errors, print no piece of the receipt key; a readable key file is warned about', async () => {
+    const dir = fresh();
+    const base = await freeBasePort(4);
+    expect(cli(['init', '--t', '1', '--dir', dir, '--base-port', String(base)]).status).toBe(0);
+    const file = join(dir, 'server-1.json');
+    const text = readFileSync(file, 'utf8');
+    const secret = String(JSON.parse(text).secretKey);
+    const bytes = Buffer.from(secret, 'base64url');
+    const pieces = [secret, bytes.toString('base64'), bytes.toString('hex')].flatMap((t) => Array.from({ length: t.length - 9 }, (_, i) => t.slice(i, i + 10)));
+    const leaks = (out: string) => pieces.filter((p) => out.includes(p));
+    for (const content of [text.slice(0, text.indexOf(secret) + 20), text.replace(`"${secret}"`, `"${secret}",`), JSON.stringify({ ...JSON.parse(text), port: secret })]) {
+      writeFileSync(file, content);
+      const bad = cli(['start', '--config', file, '--data', join(dir, 'data-1'), '--log-level', 'trace']);
+      expect(bad.status).toBe(2);
+      expect(bad.stderr).toContain(file);
+      expect(leaks(bad.stdout + bad.stderr), bad.stderr).toEqual([]);
+    }
+    writeFileSync(file, text);
+    // Readable by everyone: the server starts, and says so.
+    chmodSync(file, 0o644);
+    const child = spawn(process.execPath, [CLI, 'start', '--config', file, '--data', join(dir, 'data-1'), '--log-level', 'trace'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    try {
+      await waitFor(`http://127.0.0.1:${base}/healthz`);
+      await (await fetch(`http://127.0.0.1:${base}/metrics`)).text();
+      const ws = new WebSocket(`ws://127.0.0.1:${base}`);
+      await new Promise<void>((resolve, reject) => {
+        ws.once('open', () => ws.send(new Uint8Array([9, 9, 9])));
+        ws.once('message', () => resolve());
+        ws.once('error', reject);
+      });
+      ws.close();
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    }
+    expect(out).toContain('"level":');
+    expect(out).toContain(`chmod 600 ${file}`);
+    expect(leaks(out), out).toEqual([]);
   });
 
   it('start names the file and field of a configuration error, and refuses another server’s data', async () => {
@@ -150,6 +224,20 @@ describe('powerstore-server CLI', () => {
       expect((await fetch(`http://127.0.0.1:${base}/${name}`)).status, name).not.toBe(200);
     }
     expect(out).not.toContain('writer.json');
+    // DNS rebinding: a page of another site re-pointed at 127.0.0.1 sends its own name as Host.
+    for (const host of [`evil.example:${base}`, 'evil.example']) {
+      for (const path of ['/', '/cluster.json']) {
+        const status = await new Promise<number>((resolve, reject) => {
+          httpRequest({ host: '127.0.0.1', port: base, path, headers: { host }, setHost: false }, (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          })
+            .on('error', reject)
+            .end();
+        });
+        expect(status, `${host} ${path}`).toBe(421);
+      }
+    }
     dev.kill('SIGINT');
     expect(await new Promise((r) => dev.once('exit', r))).toBe(0);
     expect(out).toContain('all servers stopped');

@@ -20,7 +20,7 @@ export interface CampaignReport extends FuzzReport {
 
 /** Runs `count` frames from `seed`; throws {@link FuzzFailure} on any violation. */
 export async function fuzzCampaign(count: number, seed: number, log?: (line: string) => void): Promise<CampaignReport> {
-  const cluster = await CliCluster.create(1, ['--max-frame-bytes', String(FUZZ_MAX_FRAME_BYTES), '--max-inflight-bytes', String(FUZZ_MAX_FRAME_BYTES * 8)]);
+  const cluster = await CliCluster.create(1, ['--max-frame-bytes', String(FUZZ_MAX_FRAME_BYTES), '--max-buffered-bytes', String(FUZZ_MAX_FRAME_BYTES * 8)]);
   try {
     await cluster.startAll();
     const rss = async () => metricValue(await cluster.metrics(1), 'powerstore_process_resident_memory_bytes') / 2 ** 20;

@@ -360,6 +360,7 @@ describe('transport limits', () => {
     // ws may still deliver the frames of the chunk it was parsing when paused: the bound is
     // the cap plus one socket read (64 KiB of ~1.2 KiB frames), not the 5000 sent.
     expect(metricValue(stalled, 'powerstore_inflight_requests')).toBeLessThanOrEqual(MAX_INFLIGHT + 56);
+    expect(metricValue(stalled, 'powerstore_paused_connections', { reason: 'in_flight' })).toBe(1);
     ws.resume();
     const deadline = Date.now() + 60_000;
     while (received < count && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));

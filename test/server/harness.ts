@@ -3,9 +3,9 @@
  * as separate processes on loopback, each on its own LevelDB directory.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, statSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -198,4 +198,39 @@ export function metricValue(text: string, name: string, labels: Record<string, s
     if (Object.entries(labels).every(([k, v]) => body.includes(`${k}="${v}"`))) sum += Number(m[3]);
   }
   return sum;
+}
+
+/**
+ * A raw TCP socket from `localAddress` that has completed the WebSocket handshake with
+ * `host:port`: for attacks `ws` will not make (partial frames, trickled bytes).
+ */
+export function rawWebSocket(host: string, port: number, localAddress: string): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host, port, localAddress }, () => {
+      socket.write(
+        `GET / HTTP/1.1\r\nHost: ${host}:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+          `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+      );
+    });
+    socket.once('error', reject);
+    let head = '';
+    const onData = (chunk: Buffer) => {
+      head += chunk.toString('latin1');
+      if (!head.includes('\r\n\r\n')) return;
+      socket.off('data', onData);
+      if (head.startsWith('HTTP/1.1 101')) resolve(socket);
+      else {
+        socket.destroy();
+        reject(new Error(head.split('\r\n')[0]));
+      }
+    };
+    socket.on('data', onData);
+  });
+}
+
+/** The header of a masked binary frame announcing `length` payload bytes (≥ 64 KiB), mask 1 2 3 4. */
+export function largeFrameHeader(length: number): Buffer {
+  const header = Buffer.from([0x82, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4]);
+  header.writeBigUInt64BE(BigInt(length), 2);
+  return header;
 }

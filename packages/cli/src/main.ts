@@ -10,13 +10,13 @@
  * $POWERSTORE_IDENTITY, .powerstore/identity.json or the user's identity
  * ($XDG_CONFIG_HOME/powerstore/identity.json, which `powerstore id` creates).
  */
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { SingleBar } from 'cli-progress';
-import { connect, Identity, PowerStoreError, type Progress, type Store } from '@powerstore/client';
+import { connect, Identity, jsonErrorPosition, PowerStoreError, type Progress, type Store } from '@powerstore/client';
 
 /** Exit codes, documented in `--help`. */
 export const EXIT = {
@@ -60,6 +60,7 @@ interface GlobalOptions {
   grant: string[];
   timeout: number;
   progress: boolean;
+  allowInsecure?: boolean;
 }
 
 /** The user's own identity file: `$XDG_CONFIG_HOME/powerstore/identity.json`. */
@@ -76,10 +77,29 @@ function loadJson(path: string, what: string): object {
   }
   try {
     return JSON.parse(text) as object;
-  } catch {
-    // JSON.parse quotes the text near the error: that may be a secret.
-    throw new CliError(EXIT.CONFIG, `the ${what} ${path} is not valid JSON`);
+  } catch (e) {
+    // JSON.parse may quote the text near the error, which may be a secret: only say where.
+    const at = jsonErrorPosition(text, e);
+    throw new CliError(EXIT.CONFIG, `the ${what} ${path} is not valid JSON${at ? ` (at ${at})` : ''}`);
   }
+}
+
+/**
+ * One stderr line when a secret file (an identity) may be read or changed by other users,
+ * with the `chmod` that fixes it. A warning, not a refusal: the key may already be in use.
+ */
+function warnIfShared(path: string): void {
+  if (process.platform === 'win32') return;
+  let bits: number;
+  try {
+    bits = statSync(path).mode & 0o777;
+  } catch {
+    return;
+  }
+  if ((bits & 0o077) === 0) return;
+  const mode = `0${bits.toString(8).padStart(3, '0')}`;
+  const quoted = /^[A-Za-z0-9_./:@%+=,-]+$/.test(path) ? path : `'${path.replaceAll("'", "'\\''")}'`;
+  process.stderr.write(`powerstore: warning: ${path} holds a secret key but its mode ${mode} lets other users read or change it; run: chmod 600 ${quoted}\n`);
 }
 
 function clusterPath(opts: GlobalOptions): string {
@@ -99,6 +119,7 @@ function identityPath(opts: GlobalOptions, required: boolean): string | undefine
 }
 
 async function loadIdentity(path: string): Promise<Identity> {
+  warnIfShared(path);
   try {
     return await Identity.fromJSON(loadJson(path, 'identity file'));
   } catch (e) {
@@ -125,7 +146,7 @@ async function withStore<T>(opts: GlobalOptions, write: boolean, fn: (store: Sto
   process.once('SIGINT', onSigint);
   let store: Store | undefined;
   try {
-    store = await connect({ cluster, ...(identity ? { identity } : {}), grants, timeoutMs: opts.timeout, signal: controller.signal });
+    store = await connect({ cluster, ...(identity ? { identity } : {}), grants, timeoutMs: opts.timeout, signal: controller.signal, allowInsecure: opts.allowInsecure === true });
     return await fn(store, controller.signal);
   } finally {
     process.off('SIGINT', onSigint);
@@ -198,6 +219,7 @@ export function program(): Command {
     .option('--grant <file>', 'a grant file letting this identity write outside its namespace (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
     .addOption(new Option('--timeout <ms>', 'time an operation may take').default(30_000).argParser(positiveInt))
     .option('--no-progress', 'no progress bar for large values')
+    .option('--allow-insecure', 'accept plaintext ws:// server URLs to hosts that are not loopback (anyone on the network can read and tamper with the traffic)')
     .addHelpText(
       'after',
       `\nKeys starting with @/ are in your identity's namespace: @/notes is ~<your owner id>/notes.\n` +

@@ -17,8 +17,11 @@ export interface ServerStatus {
   /** Why the connection last failed or closed, if it did. */
   readonly lastError: string | undefined;
   /**
-   * Why this server was last caught misbehaving (fragments that do not match their
-   * checksum, answers no other server agrees with, rejected requests), if it was.
+   * Why this server was last caught misbehaving, if it was: fragments that do not match
+   * their checksum, candidates that are not valid, frames that do not decode or are over
+   * the size limit when no correct server's would be, replies of the wrong type, or
+   * refusals (ERROR replies) of requests that `n − t` other servers accepted, with the
+   * code and message it gave.
    */
   readonly misbehaving: string | undefined;
   /** Bytes queued to it and not yet sent. */
@@ -35,6 +38,13 @@ export interface ConnectionEvents {
   onFrame(index: number, frame: Uint8Array): void;
   onOpen(index: number): void;
   onStatus(): void;
+  /**
+   * The server sent a frame over the size limit; it was discarded and the connection is
+   * closing. `reason` says so in words; `head` is the frame's first bytes when the
+   * platform shows them (browsers), to tell whose answer it was. Whether that is
+   * misbehaving depends on what the server was asked, which only the store knows.
+   */
+  onOversized(index: number, reason: string, head: Uint8Array | undefined): void;
 }
 
 export class ServerConnection {
@@ -131,6 +141,13 @@ export class ServerConnection {
           },
           onError: (reason) => {
             if (this.#socket === socket) this.#lastError = reason;
+          },
+          onOversized: (bytes, head) => {
+            if (this.#socket !== socket) return;
+            const reason =
+              bytes === undefined ? `sent a frame over the limit of ${this.#maxFrameBytes} bytes` : `sent a frame of ${bytes} bytes, over the limit of ${this.#maxFrameBytes}`;
+            this.#lastError = reason;
+            this.#events.onOversized(this.index, reason, head);
           },
           onClose: (reason) => {
             if (this.#socket !== socket) return;

@@ -19,6 +19,12 @@ export type PowerStoreErrorCode =
   | 'QUOTA_EXCEEDED'
   /** More than `t` servers refused the request for another reason (the message lists them). */
   | 'REJECTED'
+  /**
+   * The value read is larger than this store accepts (`connect`'s `maxValueBytes`):
+   * nothing was decoded, and no server is blamed for it. Connect with a larger
+   * `maxValueBytes` to read it.
+   */
+  | 'VALUE_TOO_LARGE'
   /** Bad arguments: key, value, options, cluster, identity or grant objects. */
   | 'INVALID_ARGUMENT'
   /** The store was closed. */

@@ -16,5 +16,7 @@ export type { ConnectOptions, Expiry, KeyStat, OperationOptions, Progress, Store
 export { Identity } from './identity.js';
 export { openBrowserIdentity } from '#identity-store';
 export type { ClusterFile, GrantJson, IdentityJson } from '@powerstore/protocol';
+/** Where a `JSON.parse` error is ("line L, column C") without quoting the text: for tools reading identity files. */
+export { jsonErrorPosition } from '@powerstore/protocol';
 export type { ServerState, ServerStatus } from './connection.js';
 export { PowerStoreError, type PowerStoreErrorCode } from './errors.js';

@@ -12,6 +12,17 @@ export interface SocketHandlers {
   /** A short reason: `refused`, `unreachable`, an error message. */
   onError(reason: string): void;
   onClose(reason: string): void;
+  /**
+   * A message over `maxFrameBytes` arrived: it was discarded, nothing more is delivered
+   * from this socket, and it is closing. `bytes` is the message's size and `head` a copy
+   * of its first {@link OVERSIZED_HEAD_BYTES} bytes (its frame header) where the platform
+   * shows them: a browser has received the whole message when it hands it over, while
+   * Node's `ws` stops reading at the length the frame announces.
+   */
+  onOversized(bytes: number | undefined, head: Uint8Array | undefined): void;
 }
+
+/** How much of an oversized message a transport keeps: room for any frame header (type, key up to 1024 bytes, opId). */
+export const OVERSIZED_HEAD_BYTES = 2048;
 
 export type OpenSocket = (url: string, handlers: SocketHandlers, maxFrameBytes: number) => Socket;

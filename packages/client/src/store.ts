@@ -6,6 +6,7 @@
 import { createCodec, type ErasureCodec } from '@powerstore/erasure';
 import {
   CertificateVerifier,
+  decodeHeader,
   decodeMessage,
   encodeMessage,
   encodePublicKey,
@@ -27,6 +28,7 @@ import {
   type Cluster,
   type ClusterConfig,
   type CryptoProvider,
+  type ErrorReply,
   type GrantJson,
   type Message,
   type Outgoing,
@@ -40,6 +42,8 @@ import { parseCluster, parseGrants } from './cluster.js';
 import { ServerConnection, type ServerStatus } from './connection.js';
 import { PowerStoreError, invalid, type PowerStoreErrorCode } from './errors.js';
 import { Identity } from './identity.js';
+import { RoundBook, type Round } from './rounds.js';
+import { checkTransport } from './transport.js';
 
 /** Largest value `put` accepts by default: 64 MiB. */
 export const DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024;
@@ -70,6 +74,12 @@ export interface ConnectOptions {
   readonly maxValueBytes?: number;
   /** Called whenever a server's status changes (connected, closed, misbehaving). */
   readonly onServerStatus?: (servers: readonly ServerStatus[]) => void;
+  /**
+   * Accept plaintext `ws://` URLs to hosts that are not loopback. Without it `connect`
+   * refuses them (`INVALID_ARGUMENT`) before any traffic: anyone on the network could read
+   * the values and tamper with the traffic. Loopback `ws://` and any `wss://` need nothing.
+   */
+  readonly allowInsecure?: boolean;
 }
 
 /** Per-operation options. */
@@ -156,6 +166,7 @@ export interface Store {
 export async function connect(options: ConnectOptions): Promise<Store> {
   if (typeof options !== 'object' || options === null) throw invalid('connect() needs { cluster, identity? }');
   const cluster = parseCluster(options.cluster);
+  checkTransport(cluster, options.allowInsecure);
   const crypto = createCryptoProvider();
   const identity = options.identity === undefined ? undefined : options.identity instanceof Identity ? options.identity : await Identity.fromJSON(options.identity);
   const grants = parseGrants(crypto, cluster, options.grants);
@@ -181,15 +192,14 @@ export async function connect(options: ConnectOptions): Promise<Store> {
 /** An operation in flight: the protocol state machine plus what its host tracks. */
 interface InFlight {
   readonly op: ClientOperation<unknown>;
+  /** The id the operation's messages carry; each round goes out under a wire id of its own (`round.id`). */
+  readonly opId: number;
   /** Replies are fed one at a time: the operation may hash and verify asynchronously. */
   chain: Promise<void>;
-  /** This round's frame per server, to resend to a server that reconnects. */
-  frames: Map<number, Uint8Array>;
-  /** Servers that answered this round. */
-  answered: Set<number>;
-  /** Servers that rejected this round, and why. */
-  rejected: Map<number, string>;
-  roundStarted: number;
+  /** The round in progress: its frames (resent to a server that reconnects) and who answered it how. */
+  round: Round<InFlight> | undefined;
+  /** Where evidence the host finds against a server goes (a read's `stat` lists it too). */
+  readonly onEvidence: (server: number, reason: string) => void;
   readonly onProgress: ((progress: Progress) => void) | undefined;
   progressTimer: ReturnType<typeof setInterval> | undefined;
   finish(result: unknown): void;
@@ -213,6 +223,10 @@ const PASSED_THROUGH: ReadonlySet<string> = new Set(['NOT_AUTHORIZED', 'GRANT_EX
 
 function toClientError(err: unknown): unknown {
   if (!(err instanceof ProtocolError)) return err;
+  // The reader's own limit is maxValueBytes; servers refusing with this code say so in their message.
+  if (err.code === 'VALUE_TOO_LARGE') {
+    return new PowerStoreError('VALUE_TOO_LARGE', /servers refused/.test(err.message) ? err.message : `${err.message} (connect's maxValueBytes)`, { cause: err });
+  }
   if (PASSED_THROUGH.has(err.code)) return new PowerStoreError(err.code as PowerStoreErrorCode, err.message, { cause: err });
   if (err.code === 'INVALID_ARGUMENT' && !/servers refused/.test(err.message)) return invalid(err.message, err);
   return new PowerStoreError('REJECTED', err.message, { cause: err });
@@ -225,7 +239,11 @@ class PowerStore implements Store {
   readonly #verifier: CertificateVerifier;
   readonly #connections: ServerConnection[];
   readonly #inFlight = new Map<number, InFlight>();
+  /** Every round on the wire, by the opId its frames carry. */
+  readonly #rounds = new RoundBook<InFlight>();
   readonly #quorumWaiters = new Set<() => void>();
+  /** Largest frame accepted from a server: the largest fragment `maxValueBytes` makes, plus room for the rest. */
+  readonly #maxFrameBytes: number;
   #nextOpId = 1;
   #closed = false;
 
@@ -233,13 +251,14 @@ class PowerStore implements Store {
     this.#parts = parts;
     this.cluster = parts.cluster.config;
     this.#verifier = parts.session?.verifier ?? new CertificateVerifier(parts.crypto, parts.cluster.identity);
-    const maxFrame = parts.codec.fragmentLength(Math.max(parts.maxValueBytes, 0)) + FRAME_OVERHEAD_BYTES;
+    this.#maxFrameBytes = parts.codec.fragmentLength(Math.max(parts.maxValueBytes, 0)) + FRAME_OVERHEAD_BYTES;
     this.#connections = parts.cluster.servers.map(
       (s, i) =>
-        new ServerConnection(i, s.url, maxFrame, {
+        new ServerConnection(i, s.url, this.#maxFrameBytes, {
           onFrame: (index, frame) => this.#onFrame(index, frame),
           onOpen: (index) => this.#onOpen(index),
           onStatus: () => this.#statusChanged(),
+          onOversized: (index, reason, head) => this.#onOversized(index, reason, head),
         }),
     );
   }
@@ -337,7 +356,7 @@ class PowerStore implements Store {
       };
       const timer = setTimeout(() => {
         done();
-        reject(this.#unreachable(need, new Set(), new Map(), 'connecting'));
+        reject(this.#unreachable(need, undefined, 'connecting'));
       }, timeoutMs);
       const onAbort = () => {
         done();
@@ -369,7 +388,7 @@ class PowerStore implements Store {
       throw toClientError(err);
     }
     try {
-      await this.#run(op, opId, options);
+      await this.#run(op, opId, options, (i, reason) => this.#misbehaving(i, reason));
     } finally {
       op.abandon();
     }
@@ -383,8 +402,9 @@ class PowerStore implements Store {
       evidence.set(i, reason);
       this.#misbehaving(i, reason);
     };
-    const op = new ReadOperation({ config: this.cluster, crypto: this.#parts.crypto, codec: this.#parts.codec, verifier: this.#verifier, onEvidence }, key, opId);
-    const result = await this.#run(op, opId, options);
+    const { crypto, codec, maxValueBytes } = this.#parts;
+    const op = new ReadOperation({ config: this.cluster, crypto, codec, verifier: this.#verifier, onEvidence, maxValueLength: maxValueBytes }, key, opId);
+    const result = await this.#run(op, opId, options, onEvidence);
     return { op, result, evidence };
   }
 
@@ -393,38 +413,38 @@ class PowerStore implements Store {
   }
 
   /** Drives one operation to its result, its failure, a timeout or an abort. */
-  #run<R>(op: ClientOperation<R>, opId: number, options: OperationOptions | undefined): Promise<R> {
+  #run<R>(op: ClientOperation<R>, opId: number, options: OperationOptions | undefined, onEvidence: (server: number, reason: string) => void): Promise<R> {
     if (this.#closed) return Promise.reject(new PowerStoreError('CLOSED', 'the store was closed'));
     const signal = options?.signal;
     const timeoutMs = options?.timeoutMs ?? this.#parts.timeoutMs;
     if (signal?.aborted) return Promise.reject(new PowerStoreError('ABORTED', 'the operation was aborted', { cause: signal.reason }));
     return new Promise<R>((resolve, reject) => {
       const need = quorum(this.cluster);
-      const cleanup = () => {
+      const cleanup = (succeeded: boolean) => {
         clearTimeout(timer);
         clearInterval(flight.progressTimer);
         signal?.removeEventListener('abort', onAbort);
         this.#inFlight.delete(opId);
+        this.#endRound(flight, succeeded);
       };
       const flight: InFlight = {
         op,
+        opId,
         chain: Promise.resolve(),
-        frames: new Map(),
-        answered: new Set(),
-        rejected: new Map(),
-        roundStarted: 0,
+        round: undefined,
+        onEvidence,
         onProgress: options?.onProgress,
         progressTimer: undefined,
         finish: (r) => {
-          cleanup();
+          cleanup(true);
           resolve(r as R);
         },
         fail: (e) => {
-          cleanup();
+          cleanup(false);
           reject(toClientError(e));
         },
       };
-      const timer = setTimeout(() => flight.fail(this.#unreachable(need, flight.answered, flight.rejected, 'timed out')), timeoutMs);
+      const timer = setTimeout(() => flight.fail(this.#unreachable(need, flight.round, 'timed out')), timeoutMs);
       const onAbort = () => flight.fail(new PowerStoreError('ABORTED', 'the operation was aborted', { cause: signal?.reason }));
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#inFlight.set(opId, flight);
@@ -445,15 +465,18 @@ class PowerStore implements Store {
       return;
     }
     if (!step.send) return;
-    flight.frames = this.#encodeRound(step.send);
-    flight.answered = new Set();
-    flight.rejected = new Map();
-    flight.roundStarted = performance.now();
+    this.#endRound(flight, false);
+    const send = step.send;
+    const round = this.#rounds.start(flight, send[0]!.message.key, send[0]!.message.type, (id) => this.#encodeRound(send, id), flight.onEvidence);
+    flight.round = round;
     const sent: [ServerConnection, number, number][] = [];
-    for (const [to, frame] of flight.frames) {
+    for (const [to, frame] of round.frames) {
       const connection = this.#connections[to]!;
       const before = connection.bufferedBytes;
-      if (connection.send(frame, SEND_HIGH_WATER_BYTES)) sent.push([connection, frame.length, before]);
+      if (connection.send(frame, SEND_HIGH_WATER_BYTES)) {
+        round.pending.add(to);
+        sent.push([connection, frame.length, before]);
+      }
     }
     if (flight.onProgress) this.#trackProgress(flight, phaseOf(step.send[0]!.message.type), sent);
   }
@@ -478,14 +501,17 @@ class PowerStore implements Store {
     if (bytesTotal > 0) flight.progressTimer = setInterval(report, PROGRESS_INTERVAL_MS);
   }
 
-  /** Encodes each distinct message once: most rounds send the same one to every server. */
-  #encodeRound(send: readonly Outgoing[]): Map<number, Uint8Array> {
+  /**
+   * Encodes each distinct message once (most rounds send the same one to every server),
+   * under the round's wire id `id` in place of the operation's.
+   */
+  #encodeRound(send: readonly Outgoing[], id: number): Map<number, Uint8Array> {
     const encoded = new Map<Outgoing['message'], Uint8Array>();
     const frames = new Map<number, Uint8Array>();
     for (const { to, message } of send) {
       let frame = encoded.get(message);
       if (!frame) {
-        frame = encodeMessage(message);
+        frame = encodeMessage({ ...message, opId: id });
         encoded.set(message, frame);
       }
       frames.set(to, frame);
@@ -496,33 +522,125 @@ class PowerStore implements Store {
   #onFrame(index: number, frame: Uint8Array): void {
     let message: Message;
     try {
-      message = decodeMessage(frame, { n: this.cluster.n, maxFragmentLength: this.#parts.codec.fragmentLength(this.#parts.maxValueBytes) });
+      // Fragments are bounded by the frame limit the transport enforced, not by the
+      // fragment length of maxValueBytes: an answer carrying a value a little over
+      // maxValueBytes is honest, and the reader fails such a read with VALUE_TOO_LARGE.
+      message = decodeMessage(frame, { n: this.cluster.n, maxFragmentLength: this.#maxFrameBytes });
     } catch (e) {
-      this.#connections[index]!.markMisbehaving(`sent an undecodable frame: ${(e as Error).message}`);
+      this.#misbehaving(index, `sent an undecodable frame: ${(e as Error).message}`);
       return;
     }
-    const flight = this.#inFlight.get(message.opId);
-    if (!flight || !isReply(message)) return;
-    if (message.type === 'ERROR') {
-      flight.rejected.set(index, `${message.code}: ${message.message}`);
-    } else if (!flight.answered.has(index)) {
-      flight.answered.add(index);
-      this.#connections[index]!.noteRoundTrip(performance.now() - flight.roundStarted);
+    if (!isReply(message)) return;
+    // Replies name their round by its wire id, never reused: any other id is not ours, or long gone.
+    const round = this.#rounds.get(message.opId);
+    if (!round) return;
+    const answer = round.answerOf(message);
+    if (!answer) {
+      this.#misbehaving(index, `answered a ${round.request} with ${message.type === 'ERROR' ? 'an ERROR' : message.type} of key ${JSON.stringify(message.key.slice(0, 64))}`);
+      return;
     }
+    round.pending.delete(index);
+    if (answer === 'ack' && !round.acked.has(index)) {
+      round.acked.add(index);
+      if (round.flight) this.#connections[index]!.noteRoundTrip(performance.now() - round.started);
+    }
+    const flight = round.flight;
+    if (!flight) {
+      // A late answer to a round that is over: only a refusal of what the quorum accepted tells anything.
+      if (message.type === 'ERROR') {
+        const evidence = round.refusalEvidence(index, message, quorum(this.cluster));
+        if (evidence) round.report(index, evidence);
+      }
+      this.#releaseHeld(index);
+      return;
+    }
+    if (message.type === 'ERROR') round.refused.set(index, message);
+    this.#releaseHeld(index);
+    // The operation sees its own id: the wire id is the host's business.
+    const reply: Reply = { ...message, opId: flight.opId };
     flight.chain = flight.chain
       .then(async () => {
-        if (!this.#inFlight.has(message.opId)) return;
-        this.#apply(flight, await flight.op.onReply(index, message));
+        // Queued replies may outlive their round: a later round's answers moved the operation on.
+        if (round.flight !== flight) return;
+        this.#apply(flight, await flight.op.onReply(index, reply));
       })
       .catch((e) => flight.fail(e));
   }
 
-  /** A server came (back): send it the current round of every operation it has not answered. */
-  #onOpen(index: number): void {
-    for (const flight of this.#inFlight.values()) {
-      const frame = flight.frames.get(index);
-      if (frame && !flight.answered.has(index)) this.#connections[index]!.send(frame, SEND_HIGH_WATER_BYTES);
+  /**
+   * The round of `flight` in progress is over: the operation moved on to the next round
+   * (`succeeded` false) or finished. Refusals of a request `n − t` other servers accepted
+   * are misbehaving; so are oversized FILTER answers once the read returned a value
+   * within the limit, since a correct server's answer carries that value's fragment.
+   */
+  #endRound(flight: InFlight, succeeded: boolean): void {
+    const round = flight.round;
+    if (!round || round.flight !== flight) return;
+    const held = [...round.held];
+    this.#rounds.end(round, succeeded);
+    for (const [index, reply] of round.refused) {
+      const evidence = round.refusalEvidence(index, reply, quorum(this.cluster));
+      if (evidence) round.report(index, evidence);
     }
+    if (succeeded) for (const [index, reason] of round.oversized) round.report(index, reason);
+    for (const index of new Set([...held, ...round.pending])) this.#releaseHeld(index);
+  }
+
+  /**
+   * `index` sent a frame over the size limit (the connection is closing). Only a FILTER
+   * answer can honestly be that large, and only when the value read is over
+   * `maxValueBytes`: see {@link RoundBook.oversized} for how the frame is matched to a
+   * round. Once `t + 1` servers answered one FILTER so, one of them is correct, so the
+   * value the read would return (correct servers answer with the highest candidate's
+   * entry) is too large: the read fails with VALUE_TOO_LARGE instead of reconnecting and
+   * asking again, and nobody is blamed.
+   */
+  #onOversized(index: number, reason: string, head: Uint8Array | undefined): void {
+    let opId: number | undefined;
+    if (head) {
+      const header = decodeHeader(head);
+      if (header?.type !== 'FILTER_ACK') {
+        this.#misbehaving(index, reason);
+        return;
+      }
+      opId = header.opId;
+    }
+    const verdict = this.#rounds.oversized(index, opId);
+    if (verdict.kind === 'misbehaving') this.#misbehaving(index, reason);
+    if (verdict.kind !== 'answer') return;
+    const { round } = verdict;
+    round.oversized.set(index, reason);
+    if (round.oversized.size > this.cluster.t) {
+      const servers = [...round.oversized.keys()].map((i) => `s${i + 1}`).join(', ');
+      round.flight?.fail(
+        new PowerStoreError(
+          'VALUE_TOO_LARGE',
+          `the value of ${JSON.stringify(round.key)} is over the ${this.#parts.maxValueBytes} bytes this store accepts (connect's maxValueBytes): ${servers} answered with frames over the limit of ${this.#maxFrameBytes} bytes`,
+        ),
+      );
+    }
+  }
+
+  /** Sends `index` the next FILTER held back for it, if its connection is up and none is outstanding. */
+  #releaseHeld(index: number): void {
+    const connection = this.#connections[index];
+    if (connection?.state !== 'open') return;
+    const round = this.#rounds.nextHeld(index);
+    const frame = round?.frames.get(index);
+    if (round && frame && connection.send(frame, SEND_HIGH_WATER_BYTES)) round.pending.add(index);
+  }
+
+  /** A server came (back): send it the current round of every operation it has not acknowledged. */
+  #onOpen(index: number): void {
+    this.#rounds.reconnected(index);
+    const connection = this.#connections[index]!;
+    for (const round of this.#rounds.live()) {
+      const frame = round.frames.get(index);
+      if (!frame || !round.awaits(index)) continue;
+      round.refused.delete(index);
+      if (connection.send(frame, SEND_HIGH_WATER_BYTES)) round.pending.add(index);
+    }
+    this.#releaseHeld(index);
     for (const check of [...this.#quorumWaiters]) check();
   }
 
@@ -531,14 +649,17 @@ class PowerStore implements Store {
   }
 
   /** "need 3 of 4 servers, 2 reachable: s2 refused, s4 timed out". */
-  #unreachable(need: number, answered: Set<number>, rejected: Map<number, string>, pending: string): PowerStoreError {
+  #unreachable(need: number, round: Round<InFlight> | undefined, pending: string): PowerStoreError {
     const reasons: string[] = [];
     let reachable = 0;
     this.#connections.forEach((c, i) => {
       const name = `s${i + 1}`;
       if (c.state === 'open') reachable++;
-      if (answered.has(i)) return;
-      if (rejected.has(i)) reasons.push(`${name} rejected (${rejected.get(i)})`);
+      if (round?.acked.has(i)) return;
+      const refusal: ErrorReply | undefined = round?.refused.get(i);
+      const oversized = round?.oversized.get(i);
+      if (refusal) reasons.push(`${name} rejected (${refusal.code}: ${refusal.message})`);
+      else if (oversized) reasons.push(`${name} ${oversized}`);
       else if (c.state !== 'open') reasons.push(`${name} ${c.status().lastError ?? 'not connected'}`);
       else reasons.push(`${name} ${pending}`);
     });

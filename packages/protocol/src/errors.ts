@@ -28,6 +28,12 @@ export const ERROR_CODE_NUMBERS = {
   QUOTA_EXCEEDED: 11,
   /** `Hist[key][ts]` already holds a different entry: history is write-once. */
   CONFLICT: 12,
+  /**
+   * A value longer than the side that refused it accepts. Readers report it for their own
+   * limit (`ReaderOptions.maxValueLength`); servers refuse oversized frames at the
+   * WebSocket layer or as `INVALID_FRAME` and do not send it today.
+   */
+  VALUE_TOO_LARGE: 13,
 } as const;
 
 /** One of the stable codes. */

@@ -136,7 +136,9 @@ export function identityFromJson(json: unknown): { seed: Uint8Array; publicKey: 
   check(typeof json === 'object' && json !== null && !Array.isArray(json), 'an identity must be a JSON object');
   const o = json as Record<string, unknown>;
   check(o.kind === 'powerstore-identity', 'not an identity: field "kind" must be "powerstore-identity"');
-  check(o.version === 2, `identity version ${String(o.version)} is not supported (this client reads version 2)`);
+  // Describes, never quotes, what a field holds: a hand-edited file may have the secret
+  // key in the wrong place, and error messages end up in terminals and logs.
+  check(o.version === 2, `identity field "version" must be 2 (this client reads version 2), got ${describeValue(o.version)}`);
   const publicKey = decodePublicKey(o.publicKey, 'identity field "publicKey"');
   let seed: Uint8Array;
   try {
@@ -145,4 +147,17 @@ export function identityFromJson(json: unknown): { seed: Uint8Array; publicKey: 
     return check(false, 'identity field "secretKey" must be 32 bytes of base64url') as never;
   }
   return { seed, publicKey };
+}
+
+/**
+ * What a JSON value is, without its content: for messages about secret-bearing files,
+ * where the value may be (part of) a key. Booleans and small integers (a version, a port)
+ * cannot hold one, so they are shown.
+ */
+export function describeValue(v: unknown): string {
+  if (v === undefined) return 'nothing';
+  if (v === null || typeof v === 'boolean') return String(v);
+  if (typeof v === 'number') return Number.isInteger(v) && Math.abs(v) < 1e6 ? String(v) : 'a number';
+  if (typeof v === 'string') return `a string of ${v.length} characters`;
+  return Array.isArray(v) ? 'a list' : 'an object';
 }

@@ -60,9 +60,11 @@ export {
   type Grant,
   type GrantJson,
 } from './grant.js';
+export { isLoopbackHost, jsonErrorPosition } from './hosts.js';
 export {
   decodeBase64url,
   decodePublicKey,
+  describeValue,
   encodeBase64urlSeed,
   encodePublicKey,
   fromBase32,

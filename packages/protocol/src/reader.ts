@@ -15,7 +15,7 @@ import type { CertificateVerifier } from './certificate.js';
 import { MAX_VALUE_LENGTH, quorum, type ClusterConfig } from './config.js';
 import { crossChecksumDigest, fragmentMatches } from './cross-checksum.js';
 import type { CryptoProvider } from './crypto.js';
-import { check } from './errors.js';
+import { check, ProtocolError } from './errors.js';
 import type { ClientOperation, FilterAck, Outgoing, Reply, Step } from './messages.js';
 import { Rejections } from './rejections.js';
 import { TS0, compareTimestamps, timestampsEqual, type Timestamp } from './timestamp.js';
@@ -30,6 +30,12 @@ export interface ReaderOptions {
   readonly verifier: CertificateVerifier;
   /** Called when a server is caught answering what no correct server would. */
   readonly onEvidence?: (server: number, reason: string) => void;
+  /**
+   * Longest value this reader accepts, in bytes (default: no limit beyond the codec's).
+   * A read of a longer value fails with `VALUE_TOO_LARGE` at the first FILTER answer that
+   * shows the length the writer signed, instead of decoding it.
+   */
+  readonly maxValueLength?: number;
 }
 
 /** What a finished read reports. */
@@ -119,12 +125,18 @@ export class ReadOperation implements ClientOperation<ReadResult> {
         }
         return this.#responded.size >= quorum(config) ? this.#filter() : {};
       }
-      case 'filter':
+      case 'filter': {
         if (reply.type !== 'FILTER_ACK') return {};
+        const tooLarge = this.#tooLarge(reply);
+        if (tooLarge) {
+          this.#phase = 'done';
+          return { error: tooLarge };
+        }
         this.#responded.add(from);
         this.answers.set(from, await this.#answer(from, reply));
         this.#dropInvalid();
         return this.#responded.size >= quorum(config) ? this.#tryFinish() : {};
+      }
       default:
         return {};
     }
@@ -171,6 +183,27 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     const fragmentOk = await this.fragmentVerifies(from, entry);
     if (!fragmentOk) this.options.onEvidence?.(from, 'sent a fragment that does not match the cross-checksum its certificate signs');
     return { ts: reply.ts, entry, certId: certificateId(entry.cert), fragmentOk };
+  }
+
+  /**
+   * `VALUE_TOO_LARGE` when `reply` shows that the value this read would return is longer
+   * than `maxValueLength`. One answer is enough, whoever sent it: its cross-checksum must
+   * hash to the digest the writer signed in the certificate of the highest candidate in C,
+   * and that candidate is what the read returns (every candidate in C is valid, so correct
+   * servers answer FILTER with it and it is never dropped as invalid). An older, longer
+   * value a Byzantine server might answer with does not count.
+   */
+  #tooLarge(reply: FilterAck): ProtocolError | undefined {
+    const max = this.options.maxValueLength;
+    const entry = reply.entry;
+    if (max === undefined || !entry || entry.cc.valueLength <= max) return undefined;
+    let high: Timestamp | undefined;
+    for (const c of this.candidates.values()) if (!high || compareTimestamps(c.ts, high) > 0) high = c.ts;
+    if (!high || !timestampsEqual(reply.ts, high)) return undefined;
+    const id = certificateId(entry.cert);
+    const selected = [...this.candidates.values()].some((c) => timestampsEqual(c.ts, high) && certificateId(c.cert) === id);
+    if (!selected || !bytesEqual(crossChecksumDigest(this.options.crypto, entry.cc), entry.cert.ccDigest)) return undefined;
+    return new ProtocolError('VALUE_TOO_LARGE', `the value is ${entry.cc.valueLength} bytes, over this reader's limit of ${max}`);
   }
 
   #dropInvalid(): void {

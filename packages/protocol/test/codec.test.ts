@@ -192,6 +192,7 @@ describe('wire codec', () => {
       REVOKED: 10,
       QUOTA_EXCEEDED: 11,
       CONFLICT: 12,
+      VALUE_TOO_LARGE: 13,
     });
     const frame = encodeMessage({ type: 'ERROR', key: 'k', opId: 1, code: 'QUOTA_EXCEEDED', message: 'full' });
     expect(frame[2 + 2 + 1 + 8]).toBe(11);

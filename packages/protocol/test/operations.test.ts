@@ -146,4 +146,44 @@ describe('ReadOperation', () => {
     }
     expect(evidence).toEqual([0]);
   });
+
+  /** Runs a read with `maxValueLength`, letting `tamper` replace replies; resolves with its last step. */
+  async function readStep(c: Awaited<ReturnType<typeof makeCluster>>, key: string, maxValueLength: number, tamper?: (from: number, reply: Reply) => Promise<Reply>) {
+    const op = new ReadOperation({ config: c.config, crypto, codec: c.codec, verifier: c.verifier, maxValueLength }, key, 5);
+    let queue: Outgoing[] = [...(await op.start()).send!];
+    while (queue.length > 0) {
+      const o = queue.shift()!;
+      const reply = await c.servers[o.to]!.handle(o.message);
+      const step = await op.onReply(o.to, tamper ? await tamper(o.to, reply) : reply);
+      if (step.result || step.error) return step;
+      queue.push(...(step.send ?? []));
+    }
+    throw new Error('read did not finish');
+  }
+
+  it('fails with VALUE_TOO_LARGE at the first FILTER answer showing the value is over maxValueLength', async () => {
+    const c = await makeCluster(1);
+    const key = own(c.owner, 'k');
+    await c.write(key, { kind: 'value', value: new Uint8Array(5000) });
+    const step = await readStep(c, key, 4999);
+    expect(step.error).toMatchObject({ code: 'VALUE_TOO_LARGE', message: expect.stringContaining('5000 bytes') });
+    expect((await readStep(c, key, 5000)).result?.value?.length).toBe(5000);
+    // Tombstones and empty values are never too large.
+    await c.write(key, { kind: 'tombstone' });
+    expect((await readStep(c, key, 0)).result).toMatchObject({ value: undefined });
+  });
+
+  it('is not made to fail by an older, longer value a server answers FILTER with', async () => {
+    const c = await makeCluster(1);
+    const key = own(c.owner, 'k');
+    const old = await c.write(key, { kind: 'value', value: new Uint8Array(5000) });
+    await c.write(key, { kind: 'value', value: text('short') });
+    const oldEntry = (await c.storages[0]!.withKey(key, (r) => r.getEntry(old.ts)))!;
+    const step = await readStep(c, key, 100, async (from, reply) =>
+      from === 0 && reply.type === 'FILTER_ACK'
+        ? { ...reply, ts: old.ts, entry: { fragment: oldEntry.fragment, cc: oldEntry.cc, cert: oldEntry.cert } }
+        : reply,
+    );
+    expect(new TextDecoder().decode(step.result!.value)).toBe('short');
+  });
 });

@@ -10,7 +10,8 @@ import { pino } from 'pino';
 import { DEFAULT_QUOTA, initCluster, loadClusterFile, loadPolicy, loadServerConfig } from './config.js';
 import { runDev, type DevFlags } from './dev.js';
 import { ServerError } from './errors.js';
-import { DEFAULT_LIMITS, startServer, type ServerLimits } from './server.js';
+import { DEFAULT_LIMITS, type ServerLimits } from './limits.js';
+import { startServer } from './server.js';
 
 function integer(min: number, max = Number.MAX_SAFE_INTEGER) {
   return (value: string): number => {
@@ -38,19 +39,24 @@ function buildCli(): Command {
     .requiredOption('--dir <dir>', 'directory to write the files into (created if missing)')
     .option('--host <host>', 'address the servers listen on and URLs name', '127.0.0.1')
     .option('--base-port <port>', 'port of server 1; server i gets base + i - 1', integer(1, 65535), 7001)
-    .option('--tls', 'write wss:// URLs (start the servers with --tls-cert/--tls-key)', false)
+    // No defaults: left out, init picks ws:// for a loopback --host and wss:// for any other.
+    .option('--tls', 'write wss:// URLs (start the servers with --tls-cert/--tls-key); the default for a --host that is not loopback')
+    .addOption(new Option('--insecure', 'write plaintext ws:// URLs even for a --host that is not loopback (clients must then allow it)').conflicts('tls'))
     .addOption(new Option('--writers <who>', 'open: any identity may write its own namespace; owners: only owners listed in cluster.json').choices(['open', 'owners']).default('open'))
     .option('--quota-bytes <n>', 'default quota per owner and server, in bytes', integer(0), DEFAULT_QUOTA.bytes)
     .option('--quota-keys <n>', 'default quota per owner and server, in keys', integer(0), DEFAULT_QUOTA.keys)
     .option('--force', 'overwrite an existing cluster (its servers keep their old identity and data)', false)
-    .action(async (o: { t: number; dir: string; host: string; basePort: number; tls: boolean; force: boolean; writers: 'open' | 'owners'; quotaBytes: number; quotaKeys: number }) => {
-      const r = await initCluster({ ...o, quota: { bytes: o.quotaBytes, keys: o.quotaKeys } });
+    .action(async (o: { t: number; dir: string; host: string; basePort: number; tls?: boolean; insecure?: boolean; force: boolean; writers: 'open' | 'owners'; quotaBytes: number; quotaKeys: number }) => {
+      const tls = o.tls ? true : o.insecure ? false : undefined;
+      const r = await initCluster({ ...o, tls, quota: { bytes: o.quotaBytes, keys: o.quotaKeys } });
       process.stdout.write(
         `created a cluster of ${r.cluster.n} servers (t = ${r.cluster.t}, id ${r.cluster.id}) in ${o.dir}\n` +
           `  public:  ${r.clusterFile} (servers, their receipt keys, the admin key, write policy: ${o.writers})\n` +
           `  secret:  ${r.adminFile} (the admin identity: may write any key and grant any prefix; keep it off the servers)\n` +
-          r.serverFiles.map((f, i) => `  secret:  ${f} → ${r.cluster.servers[i]!.url}\n`).join(''),
+          r.serverFiles.map((f, i) => `  secret:  ${f} → ${r.cluster.servers[i]!.url}\n`).join('') +
+          r.notes.map((line) => `${line}\n`).join(''),
       );
+      for (const w of r.warnings) process.stderr.write(`powerstore-server: warning: ${w}\n`);
     });
 
   program
@@ -63,9 +69,15 @@ function buildCli(): Command {
     .option('--tls-key <file>', 'PEM private key for --tls-cert')
     .option('--unsafe-no-fsync', 'FOR BENCHMARKS ONLY: acknowledge writes before they reach the disk; a power failure can lose acknowledged writes and break linearizability', false)
     .option('--max-frame-bytes <n>', 'largest WebSocket message (default fits a 64 MiB value at t = 1)', integer(1024), DEFAULT_LIMITS.maxFrameBytes)
-    .option('--max-inflight-per-connection <n>', 'requests per connection handled at once before the socket is paused', integer(1), DEFAULT_LIMITS.maxInFlightPerConnection)
-    .option('--max-inflight-bytes <n>', 'bytes of requests handled at once over all connections', integer(1), DEFAULT_LIMITS.maxInFlightBytes)
+    .option('--max-buffered-bytes <n>', 'memory budget: bytes of partial frames, requests being handled (with room for their replies) and unsent replies, over all connections', integer(1), DEFAULT_LIMITS.maxBufferedBytes)
+    .option('--max-buffered-bytes-per-address <n>', 'share of the budget the requests and replies of one client address may hold', integer(1), DEFAULT_LIMITS.maxBufferedBytesPerAddress)
+    .option('--max-send-buffer-bytes <n>', 'unsent reply bytes of one connection before it is no longer read', integer(1), DEFAULT_LIMITS.maxSendBufferBytes)
+    .option('--send-timeout-ms <ms>', 'close a connection whose replies make no progress for this long', integer(1), DEFAULT_LIMITS.sendTimeoutMs)
+    .option('--max-inflight-per-connection <n>', 'requests of one connection handled at once before it is no longer read', integer(1), DEFAULT_LIMITS.maxInFlightPerConnection)
     .option('--max-connections <n>', 'open WebSocket connections; more get HTTP 503', integer(1), DEFAULT_LIMITS.maxConnections)
+    .option('--max-connections-per-address <n>', 'open WebSocket connections from one address; more get HTTP 429', integer(1), DEFAULT_LIMITS.maxConnectionsPerAddress)
+    .option('--idle-timeout-ms <ms>', 'close a connection that sends nothing for this long; 0 disables', integer(0), DEFAULT_LIMITS.idleTimeoutMs)
+    .option('--frame-timeout-ms <ms>', 'close a connection whose frame takes longer than this to arrive whole', integer(1), DEFAULT_LIMITS.frameTimeoutMs)
     .option('--shutdown-timeout-ms <ms>', 'how long SIGTERM/SIGINT waits for in-flight requests', integer(1), DEFAULT_LIMITS.shutdownTimeoutMs)
     .option('--heartbeat-ms <ms>', 'WebSocket ping interval; 0 disables', integer(0), DEFAULT_LIMITS.heartbeatMs)
     .addOption(new Option('--log-level <level>', 'pino log level').choices(LOG_LEVELS).default('info'))
@@ -109,9 +121,15 @@ interface StartFlags {
   tlsKey?: string;
   unsafeNoFsync: boolean;
   maxFrameBytes: number;
+  maxBufferedBytes: number;
+  maxBufferedBytesPerAddress: number;
+  maxSendBufferBytes: number;
+  sendTimeoutMs: number;
   maxInflightPerConnection: number;
-  maxInflightBytes: number;
   maxConnections: number;
+  maxConnectionsPerAddress: number;
+  idleTimeoutMs: number;
+  frameTimeoutMs: number;
   shutdownTimeoutMs: number;
   heartbeatMs: number;
   logLevel: string;
@@ -129,13 +147,19 @@ async function runStart(o: StartFlags): Promise<void> {
   };
   const tls = o.tlsCert && o.tlsKey ? { cert: readPem(o.tlsCert, '--tls-cert'), key: readPem(o.tlsKey, '--tls-key') } : undefined;
   const logger = pino({ level: o.logLevel, base: { server: config.id, pid: process.pid } });
+  for (const w of config.warnings) logger.warn({ file: w.file, mode: w.mode }, w.message);
   if (o.unsafeNoFsync) logger.warn('--unsafe-no-fsync: acknowledged writes may be lost on power failure');
   const limits: Partial<ServerLimits> = {
     maxFrameBytes: o.maxFrameBytes,
+    maxBufferedBytes: o.maxBufferedBytes,
+    maxBufferedBytesPerAddress: o.maxBufferedBytesPerAddress,
+    maxSendBufferBytes: o.maxSendBufferBytes,
+    sendTimeoutMs: o.sendTimeoutMs,
     maxInFlightPerConnection: o.maxInflightPerConnection,
-    // One frame must always fit, or a single large request could never be accepted.
-    maxInFlightBytes: Math.max(o.maxInflightBytes, o.maxFrameBytes),
     maxConnections: o.maxConnections,
+    maxConnectionsPerAddress: o.maxConnectionsPerAddress,
+    idleTimeoutMs: o.idleTimeoutMs,
+    frameTimeoutMs: o.frameTimeoutMs,
     shutdownTimeoutMs: o.shutdownTimeoutMs,
     heartbeatMs: o.heartbeatMs,
   };

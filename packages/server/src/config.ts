@@ -11,10 +11,12 @@
  *   prefix. Nothing a server needs: keep it with the operator.
  *
  * Server ids are 1-based like the paper's `s_1 … s_n`; the protocol index is `id − 1`.
- * Every reader of these files checks each field and names the file and field it rejects.
+ * Every reader of these files checks each field and names the file and field it rejects,
+ * and never quotes what a secret file holds: errors end up in terminals, logs and bug
+ * reports, and a quote of a broken server file may be part of its key.
  */
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import {
   ClusterFileError,
@@ -22,7 +24,10 @@ import {
   encodeBase64urlSeed,
   encodePublicKey,
   decodeBase64url,
+  describeValue,
   identityToJson,
+  isLoopbackHost,
+  jsonErrorPosition,
   parseClusterFile,
   parsePolicy,
   toBase32,
@@ -63,6 +68,17 @@ export interface LoadedServerConfig {
   readonly cluster: Cluster;
   /** The receipt key's seed. */
   readonly seed: Uint8Array;
+  /** Problems that do not stop the server but that the operator should fix (a secret file others can read): log them at start. */
+  readonly warnings: readonly SecretFileWarning[];
+}
+
+/** A secret file that users other than its owner may read or change. */
+export interface SecretFileWarning {
+  readonly file: string;
+  /** Its permission bits, e.g. `0644`. */
+  readonly mode: string;
+  /** One line for the operator, ending in the `chmod 600` that fixes it. */
+  readonly message: string;
 }
 
 /** What `init` takes. */
@@ -73,7 +89,13 @@ export interface InitOptions {
   readonly basePort?: number;
   /** Overwrite an existing cluster in `dir`. */
   readonly force?: boolean;
-  /** Use `wss://` URLs (the servers must then start with a certificate). */
+  /**
+   * `true`: `wss://` URLs (the servers must then start with a certificate). `false`:
+   * `ws://` URLs even for a host that is not loopback (plaintext across a network: the
+   * result carries a warning, and clients refuse such URLs unless told `allowInsecure`).
+   * Default: `ws://` for a loopback host, where traffic never leaves the machine, and
+   * `wss://` for any other.
+   */
   readonly tls?: boolean;
   /** `open` (default): any identity may write its own namespace; `owners`: only admitted owners. */
   readonly writers?: 'open' | 'owners';
@@ -87,6 +109,12 @@ export interface InitResult {
   readonly serverFiles: readonly string[];
   readonly adminFile: string;
   readonly cluster: ClusterFile;
+  /** Whether the URLs are `wss://`. */
+  readonly tls: boolean;
+  /** What the operator must do next (start the servers with a certificate), one line each. */
+  readonly notes: readonly string[];
+  /** Risks the operator chose (plaintext to a host that is not loopback), one line each. */
+  readonly warnings: readonly string[];
 }
 
 /** Default quota per owner per server: what keeps one identity of an open cluster from filling the disks. */
@@ -114,7 +142,7 @@ export async function initCluster(options: InitOptions): Promise<InitResult> {
   if (!Number.isInteger(basePort) || basePort < 1 || basePort + config.n - 1 > 65535) {
     throw new ConfigError('CONFIG_INVALID', '--base-port', undefined, `ports ${basePort}..${basePort + config.n - 1} are not all valid`);
   }
-  checkHost(host, '--host', undefined);
+  checkHost(host, '--host', undefined, true);
   const dir = options.dir;
   const clusterFile = join(dir, 'cluster.json');
   const adminFile = join(dir, 'admin.json');
@@ -126,7 +154,10 @@ export async function initCluster(options: InitOptions): Promise<InitResult> {
     }
   }
   mkdirSync(dir, { recursive: true });
-  const scheme = options.tls ? 'wss' : 'ws';
+  // Plaintext is the default only where it cannot be overheard: on loopback.
+  const loopback = isLoopbackHost(host);
+  const tls = options.tls ?? !loopback;
+  const scheme = tls ? 'wss' : 'ws';
   const urlHost = host.includes(':') ? `[${host}]` : host;
   const seeds = ids.map(() => new Uint8Array(randomBytes(32)));
   const serverKeys = await Promise.all(seeds.map(async (s) => (await crypto.signerFromSeed(s)).publicKey));
@@ -149,7 +180,23 @@ export async function initCluster(options: InitOptions): Promise<InitResult> {
     writeJson(serverFiles[i]!, file, true);
   });
   writeJson(adminFile, identityToJson(crypto, admin.publicKey, adminSeed), true);
-  return { clusterFile, serverFiles, adminFile, cluster };
+  const notes: string[] = [];
+  const warnings: string[] = [];
+  if (tls) {
+    const san = /^[\d.]+$/.test(host) || host.includes(':') ? `IP:${host}` : `DNS:${host}`;
+    notes.push(
+      `the servers' URLs are wss://${options.tls === undefined ? ` because ${host} is not a loopback address` : ''}: start each server with --tls-cert <cert.pem> --tls-key <key.pem>`,
+      `a certificate for ${host} that clients trust: from your CA (or ACME, e.g. Let's Encrypt, for a DNS name), or for a closed group a self-made one clients are told to trust (NODE_EXTRA_CA_CERTS=cert.pem):`,
+      `  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout key.pem -out cert.pem -days 365 -subj /CN=${host} -addext subjectAltName=${san}`,
+    );
+    if (options.tls === undefined) notes.push('to keep plaintext ws:// instead, run init again with --insecure --force');
+  } else if (!loopback) {
+    warnings.push(
+      `ws:// URLs to ${host} are plaintext: anyone on the network between clients and servers can read every value and tamper with the traffic; ` +
+        'clients refuse them unless told to allow it (connect option allowInsecure: true, powerstore --allow-insecure)',
+    );
+  }
+  return { clusterFile, serverFiles, adminFile, cluster, tls, notes, warnings };
 }
 
 /** Writes `value` as JSON; secrets are created 0600 so they are never readable by others, even briefly. */
@@ -159,7 +206,10 @@ export function writeJson(path: string, value: unknown, secret: boolean): void {
   chmodSync(path, secret ? 0o600 : 0o644);
 }
 
-/** Reads a JSON object; `CONFIG_MISSING` or `CONFIG_INVALID` naming the file. */
+/**
+ * Reads a JSON object; `CONFIG_MISSING` or `CONFIG_INVALID` naming the file and, for a
+ * syntax error, the line and column, but never quoting the file: it may hold a secret.
+ */
 export function readJson(file: string): Record<string, unknown> {
   let text: string;
   try {
@@ -170,9 +220,11 @@ export function readJson(file: string): Record<string, unknown> {
   let value: unknown;
   try {
     value = JSON.parse(text);
-  } catch {
-    // JSON.parse's message quotes the text around the error, which may be a secret.
-    throw new ConfigError('CONFIG_INVALID', file, undefined, 'not valid JSON');
+  } catch (err) {
+    // JSON.parse's message may quote the text around the error, which may be a secret:
+    // keep only where it is.
+    const at = jsonErrorPosition(text, err);
+    throw new ConfigError('CONFIG_INVALID', file, undefined, `not valid JSON${at ? ` (at ${at})` : ''}`);
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new ConfigError('CONFIG_INVALID', file, undefined, 'must be a JSON object');
@@ -180,22 +232,52 @@ export function readJson(file: string): Record<string, unknown> {
   return value as Record<string, unknown>;
 }
 
+// Field readers of the (secret) server file: they describe a bad value, never quote it.
+
 function int(obj: Record<string, unknown>, file: string, field: string, min: number, max: number): number {
   const v = obj[field];
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-    throw new ConfigError('CONFIG_INVALID', file, field, `must be an integer in ${min}..${max}, got ${JSON.stringify(v)}`);
+    throw new ConfigError('CONFIG_INVALID', file, field, `must be an integer in ${min}..${max}, got ${describeValue(v)}`);
   }
   return v;
 }
 
 function str(obj: Record<string, unknown>, file: string, field: string): string {
   const v = obj[field];
-  if (typeof v !== 'string' || v.length === 0) throw new ConfigError('CONFIG_INVALID', file, field, `must be a non-empty string, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'string' || v.length === 0) throw new ConfigError('CONFIG_INVALID', file, field, `must be a non-empty string, got ${describeValue(v)}`);
   return v;
 }
 
-function checkHost(host: string, file: string, field: string | undefined): void {
-  if (!/^[A-Za-z0-9.:\-[\]]+$/.test(host)) throw new ConfigError('CONFIG_INVALID', file, field, `not a host name or address: ${JSON.stringify(host)}`);
+/** `quote`: the host came from the command line, not from a secret file, so it may be shown. */
+function checkHost(host: string, file: string, field: string | undefined, quote: boolean): void {
+  if (!/^[A-Za-z0-9.:\-[\]]+$/.test(host)) {
+    throw new ConfigError('CONFIG_INVALID', file, field, `not a host name or address${quote ? `: ${JSON.stringify(host)}` : ''}`);
+  }
+}
+
+/**
+ * A warning when `file` (a secret: a server's receipt key, an identity) may be read or
+ * changed by users other than its owner (`mode & 0o077`), naming the file, its mode and
+ * the `chmod 600` that fixes it; `undefined` when it is private. It warns rather than
+ * refuses: the key may already be in use, and stopping a server is worse than the
+ * warning. Windows has no such bits.
+ */
+export function secretFileWarning(file: string): SecretFileWarning | undefined {
+  if (process.platform === 'win32') return undefined;
+  let bits: number;
+  try {
+    bits = statSync(file).mode & 0o777;
+  } catch {
+    return undefined;
+  }
+  if ((bits & 0o077) === 0) return undefined;
+  const mode = `0${bits.toString(8).padStart(3, '0')}`;
+  return { file, mode, message: `${file} holds a secret key but its mode ${mode} lets other users read or change it; run: chmod 600 ${shellQuote(file)}` };
+}
+
+/** `s` as one shell word, quoted only when it needs to be, so the printed command can be pasted. */
+function shellQuote(s: string): string {
+  return /^[A-Za-z0-9_./:@%+=,-]+$/.test(s) ? s : `'${s.replaceAll("'", "'\\''")}'`;
 }
 
 /** Reads and checks `cluster.json` with the shared validator; errors name the file and field. */
@@ -220,7 +302,8 @@ export function loadPolicy(file: string, current: Cluster): Cluster['policy'] {
 
 /**
  * Reads and checks `server-<id>.json` and the cluster file it names (or `clusterPath`),
- * and that its receipt key is the one the cluster file lists for it.
+ * and that its receipt key is the one the cluster file lists for it. A server file other
+ * users may read is loaded, with a warning in `warnings` for the caller to log.
  */
 export async function loadServerConfig(file: string, clusterPath?: string): Promise<LoadedServerConfig> {
   const obj = readJson(file);
@@ -230,7 +313,7 @@ export async function loadServerConfig(file: string, clusterPath?: string): Prom
   const version = int(obj, file, 'version', 1, Number.MAX_SAFE_INTEGER);
   if (version !== CONFIG_VERSION) throw new ConfigError('CONFIG_INVALID', file, 'version', `this server reads version ${CONFIG_VERSION}, got ${version}`);
   const host = str(obj, file, 'host');
-  checkHost(host, file, 'host');
+  checkHost(host, file, 'host', false);
   const port = int(obj, file, 'port', 0, 65535);
   const clusterFile = clusterPath ? resolve(clusterPath) : resolve(dirname(file), str(obj, file, 'cluster'));
   const cluster = loadClusterFile(clusterFile);
@@ -245,7 +328,8 @@ export async function loadServerConfig(file: string, clusterPath?: string): Prom
   if (encodePublicKey(publicKey) !== cluster.file.servers[id - 1]!.publicKey) {
     throw new ConfigError('CONFIG_INVALID', file, 'secretKey', `is not the key ${relativePath(clusterFile)} lists for server ${id} (servers[${id - 1}].publicKey)`);
   }
-  return { file, id, index: id - 1, host, port, clusterFile, cluster, seed };
+  const warning = secretFileWarning(file);
+  return { file, id, index: id - 1, host, port, clusterFile, cluster, seed, warnings: warning ? [warning] : [] };
 }
 
 function relativePath(p: string): string {

@@ -26,8 +26,11 @@ export interface DevFlags {
 export async function runDev(o: DevFlags & { cliPath: string }): Promise<void> {
   const clusterFile = join(o.dir, 'cluster.json');
   if (!existsSync(clusterFile)) {
-    await initCluster({ t: o.t, dir: o.dir, host: o.host, basePort: o.basePort });
+    // Plaintext always: dev starts its servers without certificates. For a --host that is
+    // not loopback that exposes the traffic, which the warning says.
+    const r = await initCluster({ t: o.t, dir: o.dir, host: o.host, basePort: o.basePort, tls: false });
     process.stdout.write(`created a cluster of ${3 * o.t + 1} servers (t = ${o.t}) in ${o.dir}\n`);
+    for (const w of r.warnings) process.stderr.write(`powerstore-server: warning: ${w}\n`);
   }
   const cluster = loadClusterFile(clusterFile);
   const children = new Map<number, ChildProcess>();

@@ -10,24 +10,20 @@ export {
   loadPolicy,
   loadServerConfig,
   readJson,
+  secretFileWarning,
   serverFileName,
   writeJson,
   type InitOptions,
   type InitResult,
   type LoadedServerConfig,
+  type SecretFileWarning,
   type ServerFile,
 } from './config.js';
 export { ConfigError, ServerError, SERVER_ERROR_CODES, type ServerErrorCode } from './errors.js';
 export { GroupCommitter, LevelStorage, STORAGE_FORMAT, type CommitInfo, type LevelStorageOptions, type Put } from './level-storage.js';
-export { createMetrics, METRIC_OWNERS, type ServerMetrics, type StorageStats } from './metrics.js';
-export {
-  DEFAULT_LIMITS,
-  DEFAULT_MAX_FRAME_BYTES,
-  FRAME_OVERHEAD_BYTES,
-  startServer,
-  type RunningServer,
-  type ServerLimits,
-  type StartServerOptions,
-  type UsageReport,
-} from './server.js';
+export { Admission, type AdmissionStats, type BudgetKind } from './admission.js';
+export { DEFAULT_LIMITS, DEFAULT_MAX_FRAME_BYTES, FRAME_OVERHEAD_BYTES, resolveLimits, type ServerLimits } from './limits.js';
+export { createMetrics, METRIC_OWNERS, type MetricSources, type ServerMetrics, type StorageStats } from './metrics.js';
+export type { UsageReport } from './routes.js';
+export { startServer, type RunningServer, type StartServerOptions } from './server.js';
 export { startStaticServer, type StaticServer } from './static.js';

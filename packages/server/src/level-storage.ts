@@ -19,6 +19,10 @@
  *
  * Layout (string keys, binary values in the protocol's record format, `record.ts`):
  *   `m:meta`                     JSON {format, n, cluster, identity}
+ *   `m:largest:<len, 10 digits>` lengths of fragments longer than any before (the last is
+ *                                the longest ever stored): room the server reserves for a
+ *                                FILTER reply before reading one. Only ever added, so
+ *                                concurrent batches cannot overwrite a larger one.
  *   `k:<key>`                    the key's state: lc, owner, entries, bytes
  *   `h:<len>:<key>:<num>:<wid>`  Hist[ts]
  */
@@ -167,6 +171,7 @@ export class LevelStorage implements ServerStorage {
   #closing: Promise<void> | undefined;
   #keys = 0;
   #entries = 0;
+  #largestFragment = 0;
 
   private constructor(db: ClassicLevel<string, Uint8Array>, options: LevelStorageOptions) {
     this.#db = db;
@@ -238,12 +243,17 @@ export class LevelStorage implements ServerStorage {
   }
 
   async #load(): Promise<void> {
+    let largest: number | undefined;
+    for await (const k of this.#db.keys({ gte: 'm:largest:', lt: 'm:largest;', reverse: true, limit: 1 })) largest = Number(k.slice('m:largest:'.length));
+    this.#largestFragment = largest ?? 0;
     // Summed once at open from the per-key records (not from every history entry), then
     // kept up to date as writes commit.
     for await (const [k, raw] of this.#db.iterator({ gte: 'k:', lt: 'k;' })) {
       const key = k.slice(2);
       const { state } = this.#decodeKey(key, raw);
       if (state.entries > 0) {
+        // Entries written before `m:largest` existed: assume the worst.
+        if (largest === undefined) this.#largestFragment = Number.POSITIVE_INFINITY;
         this.#keys++;
         this.#entries += state.entries;
         this.#ledger.add(state.owner, state.bytes, 1);
@@ -264,6 +274,14 @@ export class LevelStorage implements ServerStorage {
   /** Keys holding at least one history entry. */
   get keyCount(): number {
     return this.#keys;
+  }
+
+  /**
+   * The longest fragment stored so far (an upper bound: it never shrinks), so a FILTER's
+   * reply can be reserved for before the fragment is read into memory.
+   */
+  get largestFragmentBytes(): number {
+    return this.#largestFragment;
   }
 
   /** History entries stored, over all keys. */
@@ -296,7 +314,7 @@ export class LevelStorage implements ServerStorage {
   }
 
   async #run<T>(key: string, fn: (record: KeyRecord) => Promise<T>): Promise<T> {
-    const txn = new Transaction(this.#db, this.#n, key, this.#ledger, (k, raw) => this.#decodeKey(k, raw).state);
+    const txn = new Transaction(this.#db, this.#n, key, this.#ledger, (k, raw) => this.#decodeKey(k, raw).state, () => this.#largestFragment);
     let result: T;
     try {
       result = await fn(txn.record);
@@ -317,6 +335,7 @@ export class LevelStorage implements ServerStorage {
       // Counted only once durable, so a failed batch does not skew the gauges.
       this.#keys += txn.newKeys;
       this.#entries += txn.newEntries;
+      this.#largestFragment = Math.max(this.#largestFragment, txn.largestFragment);
     }
     return result;
   }
@@ -345,6 +364,8 @@ class Transaction {
   #open = true;
   newKeys = 0;
   newEntries = 0;
+  /** The longest fragment this transaction stores (0 if none). */
+  largestFragment = 0;
   readonly record: KeyRecord;
 
   constructor(
@@ -353,6 +374,7 @@ class Transaction {
     private readonly key: string,
     private readonly ledger: UsageLedger,
     private readonly decodeState: (key: string, raw: Uint8Array) => KeyState,
+    private readonly largestSoFar: () => number,
   ) {
     this.record = {
       getLc: () => this.#guard(async () => (await this.#getState()).lc),
@@ -427,6 +449,11 @@ class Transaction {
     this.newEntries++;
     this.#entries.set(k, e);
     this.#puts.set(k, { type: 'put', key: k, value: encodeEntryRecord(this.key, e) });
+    if (e.fragment.length > this.largestSoFar() && e.fragment.length > this.largestFragment) {
+      this.largestFragment = e.fragment.length;
+      const marker = `m:largest:${String(e.fragment.length).padStart(10, '0')}`;
+      this.#puts.set(marker, { type: 'put', key: marker, value: new Uint8Array(0) });
+    }
     this.#setState({ ...state, owner: charge.owner, entries: state.entries + 1, bytes: state.bytes + charge.bytes });
     return true;
   }

@@ -4,12 +4,25 @@
  * counters, base units (seconds, bytes).
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { AdmissionStats } from './admission.js';
 
 /** Where the gauges of stored data come from. */
 export interface StorageStats {
   readonly keyCount: number;
   readonly historyEntryCount: number;
   owners(): ReadonlyMap<string, { readonly bytes: number; readonly keys: number }>;
+}
+
+/** What the gauges read at scrape time. */
+export interface MetricSources {
+  /** Key, history and owner gauges; undefined before the storage is open. */
+  readonly storage: () => StorageStats | undefined;
+  /** The memory budget's counters. */
+  readonly admission?: () => AdmissionStats;
+  /** Requests started and not yet answered, over all connections. */
+  readonly inFlight?: () => number;
+  /** Connections not being read, by reason. */
+  readonly paused?: () => ReadonlyMap<string, number>;
 }
 
 /** Owners exported with their own label, largest first: labels per identity would be unbounded in an open cluster. */
@@ -31,8 +44,10 @@ export interface ServerMetrics {
   readonly bytesIn: Counter;
   readonly bytesOut: Counter;
   readonly connections: Gauge;
-  readonly connectionsRejected: Counter;
-  readonly inFlight: Gauge;
+  /** Upgrades refused, by reason (`server_full`, `address_full`, `shutting_down`). */
+  readonly connectionsRejected: Counter<'reason'>;
+  /** Connections the server closed on its own, by reason (a time limit, a missed heartbeat). */
+  readonly connectionsClosed: Counter<'reason'>;
   /** Request handling time (decode to reply queued), by type. */
   readonly latency: Histogram<'type'>;
   readonly commitSeconds: Histogram;
@@ -40,8 +55,9 @@ export interface ServerMetrics {
   readonly commitGroup: Histogram;
 }
 
-/** Creates the metrics; `stats` feeds the key and history gauges at scrape time. */
-export function createMetrics(stats: () => StorageStats | undefined): ServerMetrics {
+/** Creates the metrics; `sources` feed the gauges at scrape time. */
+export function createMetrics(sources: MetricSources): ServerMetrics {
+  const stats = sources.storage;
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'powerstore_' });
   const registers = [registry];
@@ -90,6 +106,43 @@ export function createMetrics(stats: () => StorageStats | undefined): ServerMetr
       this.set(stats()?.historyEntryCount ?? 0);
     },
   });
+  new Gauge({
+    name: 'powerstore_buffered_bytes',
+    help: 'Bytes clients make the server hold, by kind: partial (frames arriving), requests (being handled, with room for their replies), replies (not yet sent); bounded by --max-buffered-bytes',
+    labelNames: ['kind'],
+    registers,
+    collect() {
+      const s = sources.admission?.();
+      if (!s) return;
+      for (const [kind, bytes] of Object.entries(s.buffered)) this.set({ kind }, bytes);
+    },
+  });
+  new Gauge({
+    name: 'powerstore_budget_waiting_connections',
+    help: 'Connections not read because the memory budget (server or address share) is spent',
+    registers,
+    collect() {
+      this.set(sources.admission?.().waiting ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'powerstore_paused_connections',
+    help: 'Connections not being read, by reason: in_flight (--max-inflight-per-connection), send_buffer (--max-send-buffer-bytes), budget (--max-buffered-bytes or the address share), shutdown',
+    labelNames: ['reason'],
+    registers,
+    collect() {
+      this.reset();
+      for (const [reason, n] of sources.paused?.() ?? []) this.set({ reason }, n);
+    },
+  });
+  new Gauge({
+    name: 'powerstore_inflight_requests',
+    help: 'Requests started and not yet answered (reply not yet sent)',
+    registers,
+    collect() {
+      this.set(sources.inFlight?.() ?? 0);
+    },
+  });
   return {
     registry,
     requests: new Counter({ name: 'powerstore_requests_total', help: 'Requests decoded, by type', labelNames: ['type'], registers }),
@@ -115,10 +168,16 @@ export function createMetrics(stats: () => StorageStats | undefined): ServerMetr
     connections: new Gauge({ name: 'powerstore_connections', help: 'Open WebSocket connections', registers }),
     connectionsRejected: new Counter({
       name: 'powerstore_connections_rejected_total',
-      help: 'WebSocket upgrades refused (connection cap or shutting down)',
+      help: 'WebSocket upgrades refused, by reason: server_full (--max-connections, HTTP 503), address_full (--max-connections-per-address, HTTP 429), shutting_down',
+      labelNames: ['reason'],
       registers,
     }),
-    inFlight: new Gauge({ name: 'powerstore_inflight_requests', help: 'Requests received and not yet answered', registers }),
+    connectionsClosed: new Counter({
+      name: 'powerstore_connections_closed_total',
+      help: 'Connections the server closed on its own, by reason: send_timeout, frame_timeout, idle, heartbeat_timeout',
+      labelNames: ['reason'],
+      registers,
+    }),
     latency: new Histogram({
       name: 'powerstore_request_duration_seconds',
       help: 'Time from a decoded request to its reply, by type',

@@ -2,61 +2,30 @@
  * The network host of one M-PoWerStore server: a WebSocket endpoint (ws or wss) that
  * decodes frames, hands requests to the protocol's {@link Server} over {@link LevelStorage},
  * and sends each reply once the storage has made its effects durable. The same port
- * answers `GET /healthz` and `GET /metrics`.
+ * answers `GET /healthz`, `/metrics` and `/usage` (`routes.ts`).
  *
- * Every input is bounded before it is buffered: frames by `maxFrameBytes` (enforced by
- * `ws` while reading the frame header, so an oversized frame is never allocated),
- * requests per connection by `maxInFlightPerConnection`, bytes of all requests being
- * handled by `maxInFlightBytes`, and connections by `maxConnections`. Reaching an
- * in-flight bound pauses the socket (TCP backpressure to the client) instead of queueing.
+ * What clients can make the server hold is bounded before it is buffered: frames by
+ * `maxFrameBytes` (enforced by `ws` while reading the frame header, so an oversized frame
+ * is never allocated); connections, per server and per address, and the bytes of partial
+ * frames, requests and unsent replies by {@link Admission}; each connection's reading,
+ * queueing and time limits by {@link ClientConnection}. This module wires them together
+ * and owns startup and shutdown.
  */
-import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
+import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { pino, type Logger } from 'pino';
-import { WebSocketServer, type RawData, type WebSocket } from 'ws';
-import { encodeMessage, Server, type Cluster, type WritePolicy } from '@powerstore/protocol';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { decodeHeader, encodeMessage, encodePublicKey, Server, type Cluster, type WritePolicy } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
-import { encodePublicKey } from '@powerstore/protocol';
+import { Admission } from './admission.js';
+import { ClientConnection, type ConnectionHost } from './connection.js';
 import { ServerError } from './errors.js';
 import { LevelStorage } from './level-storage.js';
+import { FRAME_OVERHEAD_BYTES, resolveLimits, type ServerLimits } from './limits.js';
 import { createMetrics, type ServerMetrics } from './metrics.js';
-
-/** Bytes a frame may carry besides its fragment: key, timestamps, `cc` and `vec` for n ≤ 255. */
-export const FRAME_OVERHEAD_BYTES = 64 * 1024;
-
-/**
- * Default frame limit: the largest single fragment at t = 1 for a 64 MiB value (32 MiB)
- * plus {@link FRAME_OVERHEAD_BYTES}.
- */
-export const DEFAULT_MAX_FRAME_BYTES = 32 * 1024 * 1024 + FRAME_OVERHEAD_BYTES;
-
-/** Hardening limits; see the module comment. */
-export interface ServerLimits {
-  /** Largest WebSocket message accepted; larger ones close the connection with 1009. */
-  readonly maxFrameBytes: number;
-  /** Requests of one connection handled at once before its socket is paused. */
-  readonly maxInFlightPerConnection: number;
-  /** Bytes of requests handled at once over all connections before sockets are paused. */
-  readonly maxInFlightBytes: number;
-  /** Open WebSocket connections; further upgrades get HTTP 503. */
-  readonly maxConnections: number;
-  /** How long shutdown waits for in-flight requests before closing anyway. */
-  readonly shutdownTimeoutMs: number;
-  /** Ping interval; a connection that missed a whole interval's pong is dropped. 0 disables. */
-  readonly heartbeatMs: number;
-}
-
-/** The defaults of {@link ServerLimits}. */
-export const DEFAULT_LIMITS: ServerLimits = Object.freeze({
-  maxFrameBytes: DEFAULT_MAX_FRAME_BYTES,
-  maxInFlightPerConnection: 32,
-  maxInFlightBytes: 256 * 1024 * 1024,
-  maxConnections: 1024,
-  shutdownTimeoutMs: 10_000,
-  heartbeatMs: 30_000,
-});
+import { httpRoutes } from './routes.js';
 
 /** What {@link startServer} needs. */
 export interface StartServerOptions {
@@ -100,20 +69,26 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-interface Connection {
-  readonly ws: WebSocket;
-  inFlight: number;
-  paused: boolean;
-  alive: boolean;
-}
-
 /** Opens the storage and listens; resolves once the port accepts connections. */
 export async function startServer(options: StartServerOptions): Promise<RunningServer> {
-  const limits: ServerLimits = { ...DEFAULT_LIMITS, ...options.limits };
-  checkLimits(limits);
+  const limits = resolveLimits(options.limits);
   const log = options.logger ?? pino({ level: 'info' });
+  const connections = new Set<ClientConnection>();
+  const admission = new Admission(limits);
   let storage: LevelStorage | undefined;
-  const metrics = createMetrics(() => storage);
+  const metrics = createMetrics({
+    storage: () => storage,
+    admission: () => admission.stats(),
+    inFlight: () => [...connections].reduce((sum, c) => sum + c.inFlight, 0),
+    paused: () => {
+      const counts = new Map<string, number>();
+      for (const c of connections) {
+        const reason = c.pausedFor;
+        if (reason) counts.set(reason, (counts.get(reason) ?? 0) + 1);
+      }
+      return counts;
+    },
+  });
   const { config } = options.cluster;
   const crypto = createCryptoProvider();
   const signer = await crypto.signerFromSeed(options.seed);
@@ -145,107 +120,42 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     onConflict: () => metrics.conflicts.inc(),
   });
   const frameOptions = { maxFragmentLength: limits.maxFrameBytes };
-
-  const connections = new Set<Connection>();
-  const paused = new Set<Connection>();
-  let inFlightBytes = 0;
   let closing: Promise<void> | undefined;
-  let drained: (() => void) | undefined;
+  let settled: (() => void) | undefined;
 
-  let http: HttpServer;
-  try {
-    http = options.tls ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, onHttp) : createHttpServer(onHttp);
-  } catch (err) {
-    await store.close();
-    throw new ServerError('CONFIG_INVALID', `TLS certificate or key unusable: ${(err as Error).message}`, { cause: err });
-  }
-  const wss = new WebSocketServer({
-    noServer: true,
-    maxPayload: limits.maxFrameBytes,
-    // Compression would let a small frame inflate past every limit; clients gain little
-    // on fragments, which are incompressible by design.
-    perMessageDeflate: false,
-    clientTracking: false,
-  });
-
-  function onHttp(req: IncomingMessage, res: ServerResponse): void {
-    const path = (req.url ?? '/').split('?')[0];
-    if (req.method !== 'GET' && req.method !== 'HEAD') {
-      res.writeHead(405, { allow: 'GET, HEAD' }).end();
-    } else if (path === '/healthz') {
-      const ok = !closing;
-      res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ status: ok ? 'ok' : 'shutting-down', id: options.index + 1, connections: connections.size }));
-    } else if (path === '/usage') {
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(usageReport(options.index + 1, store, protocol)));
-    } else if (path === '/metrics') {
-      metrics.registry.metrics().then(
-        (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
-        (err: unknown) => {
-          log.error({ err }, 'metrics collection failed');
-          res.writeHead(500).end();
-        },
-      );
-    } else {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
-    }
-  }
-
-  http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    if (closing || connections.size >= limits.maxConnections) {
-      metrics.connectionsRejected.inc();
-      metrics.errors.inc({ kind: closing ? 'shutting_down' : 'connection_limit' });
-      socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
-      socket.destroy();
-      return;
-    }
-    wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, req));
-  });
-  http.on('clientError', (err, socket) => {
-    metrics.errors.inc({ kind: 'http' });
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
-    socket.destroy();
-    log.debug({ err }, 'HTTP client error');
-  });
-
-  function onConnection(ws: WebSocket, req: IncomingMessage): void {
-    const conn: Connection = { ws, inFlight: 0, paused: false, alive: true };
-    connections.add(conn);
-    metrics.connections.set(connections.size);
-    const remote = `${(req.socket as Socket).remoteAddress}:${(req.socket as Socket).remotePort}`;
-    log.debug({ remote }, 'connection opened');
-    ws.on('message', (data: RawData, isBinary: boolean) => {
-      // onMessage answers every failure itself; this catch is the last line against a bug
+  const host: ConnectionHost = {
+    limits,
+    admission,
+    replyRoom(frame) {
+      // A FILTER's reply carries one fragment, at most the longest stored; every other
+      // reply is a header, a candidate or an error.
+      if (decodeHeader(frame)?.type !== 'FILTER') return FRAME_OVERHEAD_BYTES;
+      return Math.min(limits.maxFrameBytes, store.largestFragmentBytes + FRAME_OVERHEAD_BYTES);
+    },
+    handle: (frame, isBinary) =>
+      // handle answers every failure itself; this catch is the last line against a bug
       // turning into an unhandled rejection that would take the process down.
-      onMessage(conn, data, isBinary).catch((err: unknown) => {
+      handle(frame, isBinary).catch((err: unknown) => {
         metrics.errors.inc({ kind: 'internal' });
         log.error({ err }, 'unexpected failure handling a message');
-      });
-    });
-    ws.on('pong', () => (conn.alive = true));
-    ws.on('error', (err: Error & { code?: string }) => {
-      // ws closes the connection itself (1009 for an oversized frame, 1002 for a protocol
-      // violation); we count and log it.
-      metrics.errors.inc({ kind: err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 'frame_too_large' : 'websocket' });
-      log.info({ remote, err: err.message, code: err.code }, 'connection error');
-    });
-    ws.on('close', () => {
+        return encodeMessage({ type: 'ERROR', key: '', opId: 0, code: 'INTERNAL', message: 'internal error' });
+      }),
+    onEnforced(reason) {
+      metrics.connectionsClosed.inc({ reason });
+    },
+    onSettled() {
+      if (settled && ![...connections].some((c) => c.busy)) settled();
+    },
+    onClose(conn) {
       connections.delete(conn);
-      paused.delete(conn);
+      admission.closeConnection(conn.address);
       metrics.connections.set(connections.size);
-      log.debug({ remote }, 'connection closed');
-    });
-  }
+      log.debug({ address: conn.address }, 'connection closed');
+    },
+  };
 
-  async function onMessage(conn: Connection, data: RawData, isBinary: boolean): Promise<void> {
-    const frame = toBytes(data);
-    const bytes = frame.length;
-    metrics.bytesIn.inc(bytes);
-    conn.inFlight++;
-    inFlightBytes += bytes;
-    metrics.inFlight.inc();
-    applyBackpressure(conn);
+  async function handle(frame: Uint8Array, isBinary: boolean): Promise<Uint8Array> {
+    metrics.bytesIn.inc(frame.length);
     const started = performance.now();
     let out: Uint8Array;
     let label = 'invalid';
@@ -268,50 +178,89 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
       if (r.failure) log.error({ err: r.failure, type: r.type }, 'request failed');
     }
     metrics.latency.observe({ type: label }, (performance.now() - started) / 1000);
-    const done = () => {
-      conn.inFlight--;
-      inFlightBytes -= bytes;
-      metrics.inFlight.dec();
-      releaseBackpressure();
-    };
-    if (conn.ws.readyState !== conn.ws.OPEN) {
-      done();
+    metrics.bytesOut.inc(out.length);
+    return out;
+  }
+
+  let http: HttpServer;
+  const routes = httpRoutes({
+    id: options.index + 1,
+    storage: store,
+    protocol,
+    metrics,
+    log,
+    connections: () => connections.size,
+    shuttingDown: () => closing !== undefined,
+  });
+  try {
+    http = options.tls ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, routes) : createHttpServer(routes);
+  } catch (err) {
+    await store.close();
+    throw new ServerError('CONFIG_INVALID', `TLS certificate or key unusable: ${(err as Error).message}`, { cause: err });
+  }
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: limits.maxFrameBytes,
+    // Compression would let a small frame inflate past every limit; clients gain little
+    // on fragments, which are incompressible by design.
+    perMessageDeflate: false,
+    clientTracking: false,
+  });
+
+  http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const address = clientAddress(req.socket as Socket);
+    const refusal = closing ? 'shutting_down' : admission.openConnection(address);
+    if (refusal) {
+      metrics.connectionsRejected.inc({ reason: refusal });
+      metrics.errors.inc({ kind: refusal === 'server_full' ? 'connection_limit' : refusal });
+      const status = refusal === 'address_full' ? '429 Too Many Requests' : '503 Service Unavailable';
+      socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+      socket.destroy();
       return;
     }
-    metrics.bytesOut.inc(out.length);
-    // The request counts as in flight until its reply has left, so a client that does not
-    // read its replies stalls only itself.
-    conn.ws.send(out, { binary: true }, done);
-  }
+    let opened = false;
+    // A socket that dies before the handshake completes must give its slot back.
+    socket.once('close', () => {
+      if (!opened) admission.closeConnection(address);
+    });
+    wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
+      opened = true;
+      const conn = new ClientConnection(ws, req.socket as Socket, address, host);
+      connections.add(conn);
+      metrics.connections.set(connections.size);
+      ws.on('error', (err: Error & { code?: string }) => {
+        // ws closes the connection itself (1009 for an oversized frame, 1002 for a protocol
+        // violation); we count and log it.
+        metrics.errors.inc({ kind: err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 'frame_too_large' : 'websocket' });
+        log.info({ address, err: err.message, code: err.code }, 'connection error');
+      });
+      log.debug({ address }, 'connection opened');
+    });
+  });
+  http.on('clientError', (err, socket) => {
+    metrics.errors.inc({ kind: 'http' });
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+    socket.destroy();
+    log.debug({ err }, 'HTTP client error');
+  });
 
-  function applyBackpressure(conn: Connection): void {
-    if (!conn.paused && (conn.inFlight >= limits.maxInFlightPerConnection || inFlightBytes >= limits.maxInFlightBytes)) {
-      conn.paused = true;
-      paused.add(conn);
-      conn.ws.pause();
-    }
-  }
-
-  function releaseBackpressure(): void {
-    if (inFlightBytes < limits.maxInFlightBytes && !closing) {
-      for (const conn of paused) {
-        if (conn.inFlight < limits.maxInFlightPerConnection) {
-          conn.paused = false;
-          paused.delete(conn);
-          conn.ws.resume();
-        }
-      }
-    }
-    if (drained && [...connections].every((c) => c.inFlight === 0)) drained();
-  }
-
+  // One sweep applies every connection's time limits; its period is a fraction of the
+  // shortest, so a limit is enforced at most a quarter late.
+  const timeouts = [limits.sendTimeoutMs, limits.frameTimeoutMs, limits.idleTimeoutMs].filter((t) => t > 0);
+  const sweeper = setInterval(
+    () => {
+      const now = Date.now();
+      for (const conn of connections) conn.sweep(now);
+    },
+    Math.max(50, Math.min(...timeouts) / 4),
+  );
+  sweeper.unref();
   const heartbeat =
     limits.heartbeatMs > 0
       ? setInterval(() => {
           for (const conn of connections) {
             if (!conn.alive) {
-              metrics.errors.inc({ kind: 'heartbeat_timeout' });
-              conn.ws.terminate();
+              conn.enforce('heartbeat_timeout');
               continue;
             }
             conn.alive = false;
@@ -320,6 +269,10 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
         }, limits.heartbeatMs)
       : undefined;
   heartbeat?.unref();
+  const stopTimers = () => {
+    clearInterval(sweeper);
+    if (heartbeat) clearInterval(heartbeat);
+  };
 
   try {
     await new Promise<void>((resolve, reject) => {
@@ -330,54 +283,34 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
       });
     });
   } catch (err) {
-    if (heartbeat) clearInterval(heartbeat);
+    stopTimers();
     await store.close();
     const code = (err as NodeJS.ErrnoException).code ?? 'unknown';
     throw new ServerError('LISTEN_FAILED', `cannot listen on ${options.host}:${options.port} (${code}${code === 'EADDRINUSE' ? ': another process has the port' : ''})`, { cause: err });
   }
   const port = (http.address() as AddressInfo).port;
-  const host = options.host.includes(':') ? `[${options.host}]` : options.host;
-  const url = `${options.tls ? 'wss' : 'ws'}://${host}:${port}`;
+  const urlHost = options.host.includes(':') ? `[${options.host}]` : options.host;
+  const url = `${options.tls ? 'wss' : 'ws'}://${urlHost}:${port}`;
   log.info({ url, id: options.index + 1, t: config.t, n: config.n, cluster: options.cluster.file.id, sync: options.sync ?? true, limits }, 'listening');
 
   async function shutdown(): Promise<void> {
     log.info({ connections: connections.size }, 'shutting down');
-    if (heartbeat) clearInterval(heartbeat);
+    stopTimers();
     const httpClosed = new Promise<void>((resolve) => http.close(() => resolve()));
-    for (const conn of connections) conn.ws.pause();
-    const busy = () => [...connections].some((c) => c.inFlight > 0);
-    if (busy()) {
+    for (const conn of connections) conn.stopReading();
+    if ([...connections].some((c) => c.busy)) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           log.warn('shutdown timeout: closing with requests in flight');
           resolve();
         }, limits.shutdownTimeoutMs);
-        drained = () => {
+        settled = () => {
           clearTimeout(timer);
           resolve();
         };
       });
     }
-    await Promise.all(
-      [...connections].map(
-        (conn) =>
-          new Promise<void>((resolve) => {
-            if (conn.ws.readyState === conn.ws.CLOSED) return resolve();
-            const timer = setTimeout(() => {
-              conn.ws.terminate();
-              resolve();
-            }, 1000);
-            conn.ws.once('close', () => {
-              clearTimeout(timer);
-              resolve();
-            });
-            // Reading again lets the closing handshake complete; late requests are still
-            // answered while the storage is open, or dropped once the socket is closing.
-            conn.ws.resume();
-            conn.ws.close(1001, 'server shutting down');
-          }),
-      ),
-    );
+    await Promise.all([...connections].map((conn) => closeGracefully(conn.ws)));
     http.closeAllConnections?.();
     await httpClosed;
     await store.close();
@@ -401,34 +334,26 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   };
 }
 
-function toBytes(data: RawData): Uint8Array {
-  if (Array.isArray(data)) return Buffer.concat(data);
-  if (data instanceof ArrayBuffer) return new Uint8Array(data);
-  return data;
+/** Closes with 1001 and waits for the handshake, at most a second. */
+function closeGracefully(ws: WebSocket): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (ws.readyState === ws.CLOSED) return resolve();
+    const timer = setTimeout(() => {
+      ws.terminate();
+      resolve();
+    }, 1000);
+    ws.once('close', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    // Reading again lets the closing handshake complete; late requests are dropped.
+    ws.resume();
+    ws.close(1001, 'server shutting down');
+  });
 }
 
-/** What `GET /usage` answers: every owner's bytes and keys on this server, with its quota. */
-export interface UsageReport {
-  readonly server: number;
-  readonly owners: readonly { readonly owner: string; readonly bytes: number; readonly keys: number; readonly quota: { bytes?: number; keys?: number } }[];
-}
-
-function usageReport(id: number, storage: LevelStorage, protocol: Server): UsageReport {
-  const owners = [...storage.owners()]
-    .map(([owner, u]) => ({ owner, bytes: u.bytes, keys: u.keys, quota: protocol.quotaFor(owner) }))
-    .sort((a, b) => b.bytes - a.bytes || a.owner.localeCompare(b.owner));
-  return { server: id, owners };
-}
-
-function checkLimits(l: ServerLimits): void {
-  const positive = (v: number, name: string) => {
-    if (!Number.isSafeInteger(v) || v < 1) throw new ServerError('CONFIG_INVALID', `${name} must be a positive integer, got ${v}`);
-  };
-  positive(l.maxFrameBytes, 'maxFrameBytes');
-  positive(l.maxInFlightPerConnection, 'maxInFlightPerConnection');
-  positive(l.maxInFlightBytes, 'maxInFlightBytes');
-  positive(l.maxConnections, 'maxConnections');
-  positive(l.shutdownTimeoutMs, 'shutdownTimeoutMs');
-  if (!Number.isSafeInteger(l.heartbeatMs) || l.heartbeatMs < 0) throw new ServerError('CONFIG_INVALID', `heartbeatMs must be ≥ 0, got ${l.heartbeatMs}`);
-  if (l.maxInFlightBytes < l.maxFrameBytes) throw new ServerError('CONFIG_INVALID', 'maxInFlightBytes must be at least maxFrameBytes');
+/** The client's address, IPv4-mapped IPv6 folded to IPv4 so one host counts once. */
+function clientAddress(socket: Socket): string {
+  const a = socket.remoteAddress ?? 'unknown';
+  return a.startsWith('::ffff:') && a.includes('.') ? a.slice(7) : a;
 }

@@ -4,11 +4,17 @@
  * servers, so a storage server never serves files. Besides the directory it serves the
  * public `cluster.json` at `/cluster.json`, which is how the page finds the servers. It
  * serves no secret: the page makes its own identity in the browser.
+ *
+ * Listening on loopback, it answers only requests whose `Host` is a loopback name
+ * (`localhost`, `127.x.y.z`, `[::1]`, with no port or its own): a page on another site
+ * whose name an attacker re-points at 127.0.0.1 (DNS rebinding) reaches this port with its
+ * own name as `Host`, and gets 421 instead of the files and the cluster file.
  */
 import { createReadStream, statSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { extname, join, normalize, resolve, sep } from 'node:path';
+import { isLoopbackHost } from '@powerstore/protocol';
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -30,7 +36,10 @@ export interface StaticServer {
   close(): Promise<void>;
 }
 
-/** Serves `root` (index.html for directories) and `clusterJson` at `/cluster.json`. */
+/**
+ * Serves `root` (index.html for directories) and `clusterJson` at `/cluster.json`. On a
+ * loopback `host`, requests with any other `Host` get 421 Misdirected Request.
+ */
 export async function startStaticServer(options: {
   root: string;
   clusterJson: string;
@@ -38,7 +47,14 @@ export async function startStaticServer(options: {
   port: number;
 }): Promise<StaticServer> {
   const root = resolve(options.root);
+  const checkHost = isLoopbackHost(options.host);
   const server = createServer((req, res) => {
+    // The bound port (options.port may be 0); address() is null once closing.
+    const port = (server.address() as AddressInfo | null)?.port ?? options.port;
+    if (checkHost && !loopbackHostHeader(req.headers.host, port)) {
+      res.writeHead(421, { 'content-type': 'text/plain; charset=utf-8' }).end('misdirected request: this development server answers only to localhost, 127.0.0.1 and [::1]\n');
+      return;
+    }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405).end();
       return;
@@ -76,4 +92,14 @@ export async function startStaticServer(options: {
     url: `http://${options.host.includes(':') ? `[${options.host}]` : options.host}:${port}`,
     close: () => new Promise<void>((done) => server.close(() => done())),
   };
+}
+
+/**
+ * Whether a `Host` header names a loopback host, with no port or `port`. Checked for its
+ * shape first, so a header such as `evil.example@127.0.0.1` is not read as 127.0.0.1.
+ */
+export function loopbackHostHeader(header: string | undefined, port: number): boolean {
+  const m = header === undefined ? null : /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?$/.exec(header);
+  if (!m) return false;
+  return isLoopbackHost(m[1]!) && (m[2] === undefined || Number(m[2]) === port);
 }

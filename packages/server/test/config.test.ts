@@ -34,6 +34,32 @@ describe('cluster files', () => {
     for (const f of r.serverFiles) expect(readFileSync(f, 'utf8')).not.toContain(JSON.parse(readFileSync(r.adminFile, 'utf8')).secretKey);
   });
 
+  it('init writes wss:// for a host that is not loopback, and says to start the servers with a certificate', async () => {
+    const remote = await initCluster({ t: 1, dir: fresh(), host: '10.1.2.3' });
+    expect(remote.tls).toBe(true);
+    expect(remote.cluster.servers.map((s) => s.url)).toEqual(['wss://10.1.2.3:7001', 'wss://10.1.2.3:7002', 'wss://10.1.2.3:7003', 'wss://10.1.2.3:7004']);
+    const notes = remote.notes.join('\n');
+    expect(notes).toContain('--tls-cert');
+    expect(notes).toContain('--tls-key');
+    expect(notes).toContain('subjectAltName=IP:10.1.2.3');
+    expect(notes).toContain('--insecure');
+    expect(remote.warnings).toEqual([]);
+    expect((await initCluster({ t: 1, dir: fresh(), host: 'store.example.com' })).cluster.servers[0]!.url).toBe('wss://store.example.com:7001');
+    // Plaintext on request, with a warning.
+    const plain = await initCluster({ t: 1, dir: fresh(), host: '10.1.2.3', tls: false });
+    expect(plain.tls).toBe(false);
+    expect(plain.cluster.servers[0]!.url).toBe('ws://10.1.2.3:7001');
+    expect(plain.notes).toEqual([]);
+    expect(plain.warnings.join('\n')).toMatch(/ws:\/\/ URLs to 10\.1\.2\.3 are plaintext.*allowInsecure/);
+    // Loopback stays ws:// and quiet.
+    for (const host of ['127.0.0.1', 'localhost', '::1', '127.0.0.2']) {
+      const local = await initCluster({ t: 1, dir: fresh(), host });
+      expect(local.cluster.servers[0]!.url, host).toMatch(/^ws:\/\//);
+      expect([...local.notes, ...local.warnings], host).toEqual([]);
+    }
+    expect((await initCluster({ t: 1, dir: fresh(), host: '::1' })).cluster.servers[0]!.url).toBe('ws://[::1]:7001');
+  });
+
   it('refuses to overwrite a cluster unless forced', async () => {
     const dir = fresh();
     const first = await initCluster({ t: 1, dir });

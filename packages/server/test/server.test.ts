@@ -82,7 +82,7 @@ describe('startServer', () => {
   it('rejects inconsistent limits, and a receipt key that is not the cluster file’s, with CONFIG_INVALID', async () => {
     const { config } = await setup();
     const base = { cluster: config.cluster, index: 0, seed: config.seed, host: '127.0.0.1', port: 0, dataDir: join(root, 'limits'), logger: silent };
-    await expect(startServer({ ...base, limits: { maxFrameBytes: 1 << 20, maxInFlightBytes: 1 << 10 } })).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
+    await expect(startServer({ ...base, limits: { maxFrameBytes: 1 << 20, maxBufferedBytes: 1 << 10 } })).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
     await expect(startServer({ ...base, limits: { maxConnections: 0 } })).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
     await expect(startServer({ ...base, index: 1 })).rejects.toMatchObject({ code: 'CONFIG_INVALID', message: /receipt key/ });
   });

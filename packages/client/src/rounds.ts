@@ -1,0 +1,229 @@
+/**
+ * The rounds of the operations in flight, and which reply answers which.
+ *
+ * Every round of an operation (CLOCK, STORE, COMPLETE; COLLECT, FILTER) goes out under a
+ * wire `opId` of its own, so every reply names the round it answers, ERROR replies
+ * included (they carry no request type): a COLLECT_ACK arriving after FILTER went out, or
+ * a refusal of the previous round, cannot pass for an answer to the current one. Per
+ * round the book records which servers were sent the request on their current connection
+ * and how each answered, which is what a reconnect resends from. It keeps recently ended
+ * rounds too, so that late answers can still be judged: a refusal of a request the quorum
+ * accepted, or a frame over the size limit where no correct server's answer could be one.
+ */
+import type { ErrorReply, Reply, RequestType } from '@powerstore/protocol';
+
+/** Ended rounds remembered for judging late answers; the oldest are forgotten first. */
+const ENDED_ROUNDS_KEPT = 1024;
+
+/** Longest part of a server's ERROR message quoted in a misbehaving reason. */
+const QUOTED_MESSAGE_CHARS = 120;
+
+const ACK_OF: { readonly [T in RequestType]: Reply['type'] } = {
+  CLOCK: 'CLOCK_ACK',
+  STORE: 'STORE_ACK',
+  COMPLETE: 'COMPLETE_ACK',
+  COLLECT: 'COLLECT_ACK',
+  FILTER: 'FILTER_ACK',
+};
+
+/**
+ * Refusals of a STORE a correct server may give while others accept it. Admission
+ * depends on each server's own write policy, clock and usage (a policy reload not yet
+ * everywhere, skewed clocks near a grant's expiry, a server holding more than others);
+ * `CONFLICT` means the server holds an abandoned write of this client at the same
+ * timestamp, which the others never received.
+ */
+const STORE_REFUSALS_EXCUSED: ReadonlySet<string> = new Set(['NOT_AUTHORIZED', 'GRANT_EXPIRED', 'REVOKED', 'QUOTA_EXCEEDED', 'CONFLICT']);
+
+/** One round of one operation: one request per server under one wire `opId`. */
+export class Round<F> {
+  readonly id: number;
+  readonly key: string;
+  readonly request: RequestType;
+  /** When it went out, for round-trip times. */
+  readonly started = performance.now();
+  /** Each server's frame; emptied when the round ends. */
+  frames: ReadonlyMap<number, Uint8Array>;
+  /** Servers sent the request on their current connection that have not answered it. */
+  readonly pending = new Set<number>();
+  /** Servers that acknowledged it. */
+  readonly acked = new Set<number>();
+  /** Servers that refused it, with their ERROR reply. */
+  readonly refused = new Map<number, ErrorReply>();
+  /** FILTER: servers whose answer was a frame over the size limit, and how it was described. */
+  readonly oversized = new Map<number, string>();
+  /** FILTER: servers this request is resent to one round at a time (see {@link RoundBook.oversized}). */
+  readonly held = new Set<number>();
+  /**
+   * Where evidence against a server found in this round goes, also after it ended (a late
+   * refusal): the operation's evidence, which a read's `stat` lists.
+   */
+  readonly report: (server: number, reason: string) => void;
+  #flight: F | undefined;
+  #succeeded = false;
+
+  constructor(id: number, flight: F, key: string, request: RequestType, frames: ReadonlyMap<number, Uint8Array>, report: (server: number, reason: string) => void) {
+    this.id = id;
+    this.#flight = flight;
+    this.key = key;
+    this.request = request;
+    this.frames = frames;
+    this.report = report;
+  }
+
+  /** The operation, while this is its current round. */
+  get flight(): F | undefined {
+    return this.#flight;
+  }
+
+  /** Whether its operation finished, with this as its last round (a read's value was within the limits). */
+  get succeeded(): boolean {
+    return this.#succeeded;
+  }
+
+  /**
+   * Whether a (re)connected `server` should be sent this round's request: it was meant to
+   * get it and has not acknowledged it. A refusal is asked again: the server may have
+   * restarted since, and a fresh answer supersedes it.
+   */
+  awaits(server: number): boolean {
+    return this.#flight !== undefined && this.frames.has(server) && !this.acked.has(server) && !this.oversized.has(server) && !this.held.has(server);
+  }
+
+  /** How `reply` (with this round's opId) answers it: an acknowledgement, a refusal, or neither (a reply of another request type). */
+  answerOf(reply: Reply): 'ack' | 'refusal' | undefined {
+    if (reply.key !== this.key) return undefined;
+    if (reply.type === 'ERROR') return 'refusal';
+    return reply.type === ACK_OF[this.request] ? 'ack' : undefined;
+  }
+
+  /**
+   * Why `server`'s refusal of this round is misbehaving, or `undefined` while it may be
+   * honest: once `quorum` (n − t) other servers acknowledged the same request, a correct
+   * server has no reason to refuse it (validity and shapes are the same at every correct
+   * server), except for the STORE refusals above. A server whose storage fails
+   * (`INTERNAL`) while the quorum's does not is reported too: it is faulty.
+   */
+  refusalEvidence(server: number, reply: ErrorReply, quorum: number): string | undefined {
+    const others = this.acked.size - (this.acked.has(server) ? 1 : 0);
+    if (others < quorum || (this.request === 'STORE' && STORE_REFUSALS_EXCUSED.has(reply.code))) return undefined;
+    const message = reply.message.length > QUOTED_MESSAGE_CHARS ? `${reply.message.slice(0, QUOTED_MESSAGE_CHARS)}…` : reply.message;
+    return `refused a ${this.request} that ${others} other servers accepted (${reply.code}: ${message})`;
+  }
+
+  /** Called by {@link RoundBook.end} only: the round keeps what late answers are judged by, and lets go of the rest. */
+  end(succeeded: boolean): void {
+    this.#flight = undefined;
+    this.#succeeded = succeeded;
+    this.frames = new Map();
+    this.held.clear();
+  }
+}
+
+/** What a frame over the size limit from a server was, as far as the book can tell. */
+export type OversizedVerdict<F> =
+  /** No correct server would have sent it: no FILTER it could answer, or only reads whose value was within the limits. */
+  | { readonly kind: 'misbehaving' }
+  /** The answer to this FILTER round (of a read in flight). */
+  | { readonly kind: 'answer'; readonly round: Round<F> }
+  /** It may be a correct answer to a read that ended without seeing its value (failed, timed out). */
+  | { readonly kind: 'excused' }
+  /** It answers one of several reads in flight (the platform did not show which): they are held for that server. */
+  | { readonly kind: 'ambiguous' };
+
+/** The live rounds of every operation in flight, by wire `opId`, and the recently ended ones. */
+export class RoundBook<F> {
+  #nextId = 1;
+  readonly #live = new Map<number, Round<F>>();
+  readonly #ended = new Map<number, Round<F>>();
+  /** Per server, the held round released to it last: one at a time until it is answered. */
+  readonly #released = new Map<number, Round<F>>();
+  /** Servers that may have rounds held for them (so {@link nextHeld} is cheap for all others). */
+  readonly #holding = new Set<number>();
+
+  /**
+   * Opens a round under a fresh wire `opId`; `encode` makes each server's frame carrying
+   * that id, and `report` takes the evidence against servers found in the round.
+   */
+  start(
+    flight: F,
+    key: string,
+    request: RequestType,
+    encode: (id: number) => ReadonlyMap<number, Uint8Array>,
+    report: (server: number, reason: string) => void,
+  ): Round<F> {
+    const id = this.#nextId++;
+    const round = new Round(id, flight, key, request, encode(id), report);
+    this.#live.set(id, round);
+    return round;
+  }
+
+  /** The round a reply's `opId` names, live or recently ended. */
+  get(id: number): Round<F> | undefined {
+    return this.#live.get(id) ?? this.#ended.get(id);
+  }
+
+  /** The rounds of the operations in flight. */
+  live(): IterableIterator<Round<F>> {
+    return this.#live.values();
+  }
+
+  /** The round is over: its operation moved on (`succeeded` false) or finished (`succeeded` says how). */
+  end(round: Round<F>, succeeded: boolean): void {
+    if (!this.#live.delete(round.id)) return;
+    round.end(succeeded);
+    this.#ended.set(round.id, round);
+    if (this.#ended.size > ENDED_ROUNDS_KEPT) this.#ended.delete(this.#ended.keys().next().value!);
+  }
+
+  /** `server` has a new connection: what was sent on the old one will not be answered. */
+  reconnected(server: number): void {
+    for (const round of this.#live.values()) round.pending.delete(server);
+    for (const round of this.#ended.values()) round.pending.delete(server);
+  }
+
+  /**
+   * `server` sent a frame over the limit, answering the request with wire `opId` when the
+   * platform showed its header (browsers), or some request (Node). The connection is
+   * closing, so whatever it still owed on it is lost.
+   *
+   * Only a FILTER answer carries a value, so only a FILTER that `server` has not answered
+   * can excuse the frame; a read that finished proved its value within the limit, so it
+   * cannot. Without the header, several reads may be waiting on `server`, and counting
+   * the frame against each could fail a small read along with the large one: instead
+   * they are held, and resent to `server` one at a time ({@link nextHeld}), so the next
+   * oversized frame has only one round it can answer.
+   */
+  oversized(server: number, opId: number | undefined): OversizedVerdict<F> {
+    const owed = [...this.#live.values(), ...this.#ended.values()].filter(
+      (r) => r.request === 'FILTER' && r.pending.has(server) && (opId === undefined || r.id === opId),
+    );
+    for (const r of owed) r.pending.delete(server);
+    const possible = owed.filter((r) => r.flight !== undefined || !r.succeeded);
+    if (possible.length === 0) return { kind: 'misbehaving' };
+    if (possible.length === 1) return possible[0]!.flight !== undefined ? { kind: 'answer', round: possible[0]! } : { kind: 'excused' };
+    for (const r of possible) if (r.flight !== undefined) r.held.add(server);
+    this.#holding.add(server);
+    return { kind: 'ambiguous' };
+  }
+
+  /**
+   * The next round held for `server` to send it now, oldest first, unless the one released
+   * before is still awaiting its answer on the current connection.
+   */
+  nextHeld(server: number): Round<F> | undefined {
+    if (!this.#holding.has(server)) return undefined;
+    const previous = this.#released.get(server);
+    if (previous && previous.flight !== undefined && previous.pending.has(server)) return undefined;
+    let next: Round<F> | undefined;
+    for (const r of this.#live.values()) if (r.held.has(server) && (!next || r.id < next.id)) next = r;
+    if (!next) {
+      this.#released.delete(server);
+      this.#holding.delete(server);
+      return undefined;
+    }
+    next.held.delete(server);
+    this.#released.set(server, next);
+    return next;
+  }
+}

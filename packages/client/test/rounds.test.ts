@@ -1,0 +1,231 @@
+/**
+ * How the client matches replies to rounds, against an in-process cluster: the protocol's
+ * `Server` on `MemoryStorage` behind `ws` servers on loopback, whose requests a test may
+ * hold back, drop, answer itself, or follow by closing the connection. Each round goes
+ * out under a wire id of its own, so late answers of an earlier round (acknowledgements
+ * or ERROR replies) never count for the current one, and a reconnect resends the current
+ * round to every server that has not answered it.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocketServer, type WebSocket } from 'ws';
+import {
+  CLUSTER_ID_LENGTH,
+  clusterConfig,
+  decodeMessage,
+  encodeMessage,
+  encodePublicKey,
+  MemoryStorage,
+  Server,
+  toBase32,
+  type Message,
+  type Request,
+} from '@powerstore/protocol';
+import { createCryptoProvider } from '@powerstore/protocol/crypto';
+import { connect, Identity, type Store } from '../src/index.js';
+
+const crypto = createCryptoProvider();
+const T = 1;
+const config = clusterConfig(T);
+
+/** One accepted connection, as a script sees it. */
+interface Connection {
+  /** 0 for a server's first connection, 1 for the next… */
+  readonly number: number;
+  /** The honest reply to `request`, encoded. */
+  answer(request: Request): Promise<Uint8Array>;
+  send(frame: Uint8Array): void;
+  close(): void;
+}
+
+/**
+ * What a server does with a request: `true` once the script has dealt with it (answered it
+ * itself, or not at all), anything else to let the server answer it honestly.
+ */
+type Script = (request: Request, connection: Connection) => boolean | Promise<boolean>;
+
+interface TestCluster {
+  readonly file: object;
+  /** The script of each server (0-based), replaceable at any time. */
+  readonly scripts: (Script | undefined)[];
+  close(): Promise<void>;
+}
+
+async function startCluster(): Promise<TestCluster> {
+  const signers = await Promise.all(Array.from({ length: config.n }, (_, i) => crypto.signerFromSeed(new Uint8Array(32).fill(0xc0 + i))));
+  const admin = await crypto.signerFromSeed(new Uint8Array(32).fill(0xad));
+  const id = new Uint8Array(CLUSTER_ID_LENGTH).fill(0x11);
+  const identity = { id, admin: admin.publicKey, servers: signers.map((s) => s.publicKey) };
+  const scripts: (Script | undefined)[] = new Array(config.n).fill(undefined);
+  const servers: WebSocketServer[] = [];
+  const urls: string[] = [];
+  for (let index = 0; index < config.n; index++) {
+    const protocol = new Server({ config, index, crypto, storage: new MemoryStorage(), cluster: identity, signer: signers[index]!, now: Date.now });
+    const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+    await new Promise<void>((resolve) => wss.once('listening', () => resolve()));
+    let connections = 0;
+    wss.on('connection', (ws: WebSocket) => {
+      const connection: Connection = {
+        number: connections++,
+        answer: async (request) => (await protocol.handleFrame(encodeMessage(request))).reply,
+        send: (frame) => ws.send(frame),
+        close: () => ws.close(),
+      };
+      ws.on('message', async (data: Buffer) => {
+        const frame = new Uint8Array(data);
+        const request = decodeMessage(frame, { n: config.n }) as Request;
+        if ((await scripts[index]?.(request, connection)) === true) return;
+        ws.send((await protocol.handleFrame(frame)).reply);
+      });
+    });
+    servers.push(wss);
+    const address = wss.address();
+    if (address === null || typeof address === 'string') throw new Error('no address');
+    urls.push(`ws://127.0.0.1:${address.port}`);
+  }
+  return {
+    file: {
+      version: 2,
+      id: toBase32(id),
+      admin: encodePublicKey(admin.publicKey),
+      t: T,
+      n: config.n,
+      servers: urls.map((url, i) => ({ id: i + 1, url, publicKey: encodePublicKey(signers[i]!.publicKey) })),
+      policy: { writers: 'open' },
+    },
+    scripts,
+    close: async () => {
+      for (const wss of servers) {
+        for (const c of wss.clients) c.terminate();
+        await new Promise<void>((resolve) => wss.close(() => resolve()));
+      }
+    },
+  };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const text = (b: Uint8Array | undefined) => (b === undefined ? undefined : new TextDecoder().decode(b));
+
+let cluster: TestCluster | undefined;
+const stores: Store[] = [];
+
+async function open(options: { maxValueBytes?: number; timeoutMs?: number } = {}): Promise<Store> {
+  cluster ??= await startCluster();
+  const store = await connect({ cluster: cluster.file, identity: await Identity.generate(), timeoutMs: options.timeoutMs ?? 5_000, ...options });
+  stores.push(store);
+  return store;
+}
+
+afterEach(async () => {
+  for (const s of stores.splice(0)) s.close();
+  await cluster?.close();
+  cluster = undefined;
+});
+
+describe('replies count only for the round they answer', () => {
+  it('a COLLECT_ACK arriving during FILTER is not an answer to FILTER: a reconnect resends FILTER to that server', async () => {
+    const store = await open();
+    const key = `${store.namespace}late-ack`;
+    await store.put(key, 'value');
+    // s4 holds its COLLECT answer back; when FILTER reaches it, it sends the stale answer,
+    // drops FILTER and closes the connection. s1 never answers FILTER. The read needs s4's
+    // FILTER answer, which it gets only if FILTER is resent when s4 reconnects.
+    let stale: Uint8Array | undefined;
+    cluster!.scripts[3] = async (request, connection) => {
+      if (connection.number > 0) return false;
+      if (request.type === 'COLLECT') {
+        stale = await connection.answer(request);
+        return true;
+      }
+      if (request.type === 'FILTER') {
+        connection.send(stale!);
+        connection.close();
+        return true;
+      }
+      return false;
+    };
+    cluster!.scripts[0] = (request) => request.type === 'FILTER';
+    expect(text(await store.get(key))).toBe('value');
+    expect(store.servers().map((s) => s.misbehaving)).toEqual([undefined, undefined, undefined, undefined]);
+  });
+
+  it('an ERROR answering COLLECT, arriving during FILTER, is not a refusal of FILTER (and a refusal the quorum contradicts is misbehaving)', async () => {
+    const store = await open();
+    const key = `${store.namespace}late-error`;
+    await store.put(key, 'value');
+    // s4 refuses COLLECT, but its refusal arrives only once FILTER has gone out; s1 refuses
+    // FILTER. Counted together they would be t + 1 refusals of FILTER and fail the read.
+    let stale: Uint8Array | undefined;
+    cluster!.scripts[3] = (request, connection) => {
+      if (request.type === 'COLLECT') {
+        stale = encodeMessage({ type: 'ERROR', key: request.key, opId: request.opId, code: 'INTERNAL', message: 'slow disk' });
+        return true;
+      }
+      if (request.type === 'FILTER' && stale) {
+        connection.send(stale);
+        stale = undefined;
+      }
+      return false;
+    };
+    cluster!.scripts[0] = (request, connection) => {
+      if (request.type !== 'FILTER') return false;
+      connection.send(encodeMessage({ type: 'ERROR', key: request.key, opId: request.opId, code: 'INTERNAL', message: 'busy' }));
+      return true;
+    };
+    // s2 and s3 answer FILTER after both refusals are in.
+    for (const i of [1, 2]) {
+      cluster!.scripts[i] = async (request) => {
+        if (request.type === 'FILTER') await sleep(200);
+        return false;
+      };
+    }
+    expect(text(await store.get(key))).toBe('value');
+    const flagged = store.servers().map((s) => s.misbehaving);
+    expect(flagged[0]).toMatch(/^refused a FILTER that 3 other servers accepted \(INTERNAL: busy\)$/);
+    expect(flagged[3]).toMatch(/^refused a COLLECT that 3 other servers accepted \(INTERNAL: slow disk\)$/);
+    expect(flagged.slice(1, 3)).toEqual([undefined, undefined]);
+  });
+
+  it('a reply of another request type under a round’s id is not an answer to it, and is misbehaving', async () => {
+    const store = await open();
+    const key = `${store.namespace}wrong-type`;
+    await store.put(key, 'value');
+    cluster!.scripts[3] = (request, connection) => {
+      if (request.type !== 'FILTER' || connection.number > 0) return false;
+      connection.send(encodeMessage({ type: 'COLLECT_ACK', key: request.key, opId: request.opId, candidate: undefined }));
+      connection.close();
+      return true;
+    };
+    cluster!.scripts[0] = (request) => request.type === 'FILTER';
+    expect(text(await store.get(key))).toBe('value');
+    expect(store.servers()[3]!.misbehaving).toBe('answered a FILTER with COLLECT_ACK of key ' + JSON.stringify(key));
+  });
+});
+
+describe('frames over the limit in Node, where the transport cannot tell whose answer they were', () => {
+  it('holds the reads waiting on a server and asks it one at a time: the large read fails with VALUE_TOO_LARGE, the small one succeeds', async () => {
+    const writer = await open();
+    const big = `${writer.namespace}big`;
+    const small = `${writer.namespace}small`;
+    await writer.put(big, new Uint8Array(300_000).fill(7));
+    await writer.put(small, 'small');
+    // Each server answers the first two FILTERs together, the large answer first: the
+    // socket closes at it (1009) and the small answer is lost with it.
+    for (let i = 0; i < config.n; i++) {
+      const waiting = new Map<string, Request>();
+      let done = false;
+      cluster!.scripts[i] = async (request, connection) => {
+        if (request.type !== 'FILTER' || done) return false;
+        waiting.set(request.key, request);
+        if (waiting.size < 2) return true;
+        done = true;
+        for (const k of [big, small]) connection.send(await connection.answer(waiting.get(k)!));
+        return true;
+      };
+    }
+    const reader = await open({ maxValueBytes: 1_000 });
+    const [large, fits] = await Promise.allSettled([reader.get(big), reader.get(small)]);
+    expect(large).toMatchObject({ status: 'rejected', reason: { code: 'VALUE_TOO_LARGE' } });
+    expect(fits.status === 'fulfilled' && text(fits.value)).toBe('small');
+    expect(reader.servers().map((s) => s.misbehaving)).toEqual([undefined, undefined, undefined, undefined]);
+  });
+});

@@ -1,0 +1,170 @@
+/**
+ * Admission control: the one place that decides whether a connection may open and whether
+ * a request may start, from how much memory clients already make the server hold.
+ *
+ * Every byte a client can make the server keep is counted against one budget
+ * (`maxBufferedBytes`) and against its address's share of it (`maxBufferedBytesPerAddress`):
+ *
+ * - `partial`: frames that have started arriving and not finished;
+ * - `requests`: requests being handled, each with room reserved for its reply (a FILTER's
+ *   reply carries a fragment, so its room is the longest fragment stored) before it starts;
+ * - `replies`: replies handed to a socket and not yet sent.
+ *
+ * A request that does not fit waits, and its connection is not read, until bytes are given
+ * back; no queue grows without bound because nothing is read while the budget is full.
+ * Sockets know nothing of the budget's rules and the budget knows nothing of sockets: a
+ * {@link BudgetUser} is told to re-check when room is given back.
+ */
+
+/** What the budget counts; see the module comment. */
+export type BudgetKind = 'partial' | 'requests' | 'replies';
+
+/** Someone waiting for room in the budget (a connection with requests it could not start). */
+export interface BudgetUser {
+  /** Called when bytes were given back; the user tries to start what it holds. */
+  retry(): void;
+}
+
+/** Why an upgrade was refused: the server's cap or the address's. */
+export type ConnectionRefusal = 'server_full' | 'address_full';
+
+interface AddressState {
+  connections: number;
+  /** Bytes of requests and replies (not partial frames) held for this address. */
+  held: number;
+}
+
+/** Counters the admission keeps, read by the metrics at scrape time. */
+export interface AdmissionStats {
+  readonly buffered: Readonly<Record<BudgetKind, number>>;
+  readonly connections: number;
+  readonly addresses: number;
+  readonly waiting: number;
+}
+
+export class Admission {
+  readonly #maxConnections: number;
+  readonly #maxPerAddress: number;
+  readonly #budget: number;
+  readonly #budgetPerAddress: number;
+  readonly #buffered: Record<BudgetKind, number> = { partial: 0, requests: 0, replies: 0 };
+  readonly #addresses = new Map<string, AddressState>();
+  readonly #waiting = new Set<BudgetUser>();
+  #connections = 0;
+  #waking = false;
+
+  constructor(limits: { maxConnections: number; maxConnectionsPerAddress: number; maxBufferedBytes: number; maxBufferedBytesPerAddress: number }) {
+    this.#maxConnections = limits.maxConnections;
+    this.#maxPerAddress = limits.maxConnectionsPerAddress;
+    this.#budget = limits.maxBufferedBytes;
+    this.#budgetPerAddress = limits.maxBufferedBytesPerAddress;
+  }
+
+  /** Takes a connection slot for `address`, or says why not. */
+  openConnection(address: string): ConnectionRefusal | undefined {
+    if (this.#connections >= this.#maxConnections) return 'server_full';
+    const a = this.#address(address);
+    if (a.connections >= this.#maxPerAddress) {
+      this.#forget(address, a);
+      return 'address_full';
+    }
+    a.connections++;
+    this.#connections++;
+    return undefined;
+  }
+
+  closeConnection(address: string): void {
+    const a = this.#addresses.get(address);
+    if (!a) return;
+    a.connections--;
+    this.#connections--;
+    this.#forget(address, a);
+  }
+
+  /** Bytes counted over all connections, of every kind. */
+  get used(): number {
+    return this.#buffered.partial + this.#buffered.requests + this.#buffered.replies;
+  }
+
+  /** Whether the budget is spent: connections stop reading until bytes are given back. */
+  get full(): boolean {
+    return this.used >= this.#budget;
+  }
+
+  /**
+   * Reserves `bytes` of `kind` for `address` if they fit in both budgets. A request also
+   * starts when nothing else of its kind is held (by anyone, or by its address when only
+   * the address's share is spent), so one request larger than the rest of the budget
+   * still makes progress; that bounds memory by the budget plus one request.
+   */
+  tryReserve(address: string, kind: BudgetKind, bytes: number): boolean {
+    const a = this.#address(address);
+    const fitsServer = this.used + bytes <= this.#budget || this.#buffered.requests + this.#buffered.replies === 0;
+    const fitsAddress = a.held + bytes <= this.#budgetPerAddress || a.held === 0;
+    if (!fitsServer || !fitsAddress) {
+      this.#forget(address, a);
+      return false;
+    }
+    this.add(address, kind, bytes);
+    return true;
+  }
+
+  /** Counts `bytes` of `kind` without checking: bytes the server already holds (partial frames). */
+  add(address: string, kind: BudgetKind, bytes: number): void {
+    this.#buffered[kind] += bytes;
+    if (kind !== 'partial') this.#address(address).held += bytes;
+  }
+
+  /** Gives `bytes` of `kind` back and lets waiting users retry. */
+  release(address: string, kind: BudgetKind, bytes: number): void {
+    if (bytes === 0) return;
+    this.#buffered[kind] -= bytes;
+    const a = this.#addresses.get(address);
+    if (a && kind !== 'partial') {
+      a.held -= bytes;
+      this.#forget(address, a);
+    }
+    this.#wake();
+  }
+
+  /** Registers `user` to be told when room is given back (first come, first retried). */
+  wait(user: BudgetUser): void {
+    this.#waiting.add(user);
+  }
+
+  /** Stops telling `user` (it started its requests, or closed). */
+  stopWaiting(user: BudgetUser): void {
+    this.#waiting.delete(user);
+  }
+
+  stats(): AdmissionStats {
+    return { buffered: { ...this.#buffered }, connections: this.#connections, addresses: this.#addresses.size, waiting: this.#waiting.size };
+  }
+
+  #wake(): void {
+    // A retry can release bytes (a reply sent synchronously) and re-enter; one pass at a time.
+    if (this.#waking || this.#waiting.size === 0) return;
+    this.#waking = true;
+    try {
+      for (const user of [...this.#waiting]) {
+        this.#waiting.delete(user);
+        user.retry();
+      }
+    } finally {
+      this.#waking = false;
+    }
+  }
+
+  #address(address: string): AddressState {
+    let a = this.#addresses.get(address);
+    if (!a) {
+      a = { connections: 0, held: 0 };
+      this.#addresses.set(address, a);
+    }
+    return a;
+  }
+
+  #forget(address: string, a: AddressState): void {
+    if (a.connections === 0 && a.held === 0) this.#addresses.delete(address);
+  }
+}

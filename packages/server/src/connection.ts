@@ -1,0 +1,235 @@
+/**
+ * One client's WebSocket as the server sees it: the requests it has sent and the replies
+ * it has not yet taken, counted against the {@link Admission} budget, and the rules for
+ * when the socket is read and when it is closed.
+ *
+ * The socket is read only while the connection has no request waiting to start, fewer
+ * than `maxInFlightPerConnection` requests unanswered, less than `maxSendBufferBytes` of
+ * replies unsent, and the server's budget has room. Otherwise TCP backpressure holds the
+ * client's next bytes in its own buffers, not ours. A connection is closed when its
+ * replies make no progress for `sendTimeoutMs` (it stopped reading), when a frame takes
+ * longer than `frameTimeoutMs` to arrive whole (slowloris), or when it sends nothing for
+ * `idleTimeoutMs` while nothing is pending.
+ */
+import type { Socket } from 'node:net';
+import type { RawData, WebSocket } from 'ws';
+import type { Admission, BudgetUser } from './admission.js';
+import type { ServerLimits } from './limits.js';
+
+/** Why the server closed a connection on its own. */
+export type CloseReason = 'send_timeout' | 'frame_timeout' | 'idle' | 'heartbeat_timeout';
+
+/** Why a connection is not being read (`powerstore_paused_connections{reason}`). */
+export type PauseReason = 'in_flight' | 'send_buffer' | 'budget' | 'shutdown';
+
+/** What a connection needs from the server it belongs to. */
+export interface ConnectionHost {
+  readonly limits: ServerLimits;
+  readonly admission: Admission;
+  /** Room to reserve for the reply to `frame`, beyond the frame's own bytes. */
+  replyRoom(frame: Uint8Array): number;
+  /** Handles one request; resolves to the reply and never rejects. */
+  handle(frame: Uint8Array, isBinary: boolean): Promise<Uint8Array>;
+  /** Called when the server closes the connection for `reason`, before the close event. */
+  onEnforced(reason: CloseReason): void;
+  /** Called once all this connection's requests are answered and sent. */
+  onSettled(): void;
+  onClose(connection: ClientConnection): void;
+}
+
+interface Pending {
+  readonly frame: Uint8Array;
+  readonly isBinary: boolean;
+}
+
+export class ClientConnection implements BudgetUser {
+  /** The client's address (without port): the unit of per-address limits. */
+  readonly address: string;
+  readonly ws: WebSocket;
+  readonly #host: ConnectionHost;
+  readonly #limits: ServerLimits;
+  readonly #pending: Pending[] = [];
+  /** Requests started whose reply has not been sent. */
+  #inFlight = 0;
+  #unsent = 0;
+  #partial = 0;
+  /** Bytes held in the budget under `requests` (frames plus reply room) and `replies`. */
+  #requestsHeld = 0;
+  #repliesHeld = 0;
+  #reading = true;
+  #stopped = false;
+  #closed = false;
+  #lastMessageAt = Date.now();
+  #partialSince = 0;
+  #sendProgressAt = 0;
+  /** Heartbeat: a pong arrived since the last ping. */
+  alive = true;
+
+  constructor(ws: WebSocket, socket: Socket, address: string, host: ConnectionHost) {
+    this.ws = ws;
+    this.address = address;
+    this.#host = host;
+    this.#limits = host.limits;
+    // Before ws's own listener: a chunk is counted before ws parses it, so a frame it
+    // completes is released by the message event that follows.
+    socket.prependListener('data', (chunk: Buffer) => this.#onData(chunk.length));
+    ws.on('message', (data: RawData, isBinary: boolean) => this.#onMessage(toBytes(data), isBinary));
+    // Control frames arrive as bytes too but raise no message event.
+    ws.on('pong', () => {
+      this.alive = true;
+      this.#releasePartial();
+    });
+    ws.on('ping', () => this.#releasePartial());
+    ws.on('close', () => this.#onClose());
+  }
+
+  /** Requests started whose reply has not been sent yet. */
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  /** Why the socket is not read right now, or undefined while it is. */
+  get pausedFor(): PauseReason | undefined {
+    if (this.#reading || this.#closed) return undefined;
+    if (this.#stopped) return 'shutdown';
+    if (this.#inFlight >= this.#limits.maxInFlightPerConnection) return 'in_flight';
+    if (this.#unsent >= this.#limits.maxSendBufferBytes) return 'send_buffer';
+    return 'budget';
+  }
+
+  /** Requests received and not yet answered, started or not. */
+  get busy(): boolean {
+    return this.#inFlight > 0 || this.#pending.length > 0;
+  }
+
+  /** Shutdown: read nothing more; what was received is still answered. */
+  stopReading(): void {
+    this.#stopped = true;
+    this.#updateReading();
+  }
+
+  /** Closes for `reason` at once, without the closing handshake. */
+  enforce(reason: CloseReason): void {
+    if (this.#closed) return;
+    this.#host.onEnforced(reason);
+    this.ws.terminate();
+  }
+
+  /** Applies the time limits; the server calls this periodically for every connection. */
+  sweep(now: number): void {
+    const l = this.#limits;
+    if (this.#unsent > 0 && now - this.#sendProgressAt > l.sendTimeoutMs) this.enforce('send_timeout');
+    else if (this.#partial > 0 && now - this.#partialSince > l.frameTimeoutMs) this.enforce('frame_timeout');
+    else if (l.idleTimeoutMs > 0 && !this.busy && this.#partial === 0 && now - this.#lastMessageAt > l.idleTimeoutMs && !this.#closed) {
+      this.#host.onEnforced('idle');
+      this.ws.close(1000, 'idle');
+    }
+  }
+
+  /** The budget has room again: start what waits, read again if allowed. */
+  retry(): void {
+    this.#pump();
+  }
+
+  #onData(bytes: number): void {
+    if (this.#closed) return;
+    if (this.#partial === 0) this.#partialSince = Date.now();
+    this.#partial += bytes;
+    this.#host.admission.add(this.address, 'partial', bytes);
+    if (this.#host.admission.full) this.#updateReading();
+  }
+
+  #releasePartial(): void {
+    if (this.#partial === 0) return;
+    const bytes = this.#partial;
+    this.#partial = 0;
+    this.#host.admission.release(this.address, 'partial', bytes);
+  }
+
+  #onMessage(frame: Uint8Array, isBinary: boolean): void {
+    if (this.#closed) return;
+    this.#lastMessageAt = Date.now();
+    this.#pending.push({ frame, isBinary });
+    this.#releasePartial();
+    this.#pump();
+  }
+
+  #pump(): void {
+    const admission = this.#host.admission;
+    while (!this.#closed && this.#pending.length > 0 && this.#inFlight < this.#limits.maxInFlightPerConnection && this.#unsent < this.#limits.maxSendBufferBytes) {
+      const next = this.#pending[0]!;
+      const room = next.frame.length + this.#host.replyRoom(next.frame);
+      if (!admission.tryReserve(this.address, 'requests', room)) {
+        admission.wait(this);
+        break;
+      }
+      this.#pending.shift();
+      this.#requestsHeld += room;
+      this.#inFlight++;
+      void this.#run(next, room);
+    }
+    this.#updateReading();
+  }
+
+  async #run(request: Pending, room: number): Promise<void> {
+    const reply = await this.#host.handle(request.frame, request.isBinary);
+    if (this.#closed) return;
+    const admission = this.#host.admission;
+    // The reply takes the place of the room reserved for it: count it before giving the
+    // room back, so nobody is woken into bytes that are in fact taken.
+    admission.add(this.address, 'replies', reply.length);
+    this.#repliesHeld += reply.length;
+    this.#requestsHeld -= room;
+    admission.release(this.address, 'requests', room);
+    if (this.#unsent === 0) this.#sendProgressAt = Date.now();
+    this.#unsent += reply.length;
+    if (this.ws.readyState !== this.ws.OPEN) return; // the close event releases everything
+    this.ws.send(reply, { binary: true }, () => this.#sent(reply.length));
+  }
+
+  #sent(bytes: number): void {
+    if (this.#closed) return;
+    this.#sendProgressAt = Date.now();
+    this.#unsent -= bytes;
+    this.#repliesHeld -= bytes;
+    this.#inFlight--;
+    this.#host.admission.release(this.address, 'replies', bytes);
+    this.#pump();
+    if (!this.busy) this.#host.onSettled();
+  }
+
+  #updateReading(): void {
+    if (this.#closed) return;
+    const own = !this.#stopped && this.#pending.length === 0 && this.#inFlight < this.#limits.maxInFlightPerConnection && this.#unsent < this.#limits.maxSendBufferBytes;
+    const read = own && !this.#host.admission.full;
+    // Paused only because the server's budget is spent: ask to be told when it has room.
+    if (own && !read) this.#host.admission.wait(this);
+    if (read === this.#reading) return;
+    this.#reading = read;
+    if (read) this.ws.resume();
+    else this.ws.pause();
+  }
+
+  #onClose(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    const admission = this.#host.admission;
+    admission.stopWaiting(this);
+    this.#pending.length = 0;
+    const partial = this.#partial;
+    const requests = this.#requestsHeld;
+    const replies = this.#repliesHeld;
+    this.#partial = this.#requestsHeld = this.#repliesHeld = this.#unsent = this.#inFlight = 0;
+    admission.release(this.address, 'partial', partial);
+    admission.release(this.address, 'requests', requests);
+    admission.release(this.address, 'replies', replies);
+    this.#host.onClose(this);
+    this.#host.onSettled();
+  }
+}
+
+function toBytes(data: RawData): Uint8Array {
+  if (Array.isArray(data)) return Buffer.concat(data);
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  return data;
+}

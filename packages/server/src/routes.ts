@@ -1,0 +1,62 @@
+/**
+ * The plain HTTP side of a server's port: `GET /healthz`, `GET /metrics` (Prometheus) and
+ * `GET /usage` (bytes and keys per owner). Everything else is 404; WebSocket upgrades are
+ * handled by the server itself.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import type { Server } from '@powerstore/protocol';
+import type { LevelStorage } from './level-storage.js';
+import type { ServerMetrics } from './metrics.js';
+
+/** What `GET /usage` answers: every owner's bytes and keys on this server, with its quota. */
+export interface UsageReport {
+  readonly server: number;
+  readonly owners: readonly { readonly owner: string; readonly bytes: number; readonly keys: number; readonly quota: { bytes?: number; keys?: number } }[];
+}
+
+/** What the routes read from the running server. */
+export interface RouteContext {
+  /** 1-based server id. */
+  readonly id: number;
+  readonly storage: LevelStorage;
+  readonly protocol: Server;
+  readonly metrics: ServerMetrics;
+  readonly log: Logger;
+  connections(): number;
+  shuttingDown(): boolean;
+}
+
+/** The request listener for the HTTP (or HTTPS) server. */
+export function httpRoutes(ctx: RouteContext): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.writeHead(405, { allow: 'GET, HEAD' }).end();
+    } else if (path === '/healthz') {
+      const ok = !ctx.shuttingDown();
+      res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ status: ok ? 'ok' : 'shutting-down', id: ctx.id, connections: ctx.connections() }));
+    } else if (path === '/usage') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(usageReport(ctx)));
+    } else if (path === '/metrics') {
+      ctx.metrics.registry.metrics().then(
+        (text) => res.writeHead(200, { 'content-type': ctx.metrics.registry.contentType }).end(text),
+        (err: unknown) => {
+          ctx.log.error({ err }, 'metrics collection failed');
+          res.writeHead(500).end();
+        },
+      );
+    } else {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+    }
+  };
+}
+
+function usageReport(ctx: RouteContext): UsageReport {
+  const owners = [...ctx.storage.owners()]
+    .map(([owner, u]) => ({ owner, bytes: u.bytes, keys: u.keys, quota: ctx.protocol.quotaFor(owner) }))
+    .sort((a, b) => b.bytes - a.bytes || a.owner.localeCompare(b.owner));
+  return { server: ctx.id, owners };
+}
