@@ -55,6 +55,9 @@ const storage: ServerStorage = {
           },
           setLc: (c) => record.setLc(c),
           putEntry: (e, charge) => record.putEntry(e, charge),
+          index: () => record.index(),
+          deleteEntry: (ts) => record.deleteEntry(ts),
+          getCollected: () => record.getCollected(),
         };
         try {
           return await fn(timed);

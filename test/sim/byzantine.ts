@@ -41,6 +41,7 @@ export const BEHAVIOURS = [
   'lying-ack',
   'front-run-store',
   'relay-requests',
+  'claim-collected',
 ] as const;
 /** One of {@link BEHAVIOURS}. */
 export type Behaviour = (typeof BEHAVIOURS)[number];
@@ -114,6 +115,14 @@ export class ByzantineServer {
         return [{ reply: await this.#replayOtherKey(req, honest) }];
       case 'forge-inflate':
         return [{ reply: await this.#inflate(req, honest) }];
+      case 'claim-collected': {
+        // "Gone": no entry, and a newer candidate that is not valid (an inflated timestamp
+        // on a genuine certificate), to lure readers past what they must return.
+        const reply = await honest();
+        if (reply.type !== 'FILTER_ACK' || req.type !== 'FILTER' || req.candidates.length === 0) return [{ reply }];
+        const top = req.candidates.reduce((a, b) => (b.ts.num > a.ts.num ? b : a));
+        return [{ reply: { ...reply, ts: top.ts, entry: undefined, newer: { ...top, ts: this.#inflated(top.ts) } } }];
+      }
       case 'forge-value': {
         const reply = await honest();
         if (reply.type !== 'FILTER_ACK' || !reply.entry) return [{ reply }];

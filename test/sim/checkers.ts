@@ -4,7 +4,9 @@
  *
  * - validity: a read returns only a value an honest writer wrote, at that write's timestamp;
  * - timestamps: no two writes share one, and none skips a number;
- * - rounds: every read takes 2 rounds, every write 3;
+ * - rounds: a read takes 2 rounds and a write 3 unless more than δ writes of the key
+ *   (or a delete) overlapped it, when garbage collection may move it forward;
+ * - bounded history: below `lc` a correct server keeps at most δ entries;
  * - write-once history: no correct server ever replaces a history entry;
  * - hostile requests: correct servers refuse every forgery (or never choose a forged candidate);
  * - quotas: no correct server stores more for an owner than its quota;
@@ -42,6 +44,12 @@ export class Checker {
   readonly #valueIdByHex = new Map<string, string>();
   readonly #writtenByTs = new Map<string, { op: string; id: string | null; bytes: Uint8Array | undefined }>();
   readonly #numsByKey = new Map<string, Set<number>>();
+  /** Finished reads and writes by rounds taken. */
+  readonly readRounds = new Map<string, number>();
+  readonly writeRounds = new Map<string, number>();
+
+  /** `keep` is δ, the entries correct servers keep below `lc`. */
+  constructor(readonly keep: number) {}
 
   /** One tick per call or return, so no two history events tie. */
   tick(): number {
@@ -78,7 +86,20 @@ export class Checker {
   /** A write finished. */
   writeDone(op: MutableOp, client: string, result: WriteResult): void {
     op.ret = this.tick();
-    if (result.rounds !== 3) this.violations.push(`${client} write took ${result.rounds} rounds, expected 3`);
+    this.writeRounds.set(String(result.rounds), (this.writeRounds.get(String(result.rounds)) ?? 0) + 1);
+    if (result.rounds < 3 || result.rounds % 2 === 0) this.violations.push(`${client} write took ${result.rounds} rounds, expected 3 + 2k`);
+    else if (result.rounds > 3) this.#checkMoreRounds(op, client, 'write', result.rounds, 3);
+  }
+
+  /**
+   * The liveness bound of garbage collection: an operation needs more rounds only when its
+   * version was collected somewhere, which takes more than δ newer writes of the key, all
+   * overlapping it (a write finished before it started would have been seen) — or a delete.
+   */
+  #checkMoreRounds(op: MutableOp, client: string, kind: string, rounds: number, usual: number): void {
+    const overlapping = this.history.filter((w) => w !== op && w.kind === 'write' && w.key === op.key && w.call < op.ret! && (w.ret === undefined || w.ret > op.call));
+    if (overlapping.length > this.keep || overlapping.some((w) => w.value === null)) return;
+    this.violations.push(`${client} ${kind} of ${op.key} took ${rounds} rounds (not ${usual}) with only ${overlapping.length} writes overlapping it (δ = ${this.keep})`);
   }
 
   /** A write failed with `error`; it may or may not have taken effect, so it stays pending in the history. */
@@ -90,7 +111,9 @@ export class Checker {
   /** A read finished: check rounds and validity. */
   readDone(op: MutableOp, client: string, r: ReadResult): void {
     op.ret = this.tick();
-    if (r.rounds !== 2) this.violations.push(`${client} read took ${r.rounds} rounds, expected 2`);
+    this.readRounds.set(String(r.rounds), (this.readRounds.get(String(r.rounds)) ?? 0) + 1);
+    if (r.rounds < 2) this.violations.push(`${client} read took ${r.rounds} rounds, expected at least 2`);
+    else if (r.rounds > 2) this.#checkMoreRounds(op, client, 'read', r.rounds, 2);
     op.value = r.value === undefined ? null : (this.#valueIdByHex.get(toHex(r.value)) ?? `unknown:${toHex(r.value).slice(0, 16)}`);
     if (r.ts.num === 0) {
       if (r.value !== undefined) this.violations.push(`${client} read a value at ts0`);

@@ -18,6 +18,7 @@ const { values } = parseArgs({
     t: { type: 'string' },
     mutant: { type: 'string' },
     hostile: { type: 'boolean', default: false },
+    contention: { type: 'boolean', default: false },
     verbose: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
   },
@@ -33,6 +34,8 @@ if (values.help) {
   --t T          fault threshold 1, 2 or 3 (default: varies with the seed)
   --hostile      always t Byzantine servers and several Byzantine-client attacks
                  (otherwise each seed draws how many, from none up)
+  --contention   heavy write contention on one key in every run (otherwise some
+                 seeds draw it); reports how many rounds reads took
   --mutant NAME  run against a deliberately broken server: ${MUTANTS.map((m) => m.name).join(', ')}
   --verbose      with --seed: print the options and the whole history`);
   process.exit(0);
@@ -67,6 +70,7 @@ if (seed !== undefined && values.verbose) {
     t: t ?? (seed % 3) + 1,
     hostile: values.hostile || mutant !== undefined,
     ...(mutant ? { protocol: mutant.protocol } : {}),
+    ...(values.contention ? { contention: true } : {}),
   });
   console.log(report.options);
   console.log(JSON.stringify({ ...report, history: report.history }, null, 1));
@@ -77,6 +81,7 @@ const result = await runBatch({
   count: seed !== undefined ? 1 : int('seeds', values.seeds)!,
   ...(t !== undefined ? { t } : {}),
   ...(mutant ? { protocol: mutant.protocol, mutant: mutant.name, hostile: true } : { hostile: values.hostile }),
+  ...(values.contention ? { contention: true } : {}),
   onFailure(report, replay) {
     console.log(`FAIL seed ${report.seed} (t = ${report.t}): ${report.violations.join('; ')}`);
     if (report.options) console.log(report.options.replace(/^/gm, '  '));
@@ -85,7 +90,13 @@ const result = await runBatch({
 });
 const seconds = ((performance.now() - started) / 1000).toFixed(1);
 const list = (r: Record<string, number>) => Object.entries(r).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
-console.log(`reads ${result.reads} (every one in 2 rounds), writes ${result.writes} (${result.overlappingWrites} overlapping another of the same session and key), ${seconds} s`);
+const rounds = (r: Record<string, number>) =>
+  Object.entries(r)
+    .sort(([a], [b]) => Number(a) - Number(b))
+    .map(([k, v]) => `${k} rounds: ${v}`)
+    .join(', ') || 'none';
+console.log(`reads ${result.reads} (${rounds(result.readRounds)}), writes ${result.writes} (${rounds(result.writeRounds)}; ${result.overlappingWrites} overlapping another of the same session and key), ${seconds} s`);
+console.log(`heavy contention on one key in ${result.contentionRuns} runs: reads ${rounds(result.contentionReadRounds)}`);
 console.log(`failed writes: ${list(result.failedWrites)}`);
 console.log(`hostile attacks mounted: ${list(result.attacks)}`);
 console.log(`refused by correct servers: ${list(result.refusals)}`);

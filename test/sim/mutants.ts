@@ -9,7 +9,10 @@ import {
   Server,
   WriteOperation,
   TS0,
+  compareTimestamps,
+  timestampsEqual,
   type Candidate,
+  type EntryInfo,
   type CertificateCheck,
   type FilterRequest,
   type Reply,
@@ -41,8 +44,9 @@ class NoFilterWriteBack extends Server {
 
 /** `lc` is overwritten even by a lower timestamp. */
 class WriteBackWithoutCompare extends Server {
-  protected override async writeBack(record: KeyRecord, c: Candidate): Promise<void> {
+  protected override async writeBack(record: KeyRecord, c: Candidate, key: string): Promise<void> {
     await record.setLc(c);
+    await this.collect(record, key);
   }
 }
 
@@ -87,6 +91,27 @@ class HistoryOverwritable extends Server {
 class GrantExpiryIgnored extends Server {
   protected override refusal(key: string, cert: WriteCertificate): Refusal | undefined {
     return this.admission.refusal(key, cert, 0);
+  }
+}
+
+/** Garbage collection deletes `lc`'s own entry too. */
+class CollectsLc extends Server {
+  protected override collectable(index: readonly EntryInfo[], lcTs: Timestamp): EntryInfo[] {
+    return [...super.collectable(index, lcTs), ...index.filter((e) => timestampsEqual(e.ts, lcTs))];
+  }
+}
+
+/** Garbage collection deletes entries above `lc` (writes under way) too. */
+class CollectsPending extends Server {
+  protected override collectable(index: readonly EntryInfo[], lcTs: Timestamp): EntryInfo[] {
+    return [...super.collectable(index, lcTs), ...index.filter((e) => compareTimestamps(e.ts, lcTs) > 0)];
+  }
+}
+
+/** A reader moves on to a "newer" candidate a server names without checking it is valid. */
+class TrustsNewer extends ReadOperation {
+  protected override async acceptNewer(): Promise<boolean> {
+    return true;
   }
 }
 
@@ -143,4 +168,7 @@ export const MUTANTS: readonly Mutant[] = [
   { name: 'reader-ignores-cc', description: 'reader does not check fragments against the cross-checksum', protocol: withReader((o, key, opId) => new IgnoresCrossChecksum(o, key, opId)) },
   { name: 'clock-trusts-invalid', description: 'CLOCK adopts candidates that are not valid', protocol: withWriter((o, key, value, opId) => new TrustingClock(o, key, value, opId)) },
   { name: 'clock-no-increment', description: 'a new write reuses the highest timestamp number seen', protocol: withWriter((o, key, value, opId) => new NoIncrement(o, key, value, opId)) },
+  { name: 'gc-collects-lc', description: "garbage collection deletes lc's own entry", protocol: withServer((o) => new CollectsLc(o)) },
+  { name: 'gc-collects-pending', description: 'garbage collection deletes entries above lc (writes under way)', protocol: withServer((o) => new CollectsPending(o)) },
+  { name: 'reader-trusts-newer', description: 'a reader moves on to a newer candidate a server names without checking it is valid', protocol: withReader((o, key, opId) => new TrustsNewer(o, key, opId)) },
 ];

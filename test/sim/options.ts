@@ -48,6 +48,19 @@ export interface WorkloadOptions {
   readonly overlapRate: number;
   /** Chance an operation is a delete. */
   readonly deleteRate: number;
+  /** Writes one session may have running at once (with `overlapRate`). */
+  readonly maxOverlap: number;
+  /**
+   * Heavy write contention on one key: every session overlaps many writes of it, so reads
+   * meet more than δ concurrent writes and garbage collection moves them forward.
+   */
+  readonly contention: boolean;
+}
+
+/** How correct servers keep history. */
+export interface StorageOptions {
+  /** δ (`HistoryLimits.keep`): entries kept below `lc`; 0 keeps only `lc`'s. */
+  readonly historyKeep: number;
 }
 
 /** Everything a run is made of. */
@@ -55,12 +68,13 @@ export interface SimulationOptions {
   readonly network: NetworkOptions;
   readonly adversary: AdversaryOptions;
   readonly workload: WorkloadOptions;
+  readonly storage: StorageOptions;
 }
 
 /** Options for one run; `hostile` always fields `t` Byzantine servers and several attacks. */
 export function drawOptions(
   prng: Prng,
-  { t, hostile, behaviours, attacks }: { t: number; hostile: boolean; behaviours?: readonly Behaviour[]; attacks?: readonly Attack[] },
+  { t, hostile, behaviours, attacks, contention }: { t: number; hostile: boolean; behaviours?: readonly Behaviour[]; attacks?: readonly Attack[]; contention?: boolean },
 ): SimulationOptions {
   const network: NetworkOptions = {
     farLinkRate: prng.chance(0.5) ? 0.15 : 0.05,
@@ -81,15 +95,22 @@ export function drawOptions(
     // is what the readers' write-back exists for.
     writerCrashRate: hostile ? 0.3 : prng.chance(0.5) ? 0.15 : 0,
   };
-  const workload: WorkloadOptions = {
-    keys: prng.range(1, 2),
-    writers: prng.range(2, 4),
-    readers: prng.range(2, 4),
-    opsPerClient: [2, 4],
-    overlapRate: prng.chance(0.6) ? 0.5 : 0,
-    deleteRate: 0.2,
-  };
-  return { network, adversary, workload };
+  const heavy = contention ?? prng.chance(0.15);
+  const workload: WorkloadOptions = heavy
+    ? // Bounded so the linearizability check (exponential in overlapping writes) stays fast.
+      { keys: 1, writers: 4, readers: prng.range(2, 4), opsPerClient: [4, 7], overlapRate: 0.8, deleteRate: 0.1, maxOverlap: 4, contention: true }
+    : {
+        keys: prng.range(1, 2),
+        writers: prng.range(2, 4),
+        readers: prng.range(2, 4),
+        opsPerClient: [2, 4],
+        overlapRate: prng.chance(0.6) ? 0.5 : 0,
+        deleteRate: 0.2,
+        maxOverlap: 3,
+        contention: false,
+      };
+  const storage: StorageOptions = { historyKeep: prng.range(0, 3) };
+  return { network, adversary, workload, storage };
 }
 
 /** One line per group, for `--verbose` and failure reports. */
@@ -100,6 +121,7 @@ export function describeOptions(o: SimulationOptions): string {
   return [
     `network: far links ${n.farLinkRate} (×${n.farFactor.join('–')}), duplicates ${n.duplicateRate}, concurrent delivery ${n.concurrentDeliveryRate}, partitions ${n.partitionEvery ? `every ~${n.partitionEvery}` : 'none'}, clock skew ±${n.clockSkew}`,
     `adversary: ${a.byzantineServers} Byzantine servers, attacks [${a.attacks.join(', ')}], writer crash rate ${a.writerCrashRate}`,
-    `workload: ${w.keys} keys, ${w.writers} writers, ${w.readers} readers, ${w.opsPerClient.join('–')} ops each, overlap ${w.overlapRate}, deletes ${w.deleteRate}`,
+    `workload: ${w.keys} keys, ${w.writers} writers, ${w.readers} readers, ${w.opsPerClient.join('–')} ops each, overlap ${w.overlapRate} (up to ${w.maxOverlap}), deletes ${w.deleteRate}${w.contention ? ', heavy contention' : ''}`,
+    `storage: history keep δ = ${o.storage.historyKeep}`,
   ].join('\n');
 }

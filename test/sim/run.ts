@@ -11,6 +11,8 @@ export interface BatchOptions {
   readonly t?: number;
   readonly protocol?: ProtocolFactories;
   readonly hostile?: boolean;
+  /** Heavy write contention on one key in every run (otherwise some seeds draw it). */
+  readonly contention?: boolean;
   /** Stop at the first failure (mutant hunting). */
   readonly stopOnFailure?: boolean;
   readonly mutant?: string;
@@ -32,6 +34,11 @@ export interface BatchResult {
   refusals: Record<string, number>;
   /** Attacks the hostile client mounted, by name. */
   attacks: Record<string, number>;
+  /** Finished reads and writes by rounds taken, over all runs and over contention runs. */
+  readRounds: Record<string, number>;
+  writeRounds: Record<string, number>;
+  contentionReadRounds: Record<string, number>;
+  contentionRuns: number;
 }
 
 function add(into: Record<string, number>, from: Record<string, number> | readonly string[] | undefined): void {
@@ -47,12 +54,12 @@ export function tForSeed(seed: number): number {
 
 /** Runs the batch, sequentially (each run is deterministic; parallelism is per process). */
 export async function runBatch(options: BatchOptions): Promise<BatchResult> {
-  const result: BatchResult = { passed: 0, failed: 0, failures: [], reads: 0, writes: 0, overlappingWrites: 0, failedWrites: {}, refusals: {}, attacks: {} };
+  const result: BatchResult = { passed: 0, failed: 0, failures: [], reads: 0, writes: 0, overlappingWrites: 0, failedWrites: {}, refusals: {}, attacks: {}, readRounds: {}, writeRounds: {}, contentionReadRounds: {}, contentionRuns: 0 };
   for (let seed = options.first; seed < options.first + options.count; seed++) {
     const t = options.t ?? tForSeed(seed);
     let report: SimReport;
     try {
-      report = await simulate({ seed, t, ...(options.protocol ? { protocol: options.protocol } : {}), hostile: options.hostile ?? false });
+      report = await simulate({ seed, t, ...(options.protocol ? { protocol: options.protocol } : {}), hostile: options.hostile ?? false, ...(options.contention ? { contention: true } : {}) });
     } catch (err) {
       // A crash of the simulated protocol is a failure of that seed, not of the batch.
       const violations = [`threw: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`];
@@ -64,12 +71,18 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     add(result.failedWrites, report.failedWrites);
     add(result.refusals, report.refusals);
     add(result.attacks, report.attacks);
+    add(result.readRounds, report.readRounds);
+    add(result.writeRounds, report.writeRounds);
+    if (report.contention) {
+      result.contentionRuns++;
+      add(result.contentionReadRounds, report.readRounds);
+    }
     if (report.ok) {
       result.passed++;
       continue;
     }
     result.failed++;
-    const replay = replayCommand(seed, t, { ...(options.mutant ? { mutant: options.mutant } : {}), hostile: options.hostile ?? false });
+    const replay = replayCommand(seed, t, { ...(options.mutant ? { mutant: options.mutant } : {}), hostile: options.hostile ?? false, contention: options.contention ?? false });
     result.failures.push({ seed, t, violations: report.violations, replay });
     options.onFailure?.(report, replay);
     if (options.stopOnFailure) break;

@@ -13,6 +13,7 @@ import type { ErasureCodec } from '@powerstore/erasure';
 import {
   CertificateVerifier,
   clusterConfig,
+  compareTimestamps,
   decodeMessage,
   encodeMessage,
   isRequest,
@@ -56,6 +57,8 @@ export interface SimOptions {
   readonly behaviours?: readonly Behaviour[];
   /** Draw hostile attacks only from these. */
   readonly attacks?: readonly Attack[];
+  /** Force heavy write contention on one key (otherwise drawn for some seeds). */
+  readonly contention?: boolean;
 }
 
 /** Outcome of one run. */
@@ -81,6 +84,12 @@ export interface SimReport {
   readonly failedWrites: Record<string, number>;
   /** Hostile requests correct servers refused, by code. */
   readonly refusals: Record<string, number>;
+  /** Finished reads by the rounds they took. */
+  readonly readRounds: Record<string, number>;
+  /** Finished writes by the rounds they took. */
+  readonly writeRounds: Record<string, number>;
+  /** Whether the run had heavy write contention on one key. */
+  readonly contention: boolean;
 }
 
 /**
@@ -151,12 +160,12 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   const config = clusterConfig(options.t);
   const { n, t } = config;
   const prng = new Prng(seed);
-  const opts = drawOptions(prng.fork(), { t, hostile: options.hostile ?? false, ...(options.behaviours ? { behaviours: options.behaviours } : {}), ...(options.attacks ? { attacks: options.attacks } : {}) });
+  const opts = drawOptions(prng.fork(), { t, hostile: options.hostile ?? false, ...(options.behaviours ? { behaviours: options.behaviours } : {}), ...(options.attacks ? { attacks: options.attacks } : {}), ...(options.contention !== undefined ? { contention: options.contention } : {}) });
   const network = new Network(prng.fork(), opts.network);
   const advRng = prng.fork();
   const cast = await makeCast(crypto, prng.fork(), n);
   const codec = codecFor(config);
-  const checker = new Checker();
+  const checker = new Checker(opts.storage.historyKeep);
   const keys = Array.from({ length: opts.workload.keys }, (_, i) => `${cast.prefix}k${i}`);
   const time = () => EPOCH + network.now;
   let step = 0;
@@ -180,6 +189,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       signer: cast.servers[i]!,
       policy: cast.policy,
       now: () => time() + skew,
+      history: { keep: opts.storage.historyKeep },
     });
     if (byzIndices.has(i)) {
       const behaviour: Behaviour = advRng.pick(opts.adversary.behaviours);
@@ -291,7 +301,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     const run: Running = { op, record, name, crashIn, valueBytes };
     client.running.set(opId, run);
     // A writer may start its next operation before this one ends, often on the same key.
-    if (client.role !== 'reader' && client.running.size < 3 && prng.chance(opts.workload.overlapRate)) {
+    if (client.role !== 'reader' && client.running.size < opts.workload.maxOverlap && prng.chance(opts.workload.overlapRate)) {
       if (client.plan[0] && prng.chance(0.7)) client.plan[0].key = planned.key;
       scheduleNext(client, true);
     }
@@ -408,6 +418,8 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   for (const [i, s] of storages.entries()) if (!byzIndices.has(i)) checker.quota(`s${i}`, malloryOwner, s.usage(malloryOwner).bytes, cast.malloryQuota);
   // One valid content per timestamp: correct servers' lc agree wherever their timestamps do.
   await checkLcAgreement(checker, storages.filter((_, i) => !byzIndices.has(i)));
+  // Bounded history: below lc, at most δ entries (none below a completed delete).
+  for (const [i, s] of storages.entries()) if (!byzIndices.has(i)) await checkHistoryBound(checker, `s${i}`, s, opts.storage.historyKeep);
   const history = checker.linearizability();
 
   return {
@@ -427,7 +439,22 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     overlappingWrites,
     failedWrites: Object.fromEntries(checker.failedWrites),
     refusals: Object.fromEntries(checker.refusals),
+    readRounds: Object.fromEntries(checker.readRounds),
+    writeRounds: Object.fromEntries(checker.writeRounds),
+    contention: opts.workload.contention,
   };
+}
+
+/** Garbage collection kept what it must and no more: below `lc`, at most δ entries, none below a completed delete. */
+async function checkHistoryBound(checker: Checker, server: string, storage: MemoryStorage, keep: number): Promise<void> {
+  for (const key of storage.keys()) {
+    const { lc, index } = await storage.withKey(key, async (r) => ({ lc: await r.getLc(), index: await r.index() }));
+    if (!lc) continue;
+    const below = index.filter((e) => compareTimestamps(e.ts, lc.ts) < 0).length;
+    const own = index.find((e) => compareTimestamps(e.ts, lc.ts) === 0);
+    const bound = own?.tombstone ? 0 : keep;
+    if (below > bound) checker.violations.push(`history bound: ${server} keeps ${below} entries of ${key} below lc (δ = ${keep}${own?.tombstone ? ', lc is a delete' : ''})`);
+  }
 }
 
 /** The only way an honest write may fail: the expiring grantee's grant has expired. */
@@ -452,8 +479,8 @@ async function checkLcAgreement(checker: Checker, storages: readonly MemoryStora
 }
 
 /** The command that replays one run exactly. */
-export function replayCommand(seed: number, t: number, { mutant, hostile }: { mutant?: string; hostile?: boolean } = {}): string {
+export function replayCommand(seed: number, t: number, { mutant, hostile, contention }: { mutant?: string; hostile?: boolean; contention?: boolean } = {}): string {
   // A mutant always runs hostile, so its replay needs no flag for it.
-  const flags = mutant ? ` --mutant ${mutant}` : hostile ? ' --hostile' : '';
+  const flags = (mutant ? ` --mutant ${mutant}` : hostile ? ' --hostile' : '') + (contention ? ' --contention' : '');
   return `pnpm sim -- --seed ${seed} --t ${t}${flags}`;
 }

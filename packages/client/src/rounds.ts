@@ -31,9 +31,10 @@ const ACK_OF: { readonly [T in RequestType]: Reply['type'] } = {
  * depends on each server's own write policy, clock and usage (a policy reload not yet
  * everywhere, skewed clocks near a grant's expiry, a server holding more than others);
  * `CONFLICT` means the server holds an abandoned write of this client at the same
- * timestamp, which the others never received.
+ * timestamp, which the others never received; `PENDING_LIMIT` and `SUPERSEDED` depend on
+ * which writes of the key reached that server first.
  */
-const STORE_REFUSALS_EXCUSED: ReadonlySet<string> = new Set(['NOT_AUTHORIZED', 'GRANT_EXPIRED', 'REVOKED', 'QUOTA_EXCEEDED', 'CONFLICT']);
+const STORE_REFUSALS_EXCUSED: ReadonlySet<string> = new Set(['NOT_AUTHORIZED', 'GRANT_EXPIRED', 'REVOKED', 'QUOTA_EXCEEDED', 'CONFLICT', 'PENDING_LIMIT', 'SUPERSEDED']);
 
 /** One round of one operation: one request per server under one wire `opId`. */
 export class Round<F> {

@@ -7,7 +7,7 @@
 import { MAX_SERVERS, MAX_VALUE_LENGTH } from './config.js';
 import { SIGNATURE_LENGTH } from './crypto.js';
 import { ERROR_CODE_NUMBERS, ProtocolError, errorCodeOf } from './errors.js';
-import type { Message } from './messages.js';
+import type { FilterAck, Message } from './messages.js';
 import {
   ByteReader,
   ByteWriter,
@@ -105,6 +105,7 @@ export function encodeMessage(m: Message): Uint8Array {
         writeCc(w, m.entry.cc);
         writeCert(w, m.entry.cert);
       }
+      writeOptionalCandidate(w, m.newer);
       break;
     case 'ERROR':
       w.u8(ERROR_CODE_NUMBERS[m.code]);
@@ -195,10 +196,14 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
     case 'FILTER_ACK': {
       const ts = readTs(r);
       const stripe = r.u32('stripe');
-      if (!r.bool('entry flag')) return { type, key, opId, ts, stripe, entry: undefined };
-      const fragment = readFragment(r);
-      const cc = readCc(r);
-      return { type, key, opId, ts, stripe, entry: { fragment, cc, cert: readCert(r) } };
+      let entry: FilterAck['entry'];
+      if (r.bool('entry flag')) {
+        const fragment = readFragment(r);
+        const cc = readCc(r);
+        entry = { fragment, cc, cert: readCert(r) };
+      }
+      const newer = readOptionalCandidate(r);
+      return newer ? { type, key, opId, ts, stripe, entry, newer } : { type, key, opId, ts, stripe, entry };
     }
     case 'ERROR': {
       const num = r.u8('error code');

@@ -34,6 +34,19 @@ export const ERROR_CODE_NUMBERS = {
    * WebSocket layer or as `INVALID_FRAME` and do not send it today.
    */
   VALUE_TOO_LARGE: 13,
+  /**
+   * Too many writes of this key above `lc` (started and not completed) on this server,
+   * for the key or for the writer's identity: a writer that STOREs and never COMPLETEs
+   * cannot fill the disk. Nothing was stored; it clears as writes complete.
+   */
+  PENDING_LIMIT: 14,
+  /**
+   * The STORE's timestamp is at or below history this server has collected: newer writes
+   * completed meanwhile. Nothing was stored; the writer takes a fresh timestamp (CLOCK
+   * again). Refused rather than acknowledged so a collected timestamp never takes other
+   * content.
+   */
+  SUPERSEDED: 15,
 } as const;
 
 /** One of the stable codes. */

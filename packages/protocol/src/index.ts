@@ -83,8 +83,8 @@ export type * from './messages.js';
 export { Admission, OPEN_POLICY, type Quota, type Refusal, type WritePolicy } from './policy.js';
 export type { RandomBytes } from './random.js';
 export { ReadOperation, type FilterAnswer, type ReaderOptions, type ReadResult } from './reader.js';
-export { decodeEntryRecord, decodeKeyRecord, encodeEntryRecord, encodeKeyRecord, historyEntryBytes, RECORD_VERSION, type KeyState } from './record.js';
-export { entriesEqual, Server, type FrameResult, type ServerOptions } from './server.js';
+export { decodeEntryRecord, decodeKeyRecord, encodeEntryRecord, encodeKeyRecord, historyEntryBytes, RECORD_VERSION, stateBytes, type EntryInfo, type KeyState } from './record.js';
+export { DEFAULT_HISTORY, entriesEqual, Server, type FrameResult, type HistoryLimits, type ServerOptions } from './server.js';
 export { MemoryStorage, UsageLedger, type Charge, type KeyRecord, type Reservation, type ServerStorage, type Usage } from './storage.js';
 export { storageConformance, type ConformanceCheck } from './storage-conformance.js';
 export {

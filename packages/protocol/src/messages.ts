@@ -77,6 +77,12 @@ export interface FilterAck extends Base {
   readonly ts: Timestamp;
   readonly stripe: number;
   readonly entry: { readonly fragment: Uint8Array; readonly cc: CrossChecksum; readonly cert: WriteCertificate } | undefined;
+  /**
+   * Set when the server no longer holds `ts`'s entry because its history was collected up
+   * to a newer completed write: the server's `lc`, which the reader may move on to (it
+   * checks `valid()` like any candidate).
+   */
+  readonly newer?: Candidate;
 }
 /** The request was rejected; `code` says why. */
 export interface ErrorReply extends Base {

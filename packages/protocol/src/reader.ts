@@ -1,7 +1,14 @@
 /**
  * The reader of PowerStore (M-PoWerStore's Algorithm 6 with signed write certificates):
- * COLLECT → FILTER, always two rounds. Readers hold no credentials; they check
- * certificates themselves with the same `valid(c)` as servers.
+ * COLLECT → FILTER, two rounds. Readers hold no credentials; they check certificates
+ * themselves with the same `valid(c)` as servers.
+ *
+ * Servers garbage-collect history (`HistoryLimits`): a server that no longer holds the
+ * selected version's entry answers with its newer `lc` instead. When `n − t` answers have
+ * come and the selected candidate is not yet safe, a reader that has been told of a valid
+ * newer candidate adds it to C and runs FILTER again (a third round, and so on): it moves
+ * forward to a write that completed meanwhile instead of waiting for entries that are
+ * gone. A reader concurrent with at most δ writes (`HistoryLimits.keep`) never needs to.
  *
  * REPAIR is gone: the paper needs it because a MAC vector can verify at some correct
  * servers and not at others (BigMac). A certificate verifies at every correct server or
@@ -46,7 +53,7 @@ export interface ReadResult {
   readonly ts: Timestamp;
   /** The certificate of the write read (who wrote it, and under which grant); `undefined` at `ts0`. */
   readonly cert: Candidate['cert'] | undefined;
-  /** Communication rounds used: always 2. */
+  /** Communication rounds used: 2, more when garbage collection moved the read forward. */
   readonly rounds: number;
 }
 
@@ -78,6 +85,11 @@ export class ReadOperation implements ClientOperation<ReadResult> {
   protected readonly candidates = new Map<string, Candidate>();
   /** W[1 … n]. */
   protected readonly answers = new Map<number, FilterAnswer>();
+  /** The highest valid candidate servers named because they collected the one asked for. */
+  #newer: Candidate | undefined;
+  #rounds = 0;
+  /** The highest timestamp in C when this FILTER round went out. */
+  #asked: Timestamp = TS0;
 
   constructor(options: ReaderOptions, key: string, opId: number) {
     const { config, codec } = options;
@@ -127,6 +139,9 @@ export class ReadOperation implements ClientOperation<ReadResult> {
       }
       case 'filter': {
         if (reply.type !== 'FILTER_ACK') return {};
+        // After a restart, an answer below what this round asked for answers an earlier
+        // round (every candidate in C is valid, so a correct server answers the highest).
+        if (this.#rounds > 1 && compareTimestamps(reply.ts, this.#asked) < 0) return {};
         const tooLarge = this.#tooLarge(reply);
         if (tooLarge) {
           this.#phase = 'done';
@@ -134,8 +149,18 @@ export class ReadOperation implements ClientOperation<ReadResult> {
         }
         this.#responded.add(from);
         this.answers.set(from, await this.#answer(from, reply));
+        if (reply.newer) await this.#noteNewer(from, reply.newer);
         this.#dropInvalid();
-        return this.#responded.size >= quorum(config) ? this.#tryFinish() : {};
+        if (this.#responded.size < quorum(config)) return {};
+        const step = this.#tryFinish();
+        if (step.result || !this.#newer) return step;
+        // Not safe yet, and the version asked for is gone at some server: move forward.
+        // Only the highest candidate can be returned, so the older ones are dropped (C
+        // stays within the n candidates a FILTER carries).
+        this.candidates.clear();
+        this.candidates.set(candidateId(this.#newer), this.#newer);
+        this.#newer = undefined;
+        return this.#filter();
       }
       default:
         return {};
@@ -206,15 +231,36 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     return new ProtocolError('VALUE_TOO_LARGE', `the value is ${entry.cc.valueLength} bytes, over this reader's limit of ${max}`);
   }
 
+  /**
+   * A server collected the entry asked for and named its `lc`: remembered if it is valid
+   * and newer than every candidate in C (anything else is no reason to move).
+   */
+  async #noteNewer(from: number, c: Candidate): Promise<void> {
+    if (!(await this.acceptNewer(c))) {
+      this.options.onEvidence?.(from, 'named a newer candidate that is not valid');
+      return;
+    }
+    for (const known of this.candidates.values()) if (compareTimestamps(known.ts, c.ts) >= 0) return;
+    if (!this.#newer || compareTimestamps(c.ts, this.#newer.ts) > 0) this.#newer = c;
+  }
+
+  /** `valid(c)` for a candidate a FILTER answer names as newer. */
+  protected acceptNewer(c: Candidate): Promise<boolean> {
+    return this.options.verifier.valid(this.key, c);
+  }
+
   #dropInvalid(): void {
     for (const [id, c] of this.candidates) if (this.isInvalid(c)) this.candidates.delete(id);
   }
 
   #filter(): Step<ReadResult> {
     this.#phase = 'filter';
+    this.#rounds++;
     this.#responded.clear();
+    this.answers.clear();
     this.#rejections.clear();
     const candidates = [...this.candidates.values()];
+    this.#asked = candidates.reduce((high, c) => (compareTimestamps(c.ts, high) > 0 ? c.ts : high), TS0);
     return { send: this.#toAll({ type: 'FILTER', key: this.key, opId: this.opId, stripe: 0, candidates }) };
   }
 
@@ -222,12 +268,13 @@ export class ReadOperation implements ClientOperation<ReadResult> {
   #tryFinish(): Step<ReadResult> {
     let high: Timestamp | undefined;
     for (const c of this.candidates.values()) if (!high || compareTimestamps(c.ts, high) > 0) high = c.ts;
-    if (!high) return this.#finish({ value: undefined, ts: TS0, cert: undefined, rounds: 2 });
+    const rounds = 1 + this.#rounds;
+    if (!high) return this.#finish({ value: undefined, ts: TS0, cert: undefined, rounds });
     // Several candidates share the highest timestamp only if their writer signed twice.
     for (const c of this.candidates.values()) {
       if (!timestampsEqual(c.ts, high)) continue;
       const members = this.safeMembers(c);
-      if (members) return this.#finish({ value: this.#restore(members), ts: high, cert: c.cert, rounds: 2 });
+      if (members) return this.#finish({ value: this.#restore(members), ts: high, cert: c.cert, rounds });
     }
     return {};
   }

@@ -10,6 +10,7 @@ import { MAX_KEY_LENGTH } from './codec.js';
 import { MAX_VALUE_LENGTH } from './config.js';
 import { ProtocolError } from './errors.js';
 import type { HistoryEntry } from './messages.js';
+import type { Timestamp } from './timestamp.js';
 import {
   ByteReader,
   ByteWriter,
@@ -26,8 +27,17 @@ import {
   writeTs,
 } from './wire.js';
 
-/** Version of the record layouts below. */
-export const RECORD_VERSION = 1;
+/** Version of the record layouts below. Version 1 (no entry index) is refused. */
+export const RECORD_VERSION = 2;
+
+/** What the key's record says about one stored history entry, so no entry is read to list them. */
+export interface EntryInfo {
+  readonly ts: Timestamp;
+  /** Bytes charged for it (see {@link historyEntryBytes}). */
+  readonly bytes: number;
+  /** It is a delete: entries below a completed tombstone are collected at once. */
+  readonly tombstone: boolean;
+}
 
 /** What a server keeps per key besides the history entries. */
 export interface KeyState {
@@ -35,10 +45,20 @@ export interface KeyState {
   readonly lc: Candidate | undefined;
   /** The owner the key's entries are charged to (set by the first STORE). */
   readonly owner: string;
-  /** History entries stored. */
-  readonly entries: number;
-  /** Bytes charged for them (see {@link historyEntryBytes}). */
-  readonly bytes: number;
+  /** The history entries stored, oldest first. */
+  readonly index: readonly EntryInfo[];
+  /**
+   * The highest timestamp whose entry was collected (garbage): a STORE at or below it is
+   * never stored again, so a collected timestamp cannot be given other content.
+   */
+  readonly collected: Timestamp | undefined;
+}
+
+/** Bytes charged for a key's entries. */
+export function stateBytes(s: KeyState): number {
+  let sum = 0;
+  for (const e of s.index) sum += e.bytes;
+  return sum;
 }
 
 /** The bytes one history entry is charged for: its fragment and its metadata. */
@@ -87,9 +107,15 @@ export function encodeKeyRecord(key: string, s: KeyState): Uint8Array {
   const w = new ByteWriter();
   header(w, key);
   w.string(s.owner, 64, 'owner');
-  w.u64(s.entries, 'entries');
-  w.u64(s.bytes, 'bytes');
   writeOptionalCandidate(w, s.lc);
+  w.u8(s.collected ? 1 : 0);
+  if (s.collected) writeTs(w, s.collected);
+  w.u32(s.index.length, 'entries');
+  for (const e of s.index) {
+    writeTs(w, e.ts);
+    w.u64(e.bytes, 'entry bytes');
+    w.u8(e.tombstone ? 1 : 0);
+  }
   return w.finish();
 }
 
@@ -97,9 +123,13 @@ export function encodeKeyRecord(key: string, s: KeyState): Uint8Array {
 export function decodeKeyRecord(raw: Uint8Array, n: number): { key: string; state: KeyState } {
   const { r, key } = readHeader(raw, n);
   const owner = r.string(64, 'owner');
-  const entries = r.u64('entries');
-  const bytes = r.u64('bytes');
   const lc = readOptionalCandidate(r);
+  const collected = r.bool('collected flag') ? readTs(r) : undefined;
+  const count = r.u32('entries');
+  // Each entry takes at least 8 + 32 + 8 + 1 bytes: a count the record cannot hold is corrupt.
+  if (count > r.remaining / 49) ByteReader.invalid(`key record claims ${count} entries`);
+  const index: EntryInfo[] = [];
+  for (let i = 0; i < count; i++) index.push({ ts: readTs(r), bytes: r.u64('entry bytes'), tombstone: r.bool('tombstone flag') });
   r.end();
-  return { key, state: { lc, owner, entries, bytes } };
+  return { key, state: { lc, owner, index, collected } };
 }

@@ -29,6 +29,7 @@ import {
   type CollectRequest,
   type CompleteRequest,
   type ErrorReply,
+  type FilterAck,
   type FilterRequest,
   type HistoryEntry,
   type Message,
@@ -38,9 +39,33 @@ import {
   type StoreRequest,
 } from './messages.js';
 import { Admission, OPEN_POLICY, type Quota, type Refusal, type WritePolicy } from './policy.js';
-import { historyEntryBytes } from './record.js';
+import { historyEntryBytes, type EntryInfo } from './record.js';
 import type { KeyRecord, ServerStorage } from './storage.js';
-import { TS0, compareTimestamps, type Timestamp } from './timestamp.js';
+import { TS0, compareTimestamps, timestampsEqual, type Timestamp } from './timestamp.js';
+
+/**
+ * How much history a server keeps per key (garbage collection). It keeps `lc`'s entry,
+ * the `keep` newest entries below it (none below a completed delete), and the entries
+ * above it (writes under way), and deletes the rest; see the protocol README for the
+ * guarantee this gives readers.
+ */
+export interface HistoryLimits {
+  /**
+   * δ: entries kept below `lc`. A read's FILTER finds the version its COLLECT selected
+   * as long as at most δ newer writes have reached the server in between.
+   */
+  readonly keep: number;
+  /** Entries above `lc` (started, not completed) per key; more get `PENDING_LIMIT`. */
+  readonly maxPendingPerKey: number;
+  /** Entries above `lc` per key and writer identity (writer tag); more get `PENDING_LIMIT`. */
+  readonly maxPendingPerWriter: number;
+}
+
+/** The defaults of {@link HistoryLimits}. */
+export const DEFAULT_HISTORY: HistoryLimits = Object.freeze({ keep: 2, maxPendingPerKey: 256, maxPendingPerWriter: 32 });
+
+/** Bytes of a writer id that name the writer's identity (the rest is its instance). */
+const WRITER_TAG_BYTES = 16;
 
 /** What a server needs. */
 export interface ServerOptions {
@@ -65,6 +90,10 @@ export interface ServerOptions {
   readonly onInvalidCandidate?: (key: string) => void;
   /** Called when a STORE tried to change an entry already in the history. */
   readonly onConflict?: (key: string, ts: Timestamp) => void;
+  /** How much history to keep per key. Default {@link DEFAULT_HISTORY}. */
+  readonly history?: Partial<HistoryLimits>;
+  /** Called when garbage collection deleted `count` entries of `key`. */
+  readonly onCollected?: (key: string, count: number) => void;
 }
 
 /** What {@link Server.handleFrame} did with a frame. */
@@ -92,6 +121,7 @@ export class Server {
   protected readonly verifier: CertificateVerifier;
   protected readonly storage: ServerStorage;
   protected admission: Admission;
+  protected readonly history: HistoryLimits;
   readonly #options: ServerOptions;
 
   constructor(options: ServerOptions) {
@@ -102,6 +132,11 @@ export class Server {
     this.storage = options.storage;
     this.verifier = new CertificateVerifier(options.crypto, options.cluster);
     this.admission = new Admission(options.crypto, options.cluster, options.policy ?? OPEN_POLICY);
+    this.history = { ...DEFAULT_HISTORY, ...options.history };
+    const { keep, maxPendingPerKey, maxPendingPerWriter } = this.history;
+    check(Number.isSafeInteger(keep) && keep >= 0, `history.keep must be an integer ≥ 0, got ${keep}`);
+    check(Number.isSafeInteger(maxPendingPerKey) && maxPendingPerKey >= 1, `history.maxPendingPerKey must be a positive integer, got ${maxPendingPerKey}`);
+    check(Number.isSafeInteger(maxPendingPerWriter) && maxPendingPerWriter >= 1, `history.maxPendingPerWriter must be a positive integer, got ${maxPendingPerWriter}`);
     this.#options = options;
   }
 
@@ -201,7 +236,11 @@ export class Server {
     return { type: 'STORE_ACK', key, opId: req.opId, ts, receipt };
   }
 
-  /** Write-once history: an identical retry is a no-op, a different entry a `CONFLICT`. */
+  /**
+   * Write-once history: an identical retry is a no-op, a different entry a `CONFLICT`. A
+   * timestamp at or below the collected mark is refused (`SUPERSEDED`): storing it again,
+   * or acknowledging it unstored, would let a collected timestamp take other content.
+   */
   protected async storeEntry(record: KeyRecord, key: string, entry: HistoryEntry): Promise<void> {
     const existing = await record.getEntry(entry.ts);
     if (existing) {
@@ -209,11 +248,53 @@ export class Server {
       this.#options.onConflict?.(key, entry.ts);
       throw new ProtocolError('CONFLICT', `history entry ${entry.ts.num} of this key already holds another write`);
     }
+    const collected = await record.getCollected();
+    if (collected && compareTimestamps(entry.ts, collected) <= 0) {
+      throw new ProtocolError('SUPERSEDED', `history of this key up to ${collected.num} was collected after newer writes completed; write again with a fresh timestamp`);
+    }
+    const lc = await record.getLc();
+    if (compareTimestamps(entry.ts, lc?.ts ?? TS0) > 0) this.checkPending(await record.index(), lc?.ts ?? TS0, entry.ts);
     const owner = this.admission.ownerOfKey(key);
     const charge = { owner, bytes: historyEntryBytes(entry), quota: this.admission.quotaFor(owner) };
     if (!(await record.putEntry(entry, charge))) {
       throw new ProtocolError('QUOTA_EXCEEDED', `owner ${owner} has reached its quota on this server (${describeQuota(charge.quota)})`);
     }
+    await this.collect(record, key);
+  }
+
+  /** Entries above `lc` are bounded per key and per writer identity. */
+  protected checkPending(index: readonly EntryInfo[], lcTs: Timestamp, ts: Timestamp): void {
+    const { maxPendingPerKey, maxPendingPerWriter } = this.history;
+    const pending = index.filter((e) => compareTimestamps(e.ts, lcTs) > 0);
+    if (pending.length >= maxPendingPerKey) {
+      throw new ProtocolError('PENDING_LIMIT', `${pending.length} writes of this key are under way on this server (limit ${maxPendingPerKey})`);
+    }
+    const tag = ts.writerId.subarray(0, WRITER_TAG_BYTES);
+    const mine = pending.filter((e) => bytesEqual(e.ts.writerId.subarray(0, WRITER_TAG_BYTES), tag)).length;
+    if (mine >= maxPendingPerWriter) {
+      throw new ProtocolError('PENDING_LIMIT', `this writer has ${mine} writes of this key under way on this server (limit ${maxPendingPerWriter})`);
+    }
+  }
+
+  /** Garbage collection: deletes the entries {@link collectable} names. */
+  protected async collect(record: KeyRecord, key: string): Promise<void> {
+    const lc = await record.getLc();
+    if (!lc) return;
+    const doomed = this.collectable(await record.index(), lc.ts);
+    for (const e of doomed) await record.deleteEntry(e.ts);
+    if (doomed.length > 0) this.#options.onCollected?.(key, doomed.length);
+  }
+
+  /**
+   * The entries to delete, given the index (oldest first) and `lc`: everything below `lc`
+   * but the `keep` newest, and everything below a completed delete. Never `lc`'s own
+   * entry, never one above it.
+   */
+  protected collectable(index: readonly EntryInfo[], lcTs: Timestamp): EntryInfo[] {
+    const below = index.filter((e) => compareTimestamps(e.ts, lcTs) < 0);
+    const own = index.find((e) => timestampsEqual(e.ts, lcTs));
+    const keep = own?.tombstone ? 0 : this.history.keep;
+    return below.slice(0, Math.max(0, below.length - keep));
   }
 
   /** COMPLETE: `lc ← (ts, N, cert)` if valid and higher. */
@@ -221,7 +302,7 @@ export class Server {
     if (!(await this.#validOrCount(req.key, req.candidate))) {
       throw new ProtocolError('UNAUTHENTICATED', 'candidate is not valid');
     }
-    await this.storage.withKey(req.key, (record) => this.writeBack(record, req.candidate));
+    await this.storage.withKey(req.key, (record) => this.writeBack(record, req.candidate, req.key));
     return { type: 'COMPLETE_ACK', key: req.key, opId: req.opId, ts: req.candidate.ts };
   }
 
@@ -232,12 +313,13 @@ export class Server {
   protected async onFilter(req: FilterRequest): Promise<Reply> {
     const chv = await this.highestValid(req.key, req.candidates);
     const ts = chv?.ts ?? TS0;
-    const entry = await this.storage.withKey(req.key, async (record) => {
-      if (!chv) return undefined;
-      await this.writeBack(record, chv);
-      return record.getEntry(ts);
+    const { entry, newer } = await this.storage.withKey(req.key, async (record) => {
+      if (!chv) return { entry: undefined, newer: undefined };
+      await this.writeBack(record, chv, req.key);
+      const entry = await record.getEntry(ts);
+      return { entry, newer: entry ? undefined : await this.newerThanCollected(record, ts) };
     });
-    return {
+    const reply: FilterAck = {
       type: 'FILTER_ACK',
       key: req.key,
       opId: req.opId,
@@ -245,12 +327,26 @@ export class Server {
       stripe: req.stripe,
       entry: entry ? { fragment: entry.fragment, cc: entry.cc, cert: entry.cert } : undefined,
     };
+    return newer ? { ...reply, newer } : reply;
   }
 
-  /** `lc ← c` if `c.ts > lc.ts`; callers have checked `valid(c)`. */
-  protected async writeBack(record: KeyRecord, c: Candidate): Promise<void> {
+  /**
+   * When `ts`'s entry was collected, `lc` (newer, and valid like every `lc`): what the
+   * reader moves on to instead of waiting for an entry this server will never send.
+   */
+  protected async newerThanCollected(record: KeyRecord, ts: Timestamp): Promise<Candidate | undefined> {
+    const collected = await record.getCollected();
+    if (!collected || compareTimestamps(ts, collected) > 0) return undefined;
+    return record.getLc();
+  }
+
+  /** `lc ← c` if `c.ts > lc.ts`, then collect what `c` supersedes; callers have checked `valid(c)`. */
+  protected async writeBack(record: KeyRecord, c: Candidate, key: string): Promise<void> {
     const lc = await record.getLc();
-    if (compareTimestamps(c.ts, lc?.ts ?? TS0) > 0) await record.setLc(c);
+    if (compareTimestamps(c.ts, lc?.ts ?? TS0) > 0) {
+      await record.setLc(c);
+      await this.collect(record, key);
+    }
   }
 
   /** `max({c ∈ C : valid(c)})`, or `undefined` for `c0`. */

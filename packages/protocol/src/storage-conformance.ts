@@ -162,6 +162,39 @@ export function storageConformance(make: () => ServerStorage | Promise<ServerSto
       },
     },
     {
+      name: 'the index lists entries oldest first; deleting one removes it, gives its bytes back and raises the collected mark',
+      async run() {
+        const s = await make();
+        await s.withKey('a', async (r) => {
+          for (const num of [3, 1, 2]) await r.putEntry(entry(num), charge('o', 10 * num));
+          await r.putEntry({ ...entry(4), cc: { ...entry(4).cc, tombstone: true, valueLength: 0 } }, charge('o', 1));
+        });
+        const index = await s.withKey('a', (r) => r.index());
+        if (index.map((e) => e.ts.num).join() !== '1,2,3,4') fail(`index must be oldest first, got ${index.map((e) => e.ts.num).join()}`);
+        if (index.map((e) => e.bytes).join() !== '10,20,30,1' || index.map((e) => e.tombstone).join() !== 'false,false,false,true') fail('index must carry bytes and tombstones');
+        await s.withKey('a', async (r) => {
+          await r.deleteEntry(ts(2));
+          await r.deleteEntry(ts(1));
+          // Deleting what is not there is a no-op.
+          await r.deleteEntry(ts(9));
+        });
+        await s.withKey('a', async (r) => {
+          if (await r.getEntry(ts(2))) fail('a deleted entry must be gone');
+          if ((await r.index()).map((e) => e.ts.num).join() !== '3,4') fail('the index must drop deleted entries');
+          if ((await r.getCollected())?.num !== 2) fail('the collected mark is the highest deleted timestamp');
+        });
+        if (s.usage('o').bytes !== 31 || s.usage('o').keys !== 1) fail(`usage after deletes must be 31 bytes in 1 key, got ${s.usage('o').bytes}`);
+        await s.withKey('a', async (r) => {
+          await r.deleteEntry(ts(3));
+          await r.deleteEntry(ts(4));
+        });
+        if (s.usage('o').bytes !== 0 || s.usage('o').keys !== 0) fail('a key whose entries are all deleted is no longer charged');
+        await s.withKey('a', async (r) => {
+          if ((await r.getCollected())?.num !== 4) fail('the collected mark must survive the last delete');
+        });
+      },
+    },
+    {
       name: 'a callback that fails after a put gives the charge back',
       async run() {
         const s = await make();

@@ -14,7 +14,8 @@
 import type { Candidate } from './candidate.js';
 import type { HistoryEntry } from './messages.js';
 import type { Quota } from './policy.js';
-import { timestampKey, type Timestamp } from './timestamp.js';
+import type { EntryInfo } from './record.js';
+import { compareTimestamps, timestampKey, type Timestamp } from './timestamp.js';
 
 /** What one owner has stored on one server. */
 export interface Usage {
@@ -46,6 +47,15 @@ export interface KeyRecord {
    * write fails.
    */
   putEntry(entry: HistoryEntry, charge: Charge): Promise<boolean>;
+  /** The entries stored, oldest first, from the key's own record (no entry is read). */
+  index(): Promise<readonly EntryInfo[]>;
+  /**
+   * Garbage collection: removes `Hist[ts]`, gives its bytes (and the key, if it was the
+   * last entry) back to the owner, and raises the collected mark to `ts`.
+   */
+  deleteEntry(ts: Timestamp): Promise<void>;
+  /** The highest timestamp whose entry was collected; `undefined` if none was. */
+  getCollected(): Promise<Timestamp | undefined>;
 }
 
 /** Durable per-key records with per-key serialization and per-owner accounting. */
@@ -114,7 +124,9 @@ export class UsageLedger {
 
 interface MemoryRecord {
   lc: Candidate | undefined;
-  readonly hist: Map<string, HistoryEntry>;
+  owner: string;
+  collected: Timestamp | undefined;
+  readonly hist: Map<string, { readonly entry: HistoryEntry; readonly info: EntryInfo }>;
 }
 
 /** In-memory {@link ServerStorage} for tests and the simulator; honours per-key exclusion. */
@@ -158,13 +170,13 @@ export class MemoryStorage implements ServerStorage {
 
   /** Every history entry of `key`, for simulator invariant checks. */
   entries(key: string): readonly HistoryEntry[] {
-    return [...(this.#records.get(key)?.hist.values() ?? [])];
+    return [...(this.#records.get(key)?.hist.values() ?? [])].map((h) => h.entry);
   }
 
   #record(key: string): MemoryRecord {
     let r = this.#records.get(key);
     if (!r) {
-      r = { lc: undefined, hist: new Map() };
+      r = { lc: undefined, owner: '', collected: undefined, hist: new Map() };
       this.#records.set(key, r);
     }
     return r;
@@ -176,13 +188,25 @@ export class MemoryStorage implements ServerStorage {
       setLc: async (c) => {
         this.#record(key).lc = c;
       },
-      getEntry: async (ts) => this.#records.get(key)?.hist.get(timestampKey(ts)),
+      getEntry: async (ts) => this.#records.get(key)?.hist.get(timestampKey(ts))?.entry,
       putEntry: async (e, charge) => {
-        const hist = this.#record(key).hist;
-        if (!this.#ledger.reserve(charge.owner, charge.bytes, hist.size === 0, charge.quota)) return false;
-        hist.set(timestampKey(e.ts), e);
+        const r = this.#record(key);
+        if (!this.#ledger.reserve(charge.owner, charge.bytes, r.hist.size === 0, charge.quota)) return false;
+        r.owner = charge.owner;
+        r.hist.set(timestampKey(e.ts), { entry: e, info: { ts: e.ts, bytes: charge.bytes, tombstone: e.cc.tombstone } });
         return true;
       },
+      index: async () =>
+        [...(this.#records.get(key)?.hist.values() ?? [])].map((h) => h.info).sort((a, b) => compareTimestamps(a.ts, b.ts)),
+      deleteEntry: async (ts) => {
+        const r = this.#records.get(key);
+        const h = r?.hist.get(timestampKey(ts));
+        if (!r || !h) return;
+        r.hist.delete(timestampKey(ts));
+        this.#ledger.add(r.owner, -h.info.bytes, r.hist.size === 0 ? -1 : 0);
+        if (!r.collected || compareTimestamps(ts, r.collected) > 0) r.collected = ts;
+      },
+      getCollected: async () => this.#records.get(key)?.collected,
     };
   }
 }

@@ -94,6 +94,10 @@ export class ByteReader {
   static invalid(message: string): never {
     throw new ProtocolError('INVALID_FRAME', message);
   }
+  /** Bytes not read yet. */
+  get remaining(): number {
+    return this.buf.length - this.#off;
+  }
   #need(len: number, what: string) {
     if (this.buf.length - this.#off < len) ByteReader.invalid(`frame ends inside ${what}`);
   }

@@ -136,7 +136,10 @@ export interface WriterOptions {
 export interface WriteResult {
   /** The timestamp the write took. */
   readonly ts: Timestamp;
-  /** Communication rounds used: always 3. */
+  /**
+   * Communication rounds used: 3, plus 2 (CLOCK and STORE again) each time `t + 1`
+   * servers answered that newer writes had superseded the timestamp taken.
+   */
   readonly rounds: number;
 }
 
@@ -164,6 +167,9 @@ export class WriteOperation implements ClientOperation<WriteResult> {
   /** Highest valid timestamp seen in CLOCK. */
   #highest: Timestamp = TS0;
   #candidate: Candidate | undefined;
+  /** Servers that refused this STORE round as `SUPERSEDED`. */
+  readonly #superseded = new Set<number>();
+  #restarts = 0;
 
   /** Throws `NOT_AUTHORIZED` or `GRANT_EXPIRED` when the session cannot write `key`. */
   constructor(options: WriterOptions, key: string, value: WriteValue, opId: number) {
@@ -200,6 +206,12 @@ export class WriteOperation implements ClientOperation<WriteResult> {
     const { config } = this.options;
     if (reply.key !== this.key || reply.opId !== this.opId || from < 0 || from >= config.n) return {};
     if (this.#phase === 'idle' || this.#phase === 'done' || this.#acked.has(from)) return {};
+    if (reply.type === 'ERROR' && reply.code === 'SUPERSEDED') {
+      // Not a failure: the timestamp was overtaken by writes that completed meanwhile.
+      if (this.#phase !== 'store') return {};
+      this.#superseded.add(from);
+      return this.#storeStalled() ? this.#restart() : {};
+    }
     if (reply.type === 'ERROR') {
       const failure = this.#rejections.add(config, from, reply);
       if (!failure) return {};
@@ -221,7 +233,8 @@ export class WriteOperation implements ClientOperation<WriteResult> {
         const { ts, cert } = this.#candidate!;
         if (await this.options.session.verifier.receiptValid(this.key, ts, cert, from, reply.receipt)) this.#receipts.set(from, reply.receipt);
         else this.options.onEvidence?.(from, 'acknowledged a STORE with a receipt that does not verify');
-        return this.#receipts.size >= quorum(config) ? this.#complete() : {};
+        if (this.#receipts.size >= quorum(config)) return this.#complete();
+        return this.#storeStalled() ? this.#restart() : {};
       }
       case 'complete':
         if (reply.type !== 'COMPLETE_ACK' || !this.#isOurs(reply.ts)) return {};
@@ -229,7 +242,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
         if (this.#acked.size < quorum(config)) return {};
         this.#phase = 'done';
         this.options.session.end(this.key, true);
-        return { result: { ts: this.#candidate!.ts, rounds: 3 } };
+        return { result: { ts: this.#candidate!.ts, rounds: 3 + 2 * this.#restarts } };
       default:
         return {};
     }
@@ -269,6 +282,27 @@ export class WriteOperation implements ClientOperation<WriteResult> {
       send.push({ to: i, message: { type: 'STORE', key: this.key, opId: this.opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert } });
     }
     return { send };
+  }
+
+  /**
+   * Whether to take a fresh timestamp: some server refused this one as `SUPERSEDED` and
+   * `n − t` receipts can no longer be counted on — `t + 1` such refusals, or `n − t`
+   * answers in without a quorum of receipts (the missing server may be a silent
+   * Byzantine one, so waiting for it could be forever).
+   */
+  #storeStalled(): boolean {
+    const { config } = this.options;
+    if (this.#superseded.size === 0) return false;
+    if (this.#superseded.size >= config.t + 1) return true;
+    return this.#acked.size + this.#superseded.size >= quorum(config);
+  }
+
+  #restart(): Step<WriteResult> {
+    this.#restarts++;
+    this.#receipts.clear();
+    this.#superseded.clear();
+    this.#nextRound('clock');
+    return { send: this.#toAll({ type: 'CLOCK', key: this.key, opId: this.opId }) };
   }
 
   #complete(): Step<WriteResult> {

@@ -13,6 +13,7 @@ import {
   type ClientOperation,
   type ClusterIdentity,
   type Grant,
+  type HistoryLimits,
   type Outgoing,
   type Signer,
   type Step,
@@ -37,14 +38,14 @@ export async function testCluster(t = 1): Promise<{ cluster: ClusterIdentity; ad
 let counter = 0;
 export const random = (n: number) => Uint8Array.from({ length: n }, () => (counter = (counter * 1103515245 + 12345) >>> 0) & 0xff);
 
-export async function makeCluster(t = 1, options: { skip?: Set<number>; policy?: WritePolicy; now?: () => number } = {}) {
-  const { skip = new Set<number>(), policy, now = () => 1_000_000 } = options;
+export async function makeCluster(t = 1, options: { skip?: Set<number>; policy?: WritePolicy; now?: () => number; history?: Partial<HistoryLimits> } = {}) {
+  const { skip = new Set<number>(), policy, now = () => 1_000_000, history } = options;
   const config = clusterConfig(t);
   const codec = createReferenceCodec({ k: t + 1, n: config.n });
   const { cluster, admin, serverSigners } = await testCluster(t);
   const storages = Array.from({ length: config.n }, () => new MemoryStorage());
   const servers = storages.map(
-    (storage, index) => new Server({ config, index, crypto, storage, cluster, signer: serverSigners[index]!, now, ...(policy ? { policy } : {}) }),
+    (storage, index) => new Server({ config, index, crypto, storage, cluster, signer: serverSigners[index]!, now, ...(policy ? { policy } : {}), ...(history ? { history } : {}) }),
   );
   const owner = await identity(1);
   let instance = 0;

@@ -193,6 +193,8 @@ describe('wire codec', () => {
       QUOTA_EXCEEDED: 11,
       CONFLICT: 12,
       VALUE_TOO_LARGE: 13,
+      PENDING_LIMIT: 14,
+      SUPERSEDED: 15,
     });
     const frame = encodeMessage({ type: 'ERROR', key: 'k', opId: 1, code: 'QUOTA_EXCEEDED', message: 'full' });
     expect(frame[2 + 2 + 1 + 8]).toBe(11);
@@ -205,12 +207,22 @@ describe('wire codec', () => {
 describe('storage records', () => {
   it('round-trip history entries and key states, and name their key', () => {
     fc.assert(
-      fc.property(fc.string({ maxLength: 30 }), timestamp(), fragment, cc(N), certificate(), fc.option(candidate(), { nil: undefined }), (key, t, fr, sum, c, lc) => {
+      fc.property(
+        fc.string({ maxLength: 30 }),
+        timestamp(),
+        fragment,
+        cc(N),
+        certificate(),
+        fc.option(candidate(), { nil: undefined }),
+        fc.option(timestamp(), { nil: undefined }),
+        fc.array(fc.record({ ts: timestamp(), bytes: fc.nat(), tombstone: fc.boolean() }), { maxLength: 5 }),
+        (key, t, fr, sum, c, lc, collected, index) => {
         const entry = { ts: t, stripe: 0, fragment: fr, cc: sum, cert: c };
         expect(decodeEntryRecord(encodeEntryRecord(key, entry), N)).toEqual({ key, entry });
-        const state = { lc, owner: 'o'.repeat(32), entries: 3, bytes: 1234 };
+        const state = { lc, owner: 'o'.repeat(32), index, collected };
         expect(decodeKeyRecord(encodeKeyRecord(key, state), N)).toEqual({ key, state });
-      }),
+        },
+      ),
       { numRuns: 300 },
     );
   });

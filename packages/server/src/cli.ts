@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { pino } from 'pino';
+import { DEFAULT_HISTORY } from '@powerstore/protocol';
 import { DEFAULT_QUOTA, initCluster, loadClusterFile, loadPolicy, loadServerConfig } from './config.js';
 import { runDev, type DevFlags } from './dev.js';
 import { ServerError } from './errors.js';
@@ -78,6 +79,9 @@ function buildCli(): Command {
     .option('--max-connections-per-address <n>', 'open WebSocket connections from one address; more get HTTP 429', integer(1), DEFAULT_LIMITS.maxConnectionsPerAddress)
     .option('--idle-timeout-ms <ms>', 'close a connection that sends nothing for this long; 0 disables', integer(0), DEFAULT_LIMITS.idleTimeoutMs)
     .option('--frame-timeout-ms <ms>', 'close a connection whose frame takes longer than this to arrive whole', integer(1), DEFAULT_LIMITS.frameTimeoutMs)
+    .option('--history-keep <n>', 'entries kept per key below the last completed write (δ): reads overlapping at most this many writes finish in 2 rounds', integer(0, 1000), DEFAULT_HISTORY.keep)
+    .option('--max-pending-per-key <n>', 'writes of one key started and not completed held at once; more get PENDING_LIMIT', integer(1), DEFAULT_HISTORY.maxPendingPerKey)
+    .option('--max-pending-per-writer <n>', 'the same, per key and writer identity', integer(1), DEFAULT_HISTORY.maxPendingPerWriter)
     .option('--shutdown-timeout-ms <ms>', 'how long SIGTERM/SIGINT waits for in-flight requests', integer(1), DEFAULT_LIMITS.shutdownTimeoutMs)
     .option('--heartbeat-ms <ms>', 'WebSocket ping interval; 0 disables', integer(0), DEFAULT_LIMITS.heartbeatMs)
     .addOption(new Option('--log-level <level>', 'pino log level').choices(LOG_LEVELS).default('info'))
@@ -132,6 +136,9 @@ interface StartFlags {
   frameTimeoutMs: number;
   shutdownTimeoutMs: number;
   heartbeatMs: number;
+  historyKeep: number;
+  maxPendingPerKey: number;
+  maxPendingPerWriter: number;
   logLevel: string;
 }
 
@@ -173,6 +180,7 @@ async function runStart(o: StartFlags): Promise<void> {
     sync: !o.unsafeNoFsync,
     tls,
     limits,
+    history: { keep: o.historyKeep, maxPendingPerKey: o.maxPendingPerKey, maxPendingPerWriter: o.maxPendingPerWriter },
     logger,
     // Binds the database to this server and key: starting server 2 on server 1's data,
     // or on data of another cluster, fails instead of serving the wrong state.

@@ -23,7 +23,8 @@
  *                                the longest ever stored): room the server reserves for a
  *                                FILTER reply before reading one. Only ever added, so
  *                                concurrent batches cannot overwrite a larger one.
- *   `k:<key>`                    the key's state: lc, owner, entries, bytes
+ *   `k:<key>`                    the key's state: lc, owner, the collected mark, and
+ *                                an index of its entries (timestamp, bytes, tombstone)
  *   `h:<len>:<key>:<num>:<wid>`  Hist[ts]
  */
 import { ClassicLevel } from 'classic-level';
@@ -33,6 +34,8 @@ import {
   encodeEntryRecord,
   encodeKeyRecord,
   timestampKey,
+  compareTimestamps,
+  stateBytes,
   UsageLedger,
   type Candidate,
   type Charge,
@@ -46,8 +49,11 @@ import {
 } from '@powerstore/protocol';
 import { ServerError } from './errors.js';
 
-/** Version of the on-disk layout above. Format 1 (PowerStore 0.1, MAC-authenticated writes) is refused. */
-export const STORAGE_FORMAT = 2;
+/**
+ * Version of the on-disk layout above. Format 1 (PowerStore 0.1, MAC-authenticated writes)
+ * and format 2 (signed writes, history kept forever, no entry index) are refused.
+ */
+export const STORAGE_FORMAT = 3;
 
 /** How to open a {@link LevelStorage}. */
 export interface LevelStorageOptions {
@@ -81,7 +87,8 @@ export interface CommitInfo {
 }
 
 /** One write of a {@link GroupCommitter} batch. */
-export type Put = { type: 'put'; key: string; value: Uint8Array };
+/** One operation of a batch: a put, or a delete (garbage collection). */
+export type Put = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string };
 
 interface Waiter {
   resolve(): void;
@@ -111,7 +118,7 @@ export class GroupCommitter {
     return new Promise<void>((resolve, reject) => {
       for (const op of ops) {
         this.#ops.push(op);
-        this.#bytes += op.value.length;
+        if (op.type === 'put') this.#bytes += op.value.length;
       }
       this.#waiters.push({ resolve, reject });
       this.#schedule();
@@ -228,6 +235,12 @@ export class LevelStorage implements ServerStorage {
         `${options.path}: written by PowerStore 0.1 (storage format 1, MAC-authenticated writes); this server reads format ${STORAGE_FORMAT} (signed writes). Start it on an empty data directory and write the values again through a client; the old directory can be deleted.`,
       );
     }
+    if (meta.format === 2) {
+      throw new ServerError(
+        'STORAGE_MISMATCH',
+        `${options.path}: storage format 2 (history kept forever, no entry index); this server reads format ${STORAGE_FORMAT}. Start it on an empty data directory and write the values again through a client.`,
+      );
+    }
     if (meta.format !== STORAGE_FORMAT) {
       throw new ServerError('STORAGE_MISMATCH', `${options.path}: storage format ${String(meta.format)}, this server reads ${STORAGE_FORMAT}`);
     }
@@ -251,12 +264,12 @@ export class LevelStorage implements ServerStorage {
     for await (const [k, raw] of this.#db.iterator({ gte: 'k:', lt: 'k;' })) {
       const key = k.slice(2);
       const { state } = this.#decodeKey(key, raw);
-      if (state.entries > 0) {
+      if (state.index.length > 0) {
         // Entries written before `m:largest` existed: assume the worst.
         if (largest === undefined) this.#largestFragment = Number.POSITIVE_INFINITY;
         this.#keys++;
-        this.#entries += state.entries;
-        this.#ledger.add(state.owner, state.bytes, 1);
+        this.#entries += state.index.length;
+        this.#ledger.add(state.owner, stateBytes(state), 1);
       }
     }
   }
@@ -335,6 +348,7 @@ export class LevelStorage implements ServerStorage {
       // Counted only once durable, so a failed batch does not skew the gauges.
       this.#keys += txn.newKeys;
       this.#entries += txn.newEntries;
+      txn.committed();
       this.#largestFragment = Math.max(this.#largestFragment, txn.largestFragment);
     }
     return result;
@@ -361,7 +375,10 @@ class Transaction {
   #stateLoaded = false;
   readonly #entries = new Map<string, HistoryEntry | undefined>();
   readonly #reservations: Reservation[] = [];
+  /** Usage given back by deleted entries, applied once the deletes are durable. */
+  readonly #released: Reservation[] = [];
   #open = true;
+  /** Keys and entries this transaction adds (negative when it collects more than it stores). */
   newKeys = 0;
   newEntries = 0;
   /** The longest fragment this transaction stores (0 if none). */
@@ -381,6 +398,9 @@ class Transaction {
       setLc: (c) => this.#guard(() => this.#setLc(c)),
       getEntry: (ts) => this.#guard(() => this.#getEntry(ts)),
       putEntry: (e, charge) => this.#guard(() => this.#putEntry(e, charge)),
+      index: () => this.#guard(async () => (await this.#getState()).index),
+      deleteEntry: (ts) => this.#guard(() => this.#deleteEntry(ts)),
+      getCollected: () => this.#guard(async () => (await this.#getState()).collected),
     };
   }
 
@@ -391,6 +411,12 @@ class Transaction {
   /** The writes never became durable: give back what was reserved. */
   abort(): void {
     for (const r of this.#reservations.splice(0)) this.ledger.release(r);
+    this.#released.length = 0;
+  }
+
+  /** The writes are durable: what deleted entries held is no longer used. */
+  committed(): void {
+    for (const r of this.#released.splice(0)) this.ledger.release(r);
   }
 
   operations(): Put[] {
@@ -417,7 +443,7 @@ class Transaction {
       this.#state = raw === undefined ? undefined : this.decodeState(this.key, raw);
       this.#stateLoaded = true;
     }
-    return this.#state ?? { lc: undefined, owner: '', entries: 0, bytes: 0 };
+    return this.#state ?? { lc: undefined, owner: '', index: [], collected: undefined };
   }
 
   #setState(s: KeyState): void {
@@ -441,11 +467,11 @@ class Transaction {
   async #putEntry(e: HistoryEntry, charge: Charge): Promise<boolean> {
     const state = await this.#getState();
     // Check and reserve in one synchronous step: no other callback can slip in between.
-    const reservation = this.ledger.reserve(charge.owner, charge.bytes, state.entries === 0, charge.quota);
+    const reservation = this.ledger.reserve(charge.owner, charge.bytes, state.index.length === 0, charge.quota);
     if (!reservation) return false;
     this.#reservations.push(reservation);
     const k = this.#entryKey(e.ts);
-    if (state.entries === 0) this.newKeys++;
+    if (state.index.length === 0) this.newKeys++;
     this.newEntries++;
     this.#entries.set(k, e);
     this.#puts.set(k, { type: 'put', key: k, value: encodeEntryRecord(this.key, e) });
@@ -454,8 +480,25 @@ class Transaction {
       const marker = `m:largest:${String(e.fragment.length).padStart(10, '0')}`;
       this.#puts.set(marker, { type: 'put', key: marker, value: new Uint8Array(0) });
     }
-    this.#setState({ ...state, owner: charge.owner, entries: state.entries + 1, bytes: state.bytes + charge.bytes });
+    const info = { ts: e.ts, bytes: charge.bytes, tombstone: e.cc.tombstone };
+    const index = [...state.index, info].sort((a, b) => compareTimestamps(a.ts, b.ts));
+    this.#setState({ ...state, owner: charge.owner, index });
     return true;
+  }
+
+  async #deleteEntry(ts: Timestamp): Promise<void> {
+    const state = await this.#getState();
+    const info = state.index.find((e) => compareTimestamps(e.ts, ts) === 0);
+    if (!info) return;
+    const k = this.#entryKey(ts);
+    this.#entries.set(k, undefined);
+    this.#puts.set(k, { type: 'del', key: k });
+    const index = state.index.filter((e) => e !== info);
+    this.newEntries--;
+    if (index.length === 0) this.newKeys--;
+    this.#released.push({ owner: state.owner, bytes: info.bytes, keys: index.length === 0 ? 1 : 0 });
+    const collected = state.collected && compareTimestamps(state.collected, ts) > 0 ? state.collected : ts;
+    this.#setState({ ...state, index, collected });
   }
 
   #decodeEntry(raw: Uint8Array): HistoryEntry {

@@ -41,6 +41,8 @@ export interface ServerMetrics {
   readonly invalidCandidates: Counter;
   /** STOREs that tried to change a history entry (write-once history). */
   readonly conflicts: Counter;
+  /** History entries deleted by garbage collection. */
+  readonly collected: Counter;
   readonly bytesIn: Counter;
   readonly bytesOut: Counter;
   readonly connections: Gauge;
@@ -161,6 +163,11 @@ export function createMetrics(sources: MetricSources): ServerMetrics {
     conflicts: new Counter({
       name: 'powerstore_history_conflicts_total',
       help: 'STOREs refused because the history entry already holds another write (write-once history)',
+      registers,
+    }),
+    collected: new Counter({
+      name: 'powerstore_history_collected_total',
+      help: 'History entries deleted by garbage collection (superseded by newer completed writes, or below a completed delete)',
       registers,
     }),
     bytesIn: new Counter({ name: 'powerstore_bytes_received_total', help: 'WebSocket payload bytes received', registers }),

@@ -17,7 +17,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { decodeHeader, encodeMessage, encodePublicKey, Server, type Cluster, type WritePolicy } from '@powerstore/protocol';
+import { decodeHeader, encodeMessage, encodePublicKey, Server, type Cluster, type HistoryLimits, type WritePolicy } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { Admission } from './admission.js';
 import { ClientConnection, type ConnectionHost } from './connection.js';
@@ -47,6 +47,8 @@ export interface StartServerOptions {
   /** PEM certificate and key: serve wss:// and https://. */
   readonly tls?: { readonly cert: string | Buffer; readonly key: string | Buffer };
   readonly limits?: Partial<ServerLimits>;
+  /** How much history to keep per key (garbage collection). Default `DEFAULT_HISTORY`. */
+  readonly history?: Partial<HistoryLimits>;
   readonly logger?: Logger;
   /** Stored in the database and checked on every open; see {@link LevelStorageOptions.identity}. */
   readonly identity?: string;
@@ -118,6 +120,8 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     now: options.now ?? Date.now,
     onInvalidCandidate: () => metrics.invalidCandidates.inc(),
     onConflict: () => metrics.conflicts.inc(),
+    ...(options.history ? { history: options.history } : {}),
+    onCollected: (_key, count) => metrics.collected.inc(count),
   });
   const frameOptions = { maxFragmentLength: limits.maxFrameBytes };
   let closing: Promise<void> | undefined;
