@@ -6,12 +6,13 @@
  * The committer is powerstore-server's own.
  */
 import { ClassicLevel } from 'classic-level';
+import { KeyedMutex } from '@powerstore/protocol';
 import { GroupCommitter } from 'powerstore-server';
 
 export class BaselineStore {
   readonly #db: ClassicLevel<string, Uint8Array>;
   readonly #committer: GroupCommitter;
-  readonly #tails = new Map<string, Promise<unknown>>();
+  readonly #mutex = new KeyedMutex();
 
   private constructor(db: ClassicLevel<string, Uint8Array>, sync: boolean) {
     this.#db = db;
@@ -39,14 +40,7 @@ export class BaselineStore {
 
   /** Runs `fn` after every earlier callback on `key` (and its commit) finished. */
   withKey<R>(key: string, fn: () => Promise<R>): Promise<R> {
-    const prev = this.#tails.get(key) ?? Promise.resolve();
-    const run = prev.then(fn, fn);
-    const tail = run.catch(() => undefined);
-    this.#tails.set(key, tail);
-    void tail.then(() => {
-      if (this.#tails.get(key) === tail) this.#tails.delete(key);
-    });
-    return run;
+    return this.#mutex.run(key, fn);
   }
 
   close(): Promise<void> {

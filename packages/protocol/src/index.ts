@@ -85,6 +85,7 @@ export type { RandomBytes } from './random.js';
 export { ReadOperation, type FilterAnswer, type ReaderOptions, type ReadResult } from './reader.js';
 export { decodeEntryRecord, decodeKeyRecord, encodeEntryRecord, encodeKeyRecord, historyEntryBytes, RECORD_VERSION, stateBytes, type EntryInfo, type KeyState } from './record.js';
 export { DEFAULT_HISTORY, entriesEqual, Server, type FrameResult, type HistoryLimits, type ServerOptions } from './server.js';
+export { KeyedMutex } from './key-mutex.js';
 export { MemoryStorage, UsageLedger, type Charge, type KeyRecord, type Reservation, type ServerStorage, type Usage } from './storage.js';
 export { storageConformance, type ConformanceCheck } from './storage-conformance.js';
 export {

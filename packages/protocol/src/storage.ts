@@ -12,6 +12,7 @@
  * synchronous step, so concurrent STOREs of different keys cannot overshoot a quota.
  */
 import type { Candidate } from './candidate.js';
+import { KeyedMutex } from './key-mutex.js';
 import type { HistoryEntry } from './messages.js';
 import type { Quota } from './policy.js';
 import type { EntryInfo } from './record.js';
@@ -132,22 +133,11 @@ interface MemoryRecord {
 /** In-memory {@link ServerStorage} for tests and the simulator; honours per-key exclusion. */
 export class MemoryStorage implements ServerStorage {
   readonly #records = new Map<string, MemoryRecord>();
-  readonly #tails = new Map<string, Promise<unknown>>();
+  readonly #mutex = new KeyedMutex();
   readonly #ledger = new UsageLedger();
 
   withKey<T>(key: string, fn: (record: KeyRecord) => Promise<T>): Promise<T> {
-    const prev = this.#tails.get(key) ?? Promise.resolve();
-    const run = prev.then(
-      () => fn(this.#view(key)),
-      () => fn(this.#view(key)),
-    );
-    const tail = run.catch(() => undefined);
-    this.#tails.set(key, tail);
-    // Forget the chain once idle so the map does not grow with every key ever touched.
-    void tail.then(() => {
-      if (this.#tails.get(key) === tail) this.#tails.delete(key);
-    });
-    return run;
+    return this.#mutex.run(key, () => fn(this.#view(key)));
   }
 
   usage(owner: string): Usage {

@@ -1,5 +1,28 @@
 import { describe, expect, it } from 'vitest';
-import { MemoryStorage, storageConformance, UsageLedger, type KeyRecord, type ServerStorage } from '../src/index.js';
+import { KeyedMutex, MemoryStorage, storageConformance, UsageLedger, type KeyRecord, type ServerStorage } from '../src/index.js';
+
+describe('KeyedMutex', () => {
+  it('runs one key’s callbacks one at a time in call order, other keys meanwhile, and goes on after a failure', async () => {
+    const mutex = new KeyedMutex();
+    const log: string[] = [];
+    const step = (name: string, ms: number, fail = false) => async () => {
+      log.push(`${name}+`);
+      await new Promise((r) => setTimeout(r, ms));
+      log.push(`${name}-`);
+      if (fail) throw new Error(name);
+      return name;
+    };
+    const a1 = mutex.run('a', step('a1', 20, true));
+    const a2 = mutex.run('a', step('a2', 1));
+    const b1 = mutex.run('b', step('b1', 5));
+    await expect(a1).rejects.toThrow('a1');
+    expect(await a2).toBe('a2');
+    expect(await b1).toBe('b1');
+    expect(log.indexOf('a2+')).toBeGreaterThan(log.indexOf('a1-'));
+    expect(log.indexOf('b1+')).toBeLessThan(log.indexOf('a1-'));
+    await mutex.idle();
+  });
+});
 
 describe('MemoryStorage conformance', () => {
   for (const check of storageConformance(() => new MemoryStorage())) it(check.name, check.run);

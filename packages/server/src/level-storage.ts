@@ -35,6 +35,7 @@ import {
   encodeKeyRecord,
   timestampKey,
   compareTimestamps,
+  KeyedMutex,
   stateBytes,
   UsageLedger,
   type Candidate,
@@ -173,7 +174,7 @@ export class LevelStorage implements ServerStorage {
   readonly #db: ClassicLevel<string, Uint8Array>;
   readonly #n: number;
   readonly #committer: GroupCommitter;
-  readonly #tails = new Map<string, Promise<unknown>>();
+  readonly #mutex = new KeyedMutex();
   readonly #ledger = new UsageLedger();
   #closing: Promise<void> | undefined;
   #keys = 0;
@@ -312,18 +313,7 @@ export class LevelStorage implements ServerStorage {
 
   withKey<T>(key: string, fn: (record: KeyRecord) => Promise<T>): Promise<T> {
     if (this.#closing) return Promise.reject(new ServerError('STORAGE_CLOSED', 'storage is closing'));
-    const prev = this.#tails.get(key) ?? Promise.resolve();
-    const run = prev.then(
-      () => this.#run(key, fn),
-      () => this.#run(key, fn),
-    );
-    const tail = run.catch(() => undefined);
-    this.#tails.set(key, tail);
-    // Forget idle chains so the map does not grow with every key ever touched.
-    void tail.then(() => {
-      if (this.#tails.get(key) === tail) this.#tails.delete(key);
-    });
-    return run;
+    return this.#mutex.run(key, () => this.#run(key, fn));
   }
 
   async #run<T>(key: string, fn: (record: KeyRecord) => Promise<T>): Promise<T> {
@@ -360,7 +350,7 @@ export class LevelStorage implements ServerStorage {
    */
   close(): Promise<void> {
     this.#closing ??= (async () => {
-      while (this.#tails.size > 0) await Promise.all([...this.#tails.values()]);
+      await this.#mutex.idle();
       await this.#committer.idle();
       await this.#db.close();
     })();
