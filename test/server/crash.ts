@@ -126,12 +126,15 @@ export async function runCrashCycles(options: {
       writesWhileDown += during;
       if (during === 0 && !failure) throw new DurabilityViolation(`cycle ${cycle}: no write completed while server ${victim} was down`);
 
-      // The dead server's own database must hold everything it acknowledged.
+      // The dead server's own database must hold everything it acknowledged, or have
+      // collected it durably (history below a newer completed write is garbage).
       const storage = await LevelStorage.open({ path: join(cluster.dir, `data-${victim}`), n });
       try {
         for (const { key, ts } of storeAcks[victim - 1]!.values()) {
-          const e = await storage.withKey(key, (r) => r.getEntry(ts));
-          if (!e) throw new DurabilityViolation(`cycle ${cycle}: server ${victim} acknowledged STORE ${key}@${timestampKey(ts)} but lost it`);
+          const { entry, collected } = await storage.withKey(key, async (r) => ({ entry: await r.getEntry(ts), collected: await r.getCollected() }));
+          if (!entry && !(collected && compareTimestamps(ts, collected) <= 0)) {
+            throw new DurabilityViolation(`cycle ${cycle}: server ${victim} acknowledged STORE ${key}@${timestampKey(ts)} but lost it`);
+          }
           durableChecked++;
         }
         for (const [key, ts] of completeAcks[victim - 1]!) {

@@ -121,7 +121,7 @@ describe('hostile clients cannot exhaust a server; honest clients stay served', 
     // closed after SEND_TIMEOUT_MS, which lets the next ones through to stall in turn.
     // (The attackers' own sockets are paused, so only the servers know they were closed.)
     const closedByServers = async () => (await metricSum('powerstore_connections_closed_total', { reason: 'send_timeout' })) - timeoutsBefore;
-    for (const deadline = Date.now() + 60_000; Date.now() < deadline && (await closedByServers()) < attackers.length; ) {
+    for (const deadline = Date.now() + 150_000; Date.now() < deadline && (await closedByServers()) < attackers.length; ) {
       sample();
       for (let id = 1; id <= 4; id++) expect(metricValue(await cluster.metrics(id), 'powerstore_buffered_bytes')).toBeLessThanOrEqual(BUDGET);
       await sleep(500);
@@ -141,7 +141,7 @@ describe('hostile clients cannot exhaust a server; honest clients stay served', 
       expect(grew, `server ${i + 1} grew by ${(grew / MiB).toFixed(0)} MiB`).toBeLessThan(BUDGET + 64 * MiB);
     }
     expect(honestMs).toBeLessThan(20_000);
-      }, 150_000);
+  }, 240_000);
 
   it(`a connection flood from one address gets HTTP 429 past ${PER_ADDRESS} connections; another address still connects`, async () => {
     const url = cluster.urls[1]!;
