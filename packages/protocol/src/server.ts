@@ -242,7 +242,9 @@ export class Server {
    * or acknowledging it unstored, would let a collected timestamp take other content.
    */
   protected async storeEntry(record: KeyRecord, key: string, entry: HistoryEntry): Promise<void> {
-    const existing = await record.getEntry(entry.ts);
+    const index = await record.index();
+    // The index says whether an entry exists, so a new write reads no entry.
+    const existing = index.some((e) => timestampsEqual(e.ts, entry.ts)) ? await record.getEntry(entry.ts) : undefined;
     if (existing) {
       if (entriesEqual(existing, entry)) return;
       this.#options.onConflict?.(key, entry.ts);
@@ -253,7 +255,7 @@ export class Server {
       throw new ProtocolError('SUPERSEDED', `history of this key up to ${collected.num} was collected after newer writes completed; write again with a fresh timestamp`);
     }
     const lc = await record.getLc();
-    if (compareTimestamps(entry.ts, lc?.ts ?? TS0) > 0) this.checkPending(await record.index(), lc?.ts ?? TS0, entry.ts);
+    if (compareTimestamps(entry.ts, lc?.ts ?? TS0) > 0) this.checkPending(index, lc?.ts ?? TS0, entry.ts);
     const owner = this.admission.ownerOfKey(key);
     const charge = { owner, bytes: historyEntryBytes(entry), quota: this.admission.quotaFor(owner) };
     if (!(await record.putEntry(entry, charge))) {

@@ -73,6 +73,8 @@ export interface LevelStorageOptions {
   readonly sync?: boolean;
   /** Called after every batch, for metrics. */
   readonly onCommit?: (info: CommitInfo) => void;
+  /** Key records kept decoded in memory (most recently used). Default 10 000; 0 disables. */
+  readonly stateCacheKeys?: number;
 }
 
 /** One group commit, as reported to {@link LevelStorageOptions.onCommit}. */
@@ -180,11 +182,19 @@ export class LevelStorage implements ServerStorage {
   #keys = 0;
   #entries = 0;
   #largestFragment = 0;
+  /**
+   * Decoded key records of recently used keys (`null`: known to have none), so CLOCK,
+   * COLLECT and COMPLETE do not read LevelDB for a hot key. Updated only after a commit
+   * is durable, under the key's exclusion, so it never disagrees with the disk.
+   */
+  readonly #states = new Map<string, KeyState | null>();
+  readonly #stateCacheKeys: number;
 
   private constructor(db: ClassicLevel<string, Uint8Array>, options: LevelStorageOptions) {
     this.#db = db;
     this.#n = options.n;
     this.#committer = new GroupCommitter(db, options.sync ?? true, options.onCommit);
+    this.#stateCacheKeys = options.stateCacheKeys ?? 10_000;
   }
 
   /**
@@ -317,12 +327,19 @@ export class LevelStorage implements ServerStorage {
   }
 
   async #run<T>(key: string, fn: (record: KeyRecord) => Promise<T>): Promise<T> {
-    const txn = new Transaction(this.#db, this.#n, key, this.#ledger, (k, raw) => this.#decodeKey(k, raw).state, () => this.#largestFragment);
+    const cached = this.#states.get(key);
+    if (cached !== undefined) {
+      // Most recently used last.
+      this.#states.delete(key);
+      this.#states.set(key, cached);
+    }
+    const txn = new Transaction(this.#db, this.#n, key, this.#ledger, (k, raw) => this.#decodeKey(k, raw).state, () => this.#largestFragment, cached);
     let result: T;
     try {
       result = await fn(txn.record);
     } catch (err) {
       txn.abort();
+      this.#states.delete(key);
       throw err;
     } finally {
       txn.close();
@@ -333,6 +350,7 @@ export class LevelStorage implements ServerStorage {
         await this.#committer.commit(ops);
       } catch (err) {
         txn.abort();
+        this.#states.delete(key);
         throw err;
       }
       // Counted only once durable, so a failed batch does not skew the gauges.
@@ -340,6 +358,12 @@ export class LevelStorage implements ServerStorage {
       this.#entries += txn.newEntries;
       txn.committed();
       this.#largestFragment = Math.max(this.#largestFragment, txn.largestFragment);
+    }
+    const state = txn.state();
+    if (state !== undefined && this.#stateCacheKeys > 0) {
+      this.#states.delete(key);
+      this.#states.set(key, state);
+      if (this.#states.size > this.#stateCacheKeys) this.#states.delete(this.#states.keys().next().value!);
     }
     return result;
   }
@@ -382,7 +406,12 @@ class Transaction {
     private readonly ledger: UsageLedger,
     private readonly decodeState: (key: string, raw: Uint8Array) => KeyState,
     private readonly largestSoFar: () => number,
+    cached: KeyState | null | undefined,
   ) {
+    if (cached !== undefined) {
+      this.#state = cached ?? undefined;
+      this.#stateLoaded = true;
+    }
     this.record = {
       getLc: () => this.#guard(async () => (await this.#getState()).lc),
       setLc: (c) => this.#guard(() => this.#setLc(c)),
@@ -407,6 +436,11 @@ class Transaction {
   /** The writes are durable: what deleted entries held is no longer used. */
   committed(): void {
     for (const r of this.#released.splice(0)) this.ledger.release(r);
+  }
+
+  /** The key's state as this transaction leaves it (`null`: none), if it was read at all. */
+  state(): KeyState | null | undefined {
+    return this.#stateLoaded ? (this.#state ?? null) : undefined;
   }
 
   operations(): Put[] {

@@ -18,28 +18,31 @@ storageSuite('MemoryStorage', async () => ({ storage: new MemoryStorage() }), {
   staleRecordGuard: false,
 });
 
-storageSuite(
-  'LevelStorage',
-  async () => {
-    const path = join(root, `db-${dirs++}`);
-    let commits = 0;
-    const open = () => LevelStorage.open({ path, n: N, onCommit: () => commits++ });
-    let current = await open();
-    return {
-      get storage() {
-        return current;
-      },
-      async reopen() {
-        await current.close();
-        current = await open();
-        return current;
-      },
-      close: () => current.close(),
-      commits: () => commits,
-    };
-  },
-  { durable: true, rollback: true, groupCommit: true, staleRecordGuard: true },
-);
+// With its cache of decoded key records, and without (every read goes to LevelDB).
+for (const stateCacheKeys of [10_000, 0]) {
+  storageSuite(
+    stateCacheKeys ? 'LevelStorage' : 'LevelStorage without the key-record cache',
+    async () => {
+      const path = join(root, `db-${dirs++}`);
+      let commits = 0;
+      const open = () => LevelStorage.open({ path, n: N, onCommit: () => commits++, stateCacheKeys });
+      let current = await open();
+      return {
+        get storage() {
+          return current;
+        },
+        async reopen() {
+          await current.close();
+          current = await open();
+          return current;
+        },
+        close: () => current.close(),
+        commits: () => commits,
+      };
+    },
+    { durable: true, rollback: true, groupCommit: true, staleRecordGuard: true },
+  );
+}
 
 describe('LevelStorage specifics', () => {
   it('refuses a database of another cluster, cluster size or identity', async () => {
