@@ -146,6 +146,25 @@ it('exits 5 without an identity for a write, 2 on a usage error, 5 on a broken c
   expect(broken.stderr).toContain('is not valid JSON');
 });
 
+it('exits 5 for a cluster or grant file that is JSON but not valid, and 2 for other bad arguments (by the error, not its words)', async () => {
+  const json = cluster.clusterJson() as { servers: { publicKey: string }[] };
+  // A 16-byte server key: the servers refuse this file, so the CLI must too.
+  const shortKey = join(home, 'short-key-cluster.json');
+  writeFileSync(shortKey, JSON.stringify({ ...json, servers: json.servers.map((s, i) => (i === 1 ? { ...s, publicKey: Buffer.alloc(16, 1).toString('base64url') } : s)) }));
+  const badCluster = await run(['--cluster', shortKey, 'get', 'k']);
+  expect(badCluster.code).toBe(5);
+  expect(badCluster.stderr).toContain('field "servers[1].publicKey"');
+  const notAGrant = join(home, 'not-a-grant.json');
+  writeFileSync(notAGrant, '{}');
+  const badGrant = await run([...files(), '--grant', notAGrant, 'get', 'k']);
+  expect(badGrant.code).toBe(5);
+  expect(badGrant.stderr).toContain('INVALID_ARGUMENT: grants[0]');
+  // INVALID_ARGUMENT about the key is a usage error, whatever its message says.
+  const longKey = await run([...files(), 'get', 'x'.repeat(1100)]);
+  expect(longKey.code).toBe(2);
+  expect(longKey.stderr).toContain('INVALID_ARGUMENT: key is 1100 bytes');
+});
+
 it('a broken identity file is reported by file, line and column, never with a piece of its secret key', async () => {
   const file = join(home, 'broken-identity.json');
   await run(['--identity', file, 'id']);

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { decodeMessage, encodeMessage } from '@powerstore/protocol';
-import { CLI, cli, ensureBuilt, freeBasePort } from './harness.js';
+import { CLI, cli, ensureBuilt, freeBasePort, ROOT } from './harness.js';
 
 const root = mkdtempSync(join(tmpdir(), 'powerstore-cli-'));
 beforeAll(ensureBuilt, 240_000);
@@ -37,6 +37,15 @@ describe('powerstore-server CLI', () => {
     const dev = cli(['dev', '--help']);
     expect(dev.stdout).toContain('--static');
     expect(cli(['start']).status).not.toBe(0);
+    // Usage errors exit 2, and the help says which options are required.
+    const noT = cli(['init', '--dir', fresh()]);
+    expect(noT.status).toBe(2);
+    expect(noT.stderr).toContain("required option '--t <t>' not specified");
+    expect(init.stdout.slice(init.stdout.indexOf('--t <t>'), init.stdout.indexOf('--dir <dir>'))).toContain('(required)');
+    expect(cli(['start', '--no-such-option']).status).toBe(2);
+    const version = cli(['--version']);
+    expect(version.status).toBe(0);
+    expect(version.stdout.trim()).toBe(JSON.parse(readFileSync(join(ROOT, 'packages/server/package.json'), 'utf8')).version);
   });
 
   it('init writes the files with secret modes and refuses to overwrite without --force', () => {

@@ -22,11 +22,18 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Builds the server package and its references (`tsc -b packages/server`, not the whole
- * workspace, so unrelated work in progress elsewhere cannot fail these tests). Test files
- * in parallel workers take turns through a lock directory, since two builds writing the
- * same outputs race.
+ * workspace, so unrelated work in progress elsewhere cannot fail these tests). Takes no
+ * argument: test files pass it to `beforeAll` as it is, which calls it with a context.
  */
-export async function ensureBuilt(): Promise<void> {
+export function ensureBuilt(): Promise<void> {
+  return ensureBuiltProjects(['packages/server']);
+}
+
+/**
+ * `tsc -b` of `projects` (and their references). Test files in parallel workers take
+ * turns through a lock directory, since two builds writing the same outputs race.
+ */
+export async function ensureBuiltProjects(projects: readonly string[]): Promise<void> {
   const lock = join(tmpdir(), `powerstore-build-${createHash('sha256').update(ROOT).digest('hex').slice(0, 12)}.lock`);
   const deadline = Date.now() + 240_000;
   for (;;) {
@@ -45,7 +52,7 @@ export async function ensureBuilt(): Promise<void> {
     }
   }
   try {
-    const r = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', 'packages/server'], { cwd: ROOT, encoding: 'utf8' });
+    const r = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', ...projects], { cwd: ROOT, encoding: 'utf8' });
     if (r.status !== 0) throw new Error(`tsc -b failed:\n${r.stdout}\n${r.stderr}`);
   } finally {
     rmSync(lock, { recursive: true, force: true });

@@ -45,6 +45,12 @@ const EXIT_BY_CODE: Record<string, number> = {
 
 const DEFAULT_DIR = '.powerstore';
 
+/** This package's version, read at run time so `--version` cannot drift from package.json. */
+function packageVersion(): string {
+  // ../package.json from dist/main.js (installed) and from src/main.ts (tsx) alike.
+  return (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+}
+
 class CliError extends Error {
   constructor(
     readonly exitCode: number,
@@ -214,6 +220,7 @@ function writeSecret(path: string, json: object): void {
 export function program(): Command {
   const cli = new Command('powerstore')
     .description('Read and write a PowerStore cluster: Byzantine-fault-tolerant, linearizable, erasure-coded key-value storage.')
+    .version(packageVersion())
     .option('--cluster <file>', `cluster file (default: $POWERSTORE_CLUSTER or ${DEFAULT_DIR}/cluster.json)`)
     .option('--identity <file>', `identity to write with (default: $POWERSTORE_IDENTITY, ${DEFAULT_DIR}/identity.json, then your own: ${userIdentityPath()})`)
     .option('--grant <file>', 'a grant file letting this identity write outside its namespace (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
@@ -376,8 +383,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
     if (e instanceof PowerStoreError) {
       process.stderr.write(`powerstore: ${e.code}: ${e.message}\n`);
-      const cluster = e.code === 'INVALID_ARGUMENT' && /^(cluster|identity|grants)/.test(e.message);
-      return cluster ? EXIT.CONFIG : (EXIT_BY_CODE[e.code] ?? EXIT.FAILED);
+      // A bad cluster, identity or grant file is a file problem (5), other bad arguments usage (2).
+      return e.source !== undefined ? EXIT.CONFIG : (EXIT_BY_CODE[e.code] ?? EXIT.FAILED);
     }
     process.stderr.write(`powerstore: ${(e as Error).stack ?? String(e)}\n`);
     return EXIT.FAILED;

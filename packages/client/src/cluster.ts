@@ -4,13 +4,13 @@
  * with the field that is wrong, and grants as `powerstore grant` prints them.
  */
 import { ClusterFileError, grantFromJson, parseClusterFile, bytesEqual, type Cluster, type CryptoProvider, type Grant } from '@powerstore/protocol';
-import { invalid } from './errors.js';
+import { invalidInput } from './errors.js';
 
 export function parseCluster(input: unknown): Cluster {
   try {
     return parseClusterFile(input);
   } catch (err) {
-    if (err instanceof ClusterFileError) throw invalid(`cluster: ${err.message}`, err);
+    if (err instanceof ClusterFileError) throw invalidInput('cluster', `cluster: ${err.message}`, err);
     throw err;
   }
 }
@@ -18,15 +18,15 @@ export function parseCluster(input: unknown): Cluster {
 /** Grants (JSON objects or already parsed) for this cluster. */
 export function parseGrants(crypto: CryptoProvider, cluster: Cluster, input: unknown): Grant[] {
   if (input === undefined) return [];
-  if (!Array.isArray(input)) throw invalid('grants must be a list of grant objects (what `powerstore grant` prints)');
+  if (!Array.isArray(input)) throw invalidInput('grants', 'grants must be a list of grant objects (what `powerstore grant` prints)');
   return input.map((g: unknown, i) => {
     let parsed;
     try {
       parsed = grantFromJson(crypto, g);
     } catch (err) {
-      throw invalid(`grants[${i}]: ${(err as Error).message}`, err);
+      throw invalidInput('grants', `grants[${i}]: ${(err as Error).message}`, err);
     }
-    if (!bytesEqual(parsed.clusterId, cluster.identity.id)) throw invalid(`grants[${i}] was issued for another cluster`);
+    if (!bytesEqual(parsed.clusterId, cluster.identity.id)) throw invalidInput('grants', `grants[${i}] was issued for another cluster`);
     return parsed.grant;
   });
 }

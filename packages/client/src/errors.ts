@@ -30,18 +30,33 @@ export type PowerStoreErrorCode =
   /** The store was closed. */
   | 'CLOSED';
 
+/**
+ * The input to `connect` an `INVALID_ARGUMENT` is about, when it is one a user hands over
+ * as a file: the cluster file (including a plaintext URL it lists), the identity, or a
+ * grant. Tools tell "fix that file" from "fix the call" by it, not by the message's words.
+ */
+export type PowerStoreErrorSource = 'cluster' | 'identity' | 'grants';
+
 /** Every error the client reports. */
 export class PowerStoreError extends Error {
   override readonly name = 'PowerStoreError';
+  /** Set on `INVALID_ARGUMENT` errors about the cluster file, the identity or the grants; see {@link PowerStoreErrorSource}. */
+  readonly source: PowerStoreErrorSource | undefined;
   constructor(
     readonly code: PowerStoreErrorCode,
     message: string,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; source?: PowerStoreErrorSource },
   ) {
-    super(message, options);
+    super(message, options && 'cause' in options ? { cause: options.cause } : undefined);
+    this.source = options?.source;
   }
 }
 
 export function invalid(message: string, cause?: unknown): PowerStoreError {
   return new PowerStoreError('INVALID_ARGUMENT', message, cause === undefined ? undefined : { cause });
+}
+
+/** `INVALID_ARGUMENT` about `source`, one of the files a user hands to `connect`. */
+export function invalidInput(source: PowerStoreErrorSource, message: string, cause?: unknown): PowerStoreError {
+  return new PowerStoreError('INVALID_ARGUMENT', message, cause === undefined ? { source } : { cause, source });
 }

@@ -15,7 +15,7 @@ import {
   type Signer,
 } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
-import { invalid, PowerStoreError } from './errors.js';
+import { invalidInput, PowerStoreError } from './errors.js';
 
 const crypto = createCryptoProvider();
 
@@ -52,10 +52,10 @@ export class Identity {
     try {
       parsed = identityFromJson(json);
     } catch (err) {
-      throw invalid(`identity: ${(err as Error).message}`);
+      throw invalidInput('identity', `identity: ${(err as Error).message}`);
     }
     const signer = await crypto.signerFromSeed(parsed.seed);
-    if (encodePublicKey(signer.publicKey) !== encodePublicKey(parsed.publicKey)) throw invalid('identity: "secretKey" does not belong to "publicKey"');
+    if (encodePublicKey(signer.publicKey) !== encodePublicKey(parsed.publicKey)) throw invalidInput('identity', 'identity: "secretKey" does not belong to "publicKey"');
     return new Identity(signer, parsed.seed);
   }
 

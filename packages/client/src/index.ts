@@ -19,4 +19,4 @@ export type { ClusterFile, GrantJson, IdentityJson } from '@powerstore/protocol'
 /** Where a `JSON.parse` error is ("line L, column C") without quoting the text: for tools reading identity files. */
 export { jsonErrorPosition } from '@powerstore/protocol';
 export type { ServerState, ServerStatus } from './connection.js';
-export { PowerStoreError, type PowerStoreErrorCode } from './errors.js';
+export { PowerStoreError, type PowerStoreErrorCode, type PowerStoreErrorSource } from './errors.js';

@@ -6,7 +6,7 @@
  * plaintext is what it wants (`allowInsecure`).
  */
 import { isLoopbackHost, type Cluster } from '@powerstore/protocol';
-import { invalid } from './errors.js';
+import { invalid, invalidInput } from './errors.js';
 
 /** The servers of `cluster` that would be reached over `ws://` on a host that is not loopback. */
 export function insecureServers(cluster: Cluster): { id: number; url: string }[] {
@@ -17,16 +17,17 @@ export function insecureServers(cluster: Cluster): { id: number; url: string }[]
 }
 
 /**
- * Throws `INVALID_ARGUMENT` when a server of `cluster` would be reached over plaintext
- * `ws://` on a host that is not loopback, unless `allowInsecure`. The message starts with
- * `cluster:` (the file is what needs fixing) and names the servers and both ways out.
+ * Throws `INVALID_ARGUMENT` with source `cluster` (the file is what needs fixing)
+ * when a server of `cluster` would be reached over plaintext `ws://` on a host that is not
+ * loopback, unless `allowInsecure`. The message names the servers and both ways out.
  */
 export function checkTransport(cluster: Cluster, allowInsecure: unknown): void {
   if (allowInsecure !== undefined && typeof allowInsecure !== 'boolean') throw invalid('allowInsecure must be a boolean');
   if (allowInsecure) return;
   const insecure = insecureServers(cluster);
   if (insecure.length === 0) return;
-  throw invalid(
+  throw invalidInput(
+    'cluster',
     `cluster: ${insecure.map((s) => `s${s.id} ${s.url}`).join(', ')}: plaintext ws:// to a host that is not loopback, ` +
       'where anyone on the network can read the values and tamper with the traffic; use wss:// URLs ' +
       '(servers started with --tls-cert/--tls-key), or allow plaintext explicitly with allowInsecure: true (the powerstore CLI: --allow-insecure)',

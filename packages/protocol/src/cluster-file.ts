@@ -13,6 +13,7 @@
  * part of every candidate's validity); `url`s may change; `policy` may be edited (servers
  * reload it on SIGHUP) and only affects which new writes are admitted.
  */
+import { bytesEqual } from './bytes.js';
 import { clusterConfig, MAX_SERVERS, type ClusterConfig } from './config.js';
 import { ProtocolError } from './errors.js';
 import { CLUSTER_ID_LENGTH, type ClusterIdentity } from './grant.js';
@@ -140,8 +141,12 @@ export function parsePolicy(x: unknown, field = 'policy'): { policy: WritePolicy
 }
 
 /**
- * Checks a parsed `cluster.json`; throws {@link ClusterFileError} naming the field.
- * `version: 1` files (MAC-authenticated clusters) are refused with a message saying so.
+ * Checks a parsed `cluster.json`; throws {@link ClusterFileError} naming the field. The
+ * rules are exact, because servers and clients must agree on every file: a 16-byte
+ * cluster id, 32-byte Ed25519 public keys (admin, servers, revoked keys), `n = 3t + 1`
+ * servers listed in order with distinct keys none of which is the admin's, `ws://` or
+ * `wss://` URLs of host and port. `version: 1` files (MAC-authenticated clusters) are
+ * refused with a message saying so.
  */
 export function parseClusterFile(input: unknown): Cluster {
   const o = object(input, undefined);
@@ -183,6 +188,12 @@ export function parseClusterFile(input: unknown): Cluster {
     } catch {
       fail(`${field}.publicKey`, "must be the server's public key (43 base64url characters)");
     }
+    // One key per server: a store proof counts receipts of n − t distinct servers, and two
+    // entries sharing a key would let one machine sign for both. And no server holds the
+    // admin's key: servers must hold no write power.
+    const same = keys.findIndex((k) => bytesEqual(k, publicKey));
+    if (same >= 0) fail(`${field}.publicKey`, `is also the key of servers[${same}]: every server needs a receipt key of its own`);
+    if (bytesEqual(publicKey, admin)) fail(`${field}.publicKey`, 'is the admin key: a server must hold no key that can write');
     keys.push(publicKey);
     return { id: i + 1, url: so.url, publicKey: encodePublicKey(publicKey) };
   });

@@ -1,7 +1,9 @@
 /**
- * The writer and reader state machines on their own: timestamps of concurrent writes of
- * one session, authority checked before any traffic, failing fast when servers refuse,
- * and the evidence they report about servers.
+ * The writer and reader state machines on their own, fed replies one at a time: which
+ * replies count (each server once per round, this key and opId, receipts that verify),
+ * timestamps of concurrent writes of one session, authority checked before any traffic,
+ * failing fast when servers refuse, and the evidence they report about servers. Whole
+ * runs, message by message, are the transcripts in `testdata/` (`scenarios.test.ts`).
  */
 import { describe, expect, it } from 'vitest';
 import {
@@ -9,12 +11,13 @@ import {
   ownerIdOf,
   ReadOperation,
   signGrant,
+  WriteOperation,
   type Candidate,
   type Outgoing,
   type Reply,
   type Step,
 } from '../src/index.js';
-import { crypto, identity, makeCluster, own } from './cluster.js';
+import { crypto, identity, makeCluster, own, random } from './cluster.js';
 
 const text = (s: string) => new TextEncoder().encode(s);
 
@@ -87,6 +90,68 @@ describe('WriterSession', () => {
     expect(() => c.writeOp('shared/x', { kind: 'tombstone' }, session)).toThrow(expect.objectContaining({ code: 'NOT_AUTHORIZED' }));
   });
 
+  it('counts each server once per round, for this key and opId only, and only receipts that verify', async () => {
+    const c = await makeCluster(1);
+    const key = own(c.owner, 'k');
+    const evidence: [number, string][] = [];
+    const op = new WriteOperation(
+      { config: c.config, crypto, codec: c.codec, random, session: c.session(), now: () => 1_000_000, onEvidence: (i, r) => evidence.push([i, r]) },
+      key,
+      { kind: 'value', value: text('v') },
+      41,
+    );
+    const clocks = (await op.start()).send!;
+    const ack = (i: number) => c.servers[i]!.handle(clocks[i]!.message);
+    const first = await ack(0);
+    // Another operation's reply, another key's, a duplicate: none counts towards n − t.
+    expect(await op.onReply(0, { ...first, opId: 42 })).toEqual({});
+    expect(await op.onReply(0, { ...first, key: own(c.owner, 'other') })).toEqual({});
+    expect(await op.onReply(0, first)).toEqual({});
+    expect(await op.onReply(0, first)).toEqual({});
+    expect(await op.onReply(1, await ack(1))).toEqual({});
+    const stores = (await op.onReply(2, await ack(2))).send!;
+    expect(stores.map((o) => o.message.type)).toEqual(['STORE', 'STORE', 'STORE', 'STORE']);
+    // A CLOCK_ACK arriving during STORE is another round's: ignored.
+    expect(await op.onReply(3, await ack(3))).toEqual({});
+    // s1's receipt is garbage: acknowledged, but not part of the proof and reported.
+    const storeAck = async (i: number) => c.servers[i]!.handle(stores[i]!.message);
+    const bad = await storeAck(0);
+    expect(bad.type).toBe('STORE_ACK');
+    expect(await op.onReply(0, { ...bad, receipt: new Uint8Array(64) } as Reply)).toEqual({});
+    expect(evidence).toEqual([[0, 'acknowledged a STORE with a receipt that does not verify']]);
+    expect(await op.onReply(1, await storeAck(1))).toEqual({});
+    expect(await op.onReply(2, await storeAck(2))).toEqual({});
+    const completes = (await op.onReply(3, await storeAck(3))).send!;
+    const proof = completes[0]!.message.type === 'COMPLETE' ? completes[0]!.message.candidate.proof.map((r) => r.server) : [];
+    expect(proof).toEqual([1, 2, 3]);
+    let step: Step<unknown> = {};
+    for (const i of [0, 1, 2]) step = await op.onReply(i, await c.servers[i]!.handle(completes[i]!.message));
+    expect(step.result).toMatchObject({ ts: { num: 1 }, rounds: 3 });
+    // After the end, nothing counts.
+    expect(await op.onReply(3, await c.servers[3]!.handle(completes[3]!.message))).toEqual({});
+  });
+
+  it('adopts no CLOCK candidate that is not valid, so a Byzantine server cannot make it skip numbers', async () => {
+    const c = await makeCluster(1);
+    const key = own(c.owner, 'k');
+    await c.write(key, { kind: 'value', value: text('one') });
+    const evidence: number[] = [];
+    const op = new WriteOperation(
+      { config: c.config, crypto, codec: c.codec, random, session: c.session(), now: () => 1_000_000, onEvidence: (i) => evidence.push(i) },
+      key,
+      { kind: 'value', value: text('two') },
+      43,
+    );
+    let stores: readonly Outgoing[] | undefined;
+    for (const o of (await op.start()).send!) {
+      let reply = await c.servers[o.to]!.handle(o.message);
+      if (o.to === 0 && reply.type === 'CLOCK_ACK') reply = { ...reply, candidate: { ...reply.candidate!, ts: { ...reply.candidate!.ts, num: 1000 } } };
+      stores ??= (await op.onReply(o.to, reply)).send;
+    }
+    expect(evidence).toEqual([0]);
+    expect((stores![0]!.message as { ts: { num: number } }).ts.num).toBe(2);
+  });
+
   it('fails at once with the servers’ code when more than t refuse', async () => {
     const c = await makeCluster(1);
     const owner = ownerIdOf(crypto, c.owner.publicKey);
@@ -100,6 +165,37 @@ describe('WriterSession', () => {
 });
 
 describe('ReadOperation', () => {
+  it('waits out t refusals in a round; t + 1 end the read with the code they share, or INTERNAL', async () => {
+    const c = await makeCluster(1);
+    const key = own(c.owner, 'k');
+    const refuse = (i: number, code: 'INTERNAL' | 'QUOTA_EXCEEDED', opId: number): Reply => ({ type: 'ERROR', key, opId, code, message: `s${i + 1} says no` });
+    const run = async (codes: ('INTERNAL' | 'QUOTA_EXCEEDED')[], opId: number) => {
+      const op = new ReadOperation({ config: c.config, crypto, codec: c.codec, verifier: c.verifier }, key, opId);
+      await op.start();
+      const steps = [];
+      for (const [i, code] of codes.entries()) steps.push(await op.onReply(i, refuse(i, code, opId)));
+      return steps;
+    };
+    const [one, two] = await run(['QUOTA_EXCEEDED', 'QUOTA_EXCEEDED'], 1);
+    expect(one).toEqual({});
+    expect(two!.error).toMatchObject({ code: 'QUOTA_EXCEEDED', message: expect.stringContaining('2 servers refused') });
+    const [, mixed] = await run(['QUOTA_EXCEEDED', 'INTERNAL'], 2);
+    expect(mixed!.error).toMatchObject({ code: 'INTERNAL', message: expect.stringContaining('different reasons') });
+    // One refusal, then three answers: the read finishes (a key never written).
+    const op = new ReadOperation({ config: c.config, crypto, codec: c.codec, verifier: c.verifier }, key, 3);
+    let queue: Outgoing[] = [...(await op.start()).send!];
+    expect(await op.onReply(0, refuse(0, 'INTERNAL', 3))).toEqual({});
+    let result: unknown;
+    while (queue.length > 0 && result === undefined) {
+      const o = queue.shift()!;
+      if (o.to === 0) continue;
+      const step = await op.onReply(o.to, await c.servers[o.to]!.handle(o.message));
+      result = step.result;
+      queue.push(...(step.send ?? []));
+    }
+    expect(result).toMatchObject({ value: undefined, ts: { num: 0 }, rounds: 2 });
+  });
+
   it('drops a candidate that is not valid at COLLECT and names the server', async () => {
     const c = await makeCluster(1);
     const key = own(c.owner, 'k');

@@ -30,6 +30,7 @@ import {
   type Timestamp,
   type WriteCertificate,
 } from '../src/index.js';
+import { acceptedClusterFiles, refusedClusterFiles } from './cluster-file-cases.js';
 import { crypto, identity, own, testCluster } from './cluster.js';
 
 const hash = (b: number) => new Uint8Array(32).fill(b);
@@ -285,5 +286,23 @@ describe('cluster.json', () => {
     expect(fieldOf({ ...f, policy: { writers: 'open', quotas: { default: { bytes: -1 } } } })).toBe('policy.quotas.default.bytes');
     expect(fieldOf({ ...f, policy: { writers: 'open', revoked: { keys: ['nope'] } } })).toBe('policy.revoked.keys[0]');
     expect(fieldOf({ version: 1, t: 1, n: 4, servers: f.servers })).toBe('version');
+  });
+
+  // The same cases run through the server's loader (packages/server/test/config.test.ts)
+  // and the client's connect (packages/client/test/cluster.test.ts).
+  it.each(acceptedClusterFiles())('accepts a file every side accepts: %s', (_name, f) => {
+    const c = parseClusterFile(f);
+    expect(parseClusterFile(JSON.parse(JSON.stringify(c.file))).file).toEqual(c.file);
+  });
+
+  it.each(refusedClusterFiles())('refuses a file every side refuses: %s', (_name, f, field) => {
+    let err: unknown;
+    try {
+      parseClusterFile(f);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ClusterFileError);
+    expect(err).toMatchObject({ code: 'INVALID_ARGUMENT', field });
   });
 });

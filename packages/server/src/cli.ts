@@ -5,7 +5,7 @@
  * 2, maps SIGINT/SIGTERM to a graceful shutdown and SIGHUP to a policy reload.
  */
 import { readFileSync } from 'node:fs';
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, Help, InvalidArgumentError, Option } from 'commander';
 import { pino } from 'pino';
 import { DEFAULT_HISTORY } from '@powerstore/protocol';
 import { DEFAULT_QUOTA, initCluster, loadClusterFile, loadPolicy, loadServerConfig } from './config.js';
@@ -26,10 +26,25 @@ function integer(min: number, max = Number.MAX_SAFE_INTEGER) {
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
+/** This package's version, read at run time so `--version` cannot drift from package.json. */
+function packageVersion(): string {
+  // ../package.json from dist/cli.js (installed) and from src/cli.ts (tsx) alike.
+  return (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+}
+
 /** Builds the command tree. */
 function buildCli(): Command {
   const program = new Command('powerstore-server')
     .description('PowerStore storage server: Byzantine-fault-tolerant, linearizable, erasure-coded key-value storage (M-PoWerStore).')
+    .version(packageVersion())
+    // commander enforces requiredOption() but its help does not say which options are
+    // required; set before the subcommands, which inherit it.
+    .configureHelp({
+      optionDescription: (option) => {
+        const text = new Help().optionDescription(option);
+        return option.mandatory ? `${text} (required)` : text;
+      },
+    })
     .showHelpAfterError()
     .exitOverride();
 
@@ -267,8 +282,10 @@ async function main(argv: readonly string[]): Promise<void> {
   } catch (err) {
     const e = err as { code?: string; exitCode?: number; message?: string };
     if (typeof e.code === 'string' && e.code.startsWith('commander.')) {
-      // commander already printed help or the usage error.
-      process.exitCode = e.exitCode ?? 1;
+      // commander already printed help, the version or the usage error. Its usage errors
+      // (missing required option, unknown option, bad value) exit 1; ours are 2, like
+      // configuration errors, so scripts can tell them from a server that failed.
+      process.exitCode = e.exitCode === 0 ? 0 : 2;
       return;
     }
     if (err instanceof ServerError) {

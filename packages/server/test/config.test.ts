@@ -1,9 +1,10 @@
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { identityFromJson, ownerIdOf } from '@powerstore/protocol';
+import { identityFromJson, ownerIdOf, parseClusterFile } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
+import { acceptedClusterFiles, refusedClusterFiles } from '../../protocol/test/cluster-file-cases.js';
 import { ConfigError, DEFAULT_QUOTA, initCluster, loadClusterFile, loadPolicy, loadServerConfig } from '../src/index.js';
 
 const root = mkdtempSync(join(tmpdir(), 'powerstore-config-'));
@@ -102,6 +103,32 @@ describe('cluster files', () => {
     await expect(loadServerConfig(join(dir, 'missing.json'))).rejects.toMatchObject({ code: 'CONFIG_MISSING' });
     writeFileSync(r.clusterFile, JSON.stringify({ version: 1, t: 1, n: 4, servers: [{ id: 1, url: 'http://x' }] }));
     expect(() => loadClusterFile(r.clusterFile)).toThrow(expect.objectContaining({ field: 'version' }));
+  });
+
+  // The protocol's own cases (packages/protocol/test/cluster-file-cases.ts): the server
+  // judges every cluster file as the protocol's validator (and so every client) does, and
+  // says which file.
+  it('accepts and refuses the same cluster files as the protocol and the client, naming the file and field', () => {
+    const dir = fresh();
+    mkdirSync(dir);
+    const file = join(dir, 'cluster.json');
+    for (const [name, json] of acceptedClusterFiles()) {
+      writeFileSync(file, JSON.stringify(json));
+      expect(loadClusterFile(file).file, name).toEqual(parseClusterFile(json).file);
+    }
+    for (const [name, json, field] of refusedClusterFiles()) {
+      writeFileSync(file, JSON.stringify(json));
+      let err: unknown;
+      try {
+        loadClusterFile(file);
+      } catch (e) {
+        err = e;
+      }
+      expect(err, name).toBeInstanceOf(ConfigError);
+      expect(err, name).toMatchObject({ code: 'CONFIG_INVALID', file, field });
+      expect((err as Error).message, name).toContain(file);
+      if (field) expect((err as Error).message, name).toContain(`field "${field}"`);
+    }
   });
 
   it('a policy reload takes only the policy; anything else changed is refused', async () => {

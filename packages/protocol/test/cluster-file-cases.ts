@@ -1,0 +1,77 @@
+/**
+ * `cluster.json` files that every reader must judge alike: the protocol's validator
+ * (`parseClusterFile`), the server's loader (`loadClusterFile`, which adds the file name)
+ * and the client (`connect`). Each side's tests run all of them, so a rule that one side
+ * drops or adds shows up as a failing case rather than as a cluster that servers start
+ * and clients refuse (or the other way round).
+ *
+ * Keys are fixed bytes, not real Ed25519 points: the file's rules are about shape, and
+ * no signature is checked while reading it.
+ */
+import { encodePublicKey, toBase32 } from '../src/index.js';
+
+/** Base64url of any bytes, for keys of the wrong length (`encodePublicKey` refuses them). */
+const base64url = (bytes: Uint8Array) => Buffer.from(bytes).toString('base64url');
+const key = (byte: number, length = 32) => base64url(new Uint8Array(length).fill(byte));
+
+/** A valid file for t = 1, loopback URLs (so `connect` accepts its transport). */
+export function validClusterFile() {
+  return {
+    version: 2,
+    id: toBase32(new Uint8Array(16).fill(0x11)),
+    admin: encodePublicKey(new Uint8Array(32).fill(0xad)),
+    t: 1,
+    n: 4,
+    servers: [1, 2, 3, 4].map((id) => ({ id, url: `ws://127.0.0.1:${7000 + id}`, publicKey: key(0xc0 + id) })),
+    policy: { writers: 'open', owners: [], revoked: { keys: [], grants: [] }, quotas: { default: { bytes: 1000, keys: 10 }, owners: {} } },
+  };
+}
+
+type File = ReturnType<typeof validClusterFile>;
+
+/** `f` with server `i` changed. */
+function server(f: File, i: number, change: Record<string, unknown>): File {
+  return { ...f, servers: f.servers.map((s, j) => (j === i ? { ...s, ...change } : s)) };
+}
+
+/** Files every side accepts, by name. */
+export function acceptedClusterFiles(): [name: string, file: unknown][] {
+  const f = validClusterFile();
+  const { n: _n, policy: _policy, ...bare } = f;
+  return [
+    ['as init writes it', f],
+    ['n and policy left out (n is implied, the policy is open)', bare],
+    ['wss:// URLs and host names', { ...f, servers: f.servers.map((s, i) => ({ ...s, url: `wss://store-${i}.example.com:443` })) }],
+    ['t = 2 with seven servers', { ...f, t: 2, n: 7, servers: [1, 2, 3, 4, 5, 6, 7].map((id) => ({ id, url: `ws://[::1]:${7000 + id}`, publicKey: key(0xc0 + id) })) }],
+  ];
+}
+
+/** Files every side refuses, by name, with the field (JSON path) it must name. */
+export function refusedClusterFiles(): [name: string, file: unknown, field: string | undefined][] {
+  const f = validClusterFile();
+  return [
+    ['not an object', [f], undefined],
+    ['version 1 (MAC keys)', { version: 1, t: 1, n: 4, servers: f.servers, serverKeys: [] }, 'version'],
+    ['an unknown version', { ...f, version: 3 }, 'version'],
+    ['a cluster id of 15 bytes', { ...f, id: toBase32(new Uint8Array(15).fill(0x11)) }, 'id'],
+    ['a cluster id that is not base32', { ...f, id: 'not base32!' }, 'id'],
+    ['an admin key of 31 bytes', { ...f, admin: key(0xad, 31) }, 'admin'],
+    ['an admin key of 33 bytes', { ...f, admin: key(0xad, 33) }, 'admin'],
+    ['an admin key with padding', { ...f, admin: `${f.admin}=` }, 'admin'],
+    ['t = 0', { ...f, t: 0 }, 't'],
+    ['n that is not 3t + 1', { ...f, n: 5 }, 'n'],
+    ['three servers for t = 1', { ...f, servers: f.servers.slice(0, 3) }, 'servers'],
+    ['servers out of order', server(f, 1, { id: 3 }), 'servers[1].id'],
+    ['a server key of 16 bytes', server(f, 2, { publicKey: key(0xc3, 16) }), 'servers[2].publicKey'],
+    ['a server key of 64 bytes', server(f, 2, { publicKey: key(0xc3, 64) }), 'servers[2].publicKey'],
+    ['a server without a key', server(f, 3, { publicKey: undefined }), 'servers[3].publicKey'],
+    ['two servers sharing a key', server(f, 3, { publicKey: f.servers[1]!.publicKey }), 'servers[3].publicKey'],
+    ["a server holding the admin's key", server(f, 0, { publicKey: f.admin }), 'servers[0].publicKey'],
+    ['an http:// URL', server(f, 0, { url: 'http://127.0.0.1:7001' }), 'servers[0].url'],
+    ['a URL with a path', server(f, 0, { url: 'ws://127.0.0.1:7001/ws' }), 'servers[0].url'],
+    ['an unknown writers mode', { ...f, policy: { writers: 'some' } }, 'policy.writers'],
+    ['an admitted owner that is not an owner id', { ...f, policy: { writers: 'owners', owners: ['alice'] } }, 'policy.owners[0]'],
+    ['a revoked key of 31 bytes', { ...f, policy: { writers: 'open', revoked: { keys: [key(1, 31)] } } }, 'policy.revoked.keys[0]'],
+    ['a negative quota', { ...f, policy: { writers: 'open', quotas: { default: { bytes: -1 } } } }, 'policy.quotas.default.bytes'],
+  ];
+}
