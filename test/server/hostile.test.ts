@@ -89,7 +89,9 @@ describe('hostile clients cannot exhaust a server; honest clients stay served', 
     const candidate = (collected as { candidate?: Candidate }).candidate!;
     expect(candidate).toBeDefined();
     const baseline = cluster.urls.map((_, i) => rss(i + 1));
-    const timeoutsBefore = await metricSum('powerstore_connections_closed_total', { reason: 'send_timeout' });
+    const timeoutsBefore =
+      (await metricSum('powerstore_connections_closed_total', { reason: 'send_timeout' })) +
+      (await metricSum('powerstore_connections_closed_total', { reason: 'heartbeat_timeout' }));
 
     // Each attacker stops reading, then asks for the fragment again and again.
     const attackers: WebSocket[] = [];
@@ -120,7 +122,12 @@ describe('hostile clients cannot exhaust a server; honest clients stay served', 
     // The address's share admits a few of its requests at a time; each stalled socket is
     // closed after SEND_TIMEOUT_MS, which lets the next ones through to stall in turn.
     // (The attackers' own sockets are paused, so only the servers know they were closed.)
-    const closedByServers = async () => (await metricSum('powerstore_connections_closed_total', { reason: 'send_timeout' })) - timeoutsBefore;
+    // A stalled socket is closed by the send timeout, or by the heartbeat first when it
+    // waited its turn longer than a ping interval (its pongs are unread too).
+    const closedByServers = async () =>
+      (await metricSum('powerstore_connections_closed_total', { reason: 'send_timeout' })) +
+      (await metricSum('powerstore_connections_closed_total', { reason: 'heartbeat_timeout' })) -
+      timeoutsBefore;
     for (const deadline = Date.now() + 150_000; Date.now() < deadline && (await closedByServers()) < attackers.length; ) {
       sample();
       for (let id = 1; id <= 4; id++) expect(metricValue(await cluster.metrics(id), 'powerstore_buffered_bytes')).toBeLessThanOrEqual(BUDGET);
