@@ -125,6 +125,14 @@ export interface FrameHeader {
 }
 
 /**
+ * The message type a frame of this wire version announces, from its first two bytes
+ * (nothing else is read or checked): for hosts that budget a request before decoding it.
+ */
+export function frameType(frame: Uint8Array): Message['type'] | undefined {
+  return frame.length >= 2 && frame[0] === WIRE_VERSION ? TYPE_NAMES.get(frame[1]!) : undefined;
+}
+
+/**
  * The header of a frame of this wire version, or `undefined` when even that cannot be
  * read: what a server echoes in the ERROR reply to a frame whose body is malformed, so
  * the client can match the error to its operation.

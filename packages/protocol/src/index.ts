@@ -32,7 +32,7 @@ export {
   type ClusterServer,
   type PolicyJson,
 } from './cluster-file.js';
-export { decodeHeader, decodeMessage, encodeMessage, MAX_KEY_LENGTH, WIRE_VERSION, type DecodeOptions, type FrameHeader } from './codec.js';
+export { decodeHeader, decodeMessage, encodeMessage, frameType, MAX_KEY_LENGTH, WIRE_VERSION, type DecodeOptions, type FrameHeader } from './codec.js';
 export { clusterConfig, MAX_SERVERS, MAX_VALUE_LENGTH, quorum, type ClusterConfig } from './config.js';
 export { computeCrossChecksum, crossChecksumDigest, fragmentMatches, type CrossChecksum } from './cross-checksum.js';
 export {

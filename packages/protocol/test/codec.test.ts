@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import {
   decodeEntryRecord,
   decodeHeader,
+  frameType,
   decodeKeyRecord,
   decodeMessage,
   encodeEntryRecord,
@@ -175,6 +176,19 @@ describe('wire codec', () => {
     const unknown = frame.slice();
     unknown[1] = 0x42;
     expect(decodeHeader(unknown)).toMatchObject({ type: undefined, key: 'hdr', opId: 77 });
+  });
+
+  it('frameType reads the announced type from two bytes, and nothing of another version', () => {
+    const frame = encodeMessage({ type: 'FILTER', key: 'k', opId: 1, stripe: 0, candidates: [] });
+    expect(frameType(frame)).toBe('FILTER');
+    expect(frameType(frame.subarray(0, 2))).toBe('FILTER');
+    expect(frameType(frame.subarray(0, 1))).toBeUndefined();
+    const v1 = frame.slice();
+    v1[0] = 1;
+    expect(frameType(v1)).toBeUndefined();
+    const unknown = frame.slice();
+    unknown[1] = 0x42;
+    expect(frameType(unknown)).toBeUndefined();
   });
 
   it('error codes travel as fixed numbers', () => {

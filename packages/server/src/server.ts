@@ -17,7 +17,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { decodeHeader, encodeMessage, encodePublicKey, Server, type Cluster, type HistoryLimits, type WritePolicy } from '@powerstore/protocol';
+import { encodeMessage, encodePublicKey, frameType, Server, type Cluster, type HistoryLimits, type WritePolicy } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { Admission } from './admission.js';
 import { ClientConnection, type ConnectionHost } from './connection.js';
@@ -133,7 +133,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     replyRoom(frame) {
       // A FILTER's reply carries one fragment, at most the longest stored; every other
       // reply is a header, a candidate or an error.
-      if (decodeHeader(frame)?.type !== 'FILTER') return FRAME_OVERHEAD_BYTES;
+      if (frameType(frame) !== 'FILTER') return FRAME_OVERHEAD_BYTES;
       return Math.min(limits.maxFrameBytes, store.largestFragmentBytes + FRAME_OVERHEAD_BYTES);
     },
     handle: (frame, isBinary) =>
