@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readFileSync } from 'node:fs';
-import { identityFromJson, type Cluster, type ClusterConfig, type Signer } from '@powerstore/protocol';
+import WebSocket from 'ws';
+import { decodeMessage, encodeMessage, identityFromJson, type Candidate, type Cluster, type ClusterConfig, type Message, type Signer } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { loadClusterFile } from '../../packages/server/src/index.js';
 
@@ -240,4 +241,39 @@ export function largeFrameHeader(length: number): Buffer {
   const header = Buffer.from([0x82, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4]);
   header.writeBigUInt64BE(BigInt(length), 2);
   return header;
+}
+
+/**
+ * A WebSocket to `url` from `localAddress`, once open. A refused upgrade rejects with
+ * `HTTP <status>`; errors after opening are swallowed (attack sockets die on purpose).
+ */
+export function openWebSocket(url: string, localAddress = '127.0.0.1'): Promise<WebSocket> {
+  const ws = new WebSocket(url, { perMessageDeflate: false, localAddress, handshakeTimeout: 5000 });
+  ws.on('error', () => undefined);
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => resolve(ws));
+    ws.once('error', reject);
+    ws.once('unexpected-response', (_req, res) => {
+      ws.terminate();
+      reject(new Error(`HTTP ${res.statusCode}`));
+    });
+  });
+}
+
+/** Sends `m` over `ws` and resolves with the next frame, decoded for a cluster of `n`. */
+export function requestOnce(ws: WebSocket, m: Message, n: number): Promise<Message> {
+  const reply = new Promise<Message>((resolve) => ws.once('message', (data: Buffer) => resolve(decodeMessage(new Uint8Array(data), { n }))));
+  ws.send(encodeMessage(m));
+  return reply;
+}
+
+/** Server `url`'s `lc` of `key`, by a COLLECT over a connection of its own. */
+export async function collectLc(url: string, key: string, n: number): Promise<Candidate | undefined> {
+  const ws = await openWebSocket(url);
+  try {
+    const m = await requestOnce(ws, { type: 'COLLECT', key, opId: 1 }, n);
+    return m.type === 'COLLECT_ACK' ? m.candidate : undefined;
+  } finally {
+    ws.close();
+  }
 }

@@ -9,10 +9,8 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 import { connect, Identity, type Store } from '@powerstore/client';
-import { decodeMessage, encodeMessage } from '@powerstore/protocol';
-import { CliCluster, ensureBuilt, metricValue } from './harness.js';
+import { CliCluster, collectLc, ensureBuilt, metricValue } from './harness.js';
 
 const KEEP = 2;
 const VERSIONS = 10_000;
@@ -62,25 +60,12 @@ async function allConnected(store: Store): Promise<void> {
 async function everyServerAt(key: string, num: number, store: Store): Promise<void> {
   const deadline = Date.now() + 30_000;
   for (;;) {
-    const states = await Promise.all(cluster.urls.map((url) => lcNum(url, key)));
+    const states = await Promise.all(cluster.urls.map(async (url) => (await collectLc(url, key, cluster.config.n))?.ts.num ?? 0));
     if (states.every((n) => n === num)) return;
     if (Date.now() > deadline) throw new Error(`servers' lc of ${key}: ${states.join(', ')}, expected ${num}`);
     await store.get(key);
     await new Promise((r) => setTimeout(r, 200));
   }
-}
-
-async function lcNum(url: string, key: string): Promise<number> {
-  const ws = new WebSocket(url, { perMessageDeflate: false });
-  await new Promise<void>((resolve, reject) => {
-    ws.once('open', () => resolve());
-    ws.once('error', reject);
-  });
-  const reply = new Promise<Buffer>((resolve) => ws.once('message', resolve));
-  ws.send(encodeMessage({ type: 'COLLECT', key, opId: 1 }));
-  const m = decodeMessage(new Uint8Array(await reply), { n: cluster.config.n }) as { candidate?: { ts: { num: number } } };
-  ws.close();
-  return m.candidate?.ts.num ?? 0;
 }
 
 describe('bounded history', () => {

@@ -18,8 +18,8 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import WebSocket from 'ws';
 import { connect, Identity, type Store } from '@powerstore/client';
-import { decodeMessage, encodeMessage, type Candidate } from '@powerstore/protocol';
-import { CliCluster, largeFrameHeader, rawWebSocket } from './harness.js';
+import { encodeMessage, type Candidate } from '@powerstore/protocol';
+import { CliCluster, collectLc, largeFrameHeader, openWebSocket, rawWebSocket } from './harness.js';
 
 /** How long, and how many honest clients. */
 export interface HostileSoakOptions {
@@ -79,7 +79,8 @@ export async function runHostileSoak(options: HostileSoakOptions): Promise<Hosti
     for (let i = 0; i < (options.honestClients ?? 4); i++) stores.push(await connect({ cluster: clusterJson, identity: admin, timeoutMs: 30_000 }));
     const big = `${stores[0]!.namespace}soak/big`;
     await stores[0]!.put(big, new Uint8Array(randomBytes(16 * MiB)));
-    const candidate = await collect(cluster.urls[0]!, big, cluster.config.n);
+    const candidate = await collectLc(cluster.urls[0]!, big, cluster.config.n);
+    if (!candidate) throw new Error(`no candidate for ${big}`);
 
     log(`quiet phase: ${stores.length} honest clients for ${(phaseMs / 1000).toFixed(0)} s`);
     const quiet = await honestLoad(stores, phaseMs);
@@ -150,28 +151,7 @@ async function honestLoad(stores: readonly Store[], ms: number): Promise<PhaseRe
   return { operations: latencies.length + errors, errors, p50Ms: at(0.5), p99Ms: at(0.99), errorKinds };
 }
 
-async function collect(url: string, key: string, n: number): Promise<Candidate> {
-  const ws = await open(url, '127.0.0.1');
-  const reply = new Promise<Buffer>((resolve) => ws.once('message', resolve));
-  ws.send(encodeMessage({ type: 'COLLECT', key, opId: 1 }));
-  const m = decodeMessage(new Uint8Array(await reply), { n }) as { candidate?: Candidate };
-  ws.close();
-  if (!m.candidate) throw new Error(`no candidate for ${key}`);
-  return m.candidate;
-}
-
-function open(url: string, localAddress: string): Promise<WebSocket> {
-  const ws = new WebSocket(url, { perMessageDeflate: false, localAddress, handshakeTimeout: 5000 });
-  ws.on('error', () => undefined);
-  return new Promise((resolve, reject) => {
-    ws.once('open', () => resolve(ws));
-    ws.once('error', reject);
-    ws.once('unexpected-response', (_req, res) => {
-      ws.terminate();
-      reject(new Error(`HTTP ${res.statusCode}`));
-    });
-  });
-}
+const open = openWebSocket;
 
 const closedOrDeadline = (ws: WebSocket, until: number) =>
   new Promise<void>((resolve) => {

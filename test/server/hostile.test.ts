@@ -10,8 +10,8 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { connect, Identity, type Store } from '@powerstore/client';
-import { decodeMessage, encodeMessage, type Candidate, type Message } from '@powerstore/protocol';
-import { CliCluster, ensureBuilt, largeFrameHeader, metricValue, rawWebSocket } from './harness.js';
+import { encodeMessage, type Message } from '@powerstore/protocol';
+import { CliCluster, collectLc, ensureBuilt, largeFrameHeader, metricValue, openWebSocket, rawWebSocket, requestOnce } from './harness.js';
 
 const MiB = 1024 * 1024;
 const BUDGET = 100 * MiB;
@@ -53,24 +53,13 @@ function rss(id: number): number {
   return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024;
 }
 
-function openWs(url: string, localAddress = ATTACKER): Promise<WebSocket> {
-  const ws = new WebSocket(url, { perMessageDeflate: false, localAddress });
-  return new Promise((resolve, reject) => {
-    ws.once('open', () => resolve(ws));
-    ws.once('error', reject);
-    ws.once('unexpected-response', (_req, res) => reject(new Error(`HTTP ${res.statusCode}`)));
-  });
-}
+const openWs = (url: string, localAddress = ATTACKER) => openWebSocket(url, localAddress);
 
 function closed(ws: WebSocket): Promise<{ code: number; reason: string; at: number }> {
   return new Promise((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: reason.toString(), at: Date.now() })));
 }
 
-async function request(ws: WebSocket, m: Message): Promise<Message> {
-  const reply = new Promise<Message>((resolve) => ws.once('message', (data: Buffer) => resolve(decodeMessage(new Uint8Array(data), { n: cluster.config.n }))));
-  ws.send(encodeMessage(m));
-  return reply;
-}
+const request = (ws: WebSocket, m: Message) => requestOnce(ws, m, cluster.config.n);
 
 async function metricSum(name: string, labels: Record<string, string> = {}): Promise<number> {
   let sum = 0;
@@ -83,10 +72,7 @@ describe('hostile clients cannot exhaust a server; honest clients stay served', 
     const key = `${store.namespace}big`;
     const value = new Uint8Array(randomBytes(16 * MiB));
     await store.put(key, value);
-    const probe = await openWs(cluster.urls[0]!, '127.0.0.1');
-    const collected = await request(probe, { type: 'COLLECT', key, opId: 1 });
-    probe.close();
-    const candidate = (collected as { candidate?: Candidate }).candidate!;
+    const candidate = (await collectLc(cluster.urls[0]!, key, cluster.config.n))!;
     expect(candidate).toBeDefined();
     const baseline = cluster.urls.map((_, i) => rss(i + 1));
     const timeoutsBefore =
