@@ -29,6 +29,11 @@ if (!args.data || !Number.isInteger(port)) throw new Error('usage: server.ts --p
 
 const store = await BaselineStore.open(args.data, !args['unsafe-no-fsync']);
 
+const cpuMs = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
+
 /** Milliseconds spent per stage, summed over requests; read by STATS. */
 const timings = { requests: 0, decode: 0, lockWait: 0, storageRead: 0, storageCommit: 0, encode: 0, handle: 0 };
 
@@ -79,7 +84,8 @@ async function handle(f: Frame): Promise<Uint8Array> {
       return encodeFrame(T.STORE_ACK, f.opId, f.key, undefined);
     }
     case T.STATS:
-      return encodeFrame(T.STATS_ACK, f.opId, f.key, undefined, new TextEncoder().encode(JSON.stringify(timings)));
+      // cpuMs: the process's CPU time (user + system, every thread: LevelDB's too) since it started.
+      return encodeFrame(T.STATS_ACK, f.opId, f.key, undefined, new TextEncoder().encode(JSON.stringify({ ...timings, cpuMs: cpuMs() })));
     default:
       return encodeFrame(T.ERROR, f.opId, f.key, undefined);
   }

@@ -14,6 +14,9 @@
  * Server side: PowerStore runs bench/profile/ps-server.ts (an instrumented host of the
  * same Server + LevelStorage); the baseline servers keep the same stopwatches always.
  * Server figures are per operation per server (all servers' sums / (ops × servers)).
+ * `cpu` is each server process's CPU time (user + system, every thread: LevelDB's compaction
+ * and fsyncs too), which the stopwatches cannot see. `PS_CPU_PROF=DIR` writes V8 CPU
+ * profiles of the PowerStore servers into DIR (for `--cpu-prof` analysis).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -50,6 +53,11 @@ export interface ProfileRow {
   readonly op: 'read' | 'write';
   readonly totalMs: number;
   readonly stages: Record<string, number>;
+  /**
+   * Server rows: CPU time (user + system, all threads of the process, LevelDB's
+   * background work included) per operation per server, over the measured operations.
+   */
+  readonly cpuMs?: number;
 }
 
 export interface ProfileResult {
@@ -71,7 +79,7 @@ export interface ProfileOptions {
 }
 
 const METHOD =
-  'One client, one operation at a time, after 3 unmeasured warm-up operations; mean milliseconds per operation. Client (PowerStore): a bench-only driver of the protocol WriteOperation/ReadOperation with performance.now() around the erasure codec, SHA-256 (hash), Ed25519 (sign, verify), the state machines (protocol), wire encode/decode (framing) and ws.send (send); wait = wall time minus all of those (network + servers + event loop). Server (per server per operation): decode, hash, sign (receipts), verify (certificates, store proofs), storageRead (LevelDB gets), storageLockAndCommit / storageCommit (group commit + fsync), encode, other (the rest of request handling); PowerStore servers are bench/profile/ps-server.ts, the same Server + LevelStorage as powerstore-server with stopwatches.';
+  'One client, one operation at a time, after 3 unmeasured warm-up operations; mean milliseconds per operation. Client (PowerStore): a bench-only driver of the protocol WriteOperation/ReadOperation with performance.now() around the erasure codec, SHA-256 (hash), Ed25519 (sign, verify), the state machines (protocol), wire encode/decode (framing) and ws.send (send); wait = wall time minus all of those (network + servers + event loop). Server (per server per operation): decode, hash, sign (receipts), verify (certificates, store proofs), storageRead (LevelDB gets), storageLockAndCommit / storageCommit (group commit + fsync), encode, other (the rest of request handling), and cpu (CPU time of the server process, user + system over all its threads, per operation); PowerStore servers are bench/profile/ps-server.ts, the same Server + LevelStorage as powerstore-server with stopwatches.';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -190,7 +198,7 @@ async function profilePowerStore(o: ProfileOptions, value: Uint8Array): Promise<
   try {
     for (let id = 1; id <= config.n; id++) {
       children.push(
-        track(spawn(process.execPath, [...TSX_EXEC_ARGV, join(ROOT, 'bench/profile/ps-server.ts'), '--config', join(dir, `server-${id}.json`), '--data', join(dir, `data-${id}`)], { cwd: ROOT, stdio: 'inherit' })),
+        track(spawn(process.execPath, [...TSX_EXEC_ARGV, ...(process.env.PS_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.PS_CPU_PROF}`] : []), join(ROOT, 'bench/profile/ps-server.ts'), '--config', join(dir, `server-${id}.json`), '--data', join(dir, `data-${id}`)], { cwd: ROOT, stdio: 'inherit' })),
       );
     }
     const urls = cluster.servers.map((s) => s.url);
@@ -243,8 +251,9 @@ async function profilePowerStore(o: ProfileOptions, value: Uint8Array): Promise<
       c['wait'] = total - Object.values(c).reduce((a, v) => a + v, 0);
       client.push({ system: 'powerstore', op, totalMs: round(total / o.ops, 3), stages: mean(c, o.ops) });
       const sum: Clock = {};
-      for (const s of stats) for (const [k, v] of Object.entries(s)) if (k !== 'requests') sum[k] = (sum[k] ?? 0) + v;
-      server.push({ system: 'powerstore', op, totalMs: round(Object.values(sum).reduce((a, v) => a + v, 0) / o.ops / config.n, 3), stages: mean(sum, o.ops, config.n) });
+      let cpu = 0;
+      for (const s of stats) for (const [k, v] of Object.entries(s)) if (k === 'cpuMs') cpu += v; else if (k !== 'requests') sum[k] = (sum[k] ?? 0) + v;
+      server.push({ system: 'powerstore', op, totalMs: round(Object.values(sum).reduce((a, v) => a + v, 0) / o.ops / config.n, 3), stages: mean(sum, o.ops, config.n), cpuMs: round(cpu / o.ops / config.n, 3) });
     }
     driver.close();
     return { client, server };
@@ -286,10 +295,12 @@ async function profileBaseline(system: 'm-abd' | 'single', o: ProfileOptions, va
       });
       // The STATS request itself is one of the counted requests: negligible.
       const handle = sum['handle'] ?? 0;
+      const cpu = sum['cpuMs'] ?? 0;
       delete sum['handle'];
       delete sum['requests'];
+      delete sum['cpuMs'];
       sum['other'] = handle - Object.values(sum).reduce((a, v) => a + v, 0);
-      server.push({ system, op, totalMs: round(handle / o.ops / sys.urls.length, 3), stages: mean(sum, o.ops, sys.urls.length) });
+      server.push({ system, op, totalMs: round(handle / o.ops / sys.urls.length, 3), stages: mean(sum, o.ops, sys.urls.length), cpuMs: round(cpu / o.ops / sys.urls.length, 3) });
     }
     return { client, server };
   } finally {
@@ -315,7 +326,7 @@ export async function runProfile(o: ProfileOptions): Promise<ProfileResult> {
     wsMask,
   };
   for (const r of result.client) o.log(`client ${r.system.padEnd(10)} ${r.op.padEnd(5)} ${r.totalMs.toFixed(2)} ms: ${Object.entries(r.stages).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}`);
-  for (const r of result.server) o.log(`server ${r.system.padEnd(10)} ${r.op.padEnd(5)} ${r.totalMs.toFixed(2)} ms: ${Object.entries(r.stages).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}`);
+  for (const r of result.server) o.log(`server ${r.system.padEnd(10)} ${r.op.padEnd(5)} ${r.totalMs.toFixed(2)} ms (cpu ${r.cpuMs?.toFixed(2) ?? '?'} ms): ${Object.entries(r.stages).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}`);
   o.log(`ws send of a 256 KiB client frame: random mask ${wsMask.randomMask.sendMs} ms in send(), ${wsMask.randomMask.totalMs} ms per frame delivered; zero mask ${wsMask.zeroMask.sendMs} / ${wsMask.zeroMask.totalMs} ms (bufferutil ${wsMask.bufferutil ? 'installed' : 'not installed'})`);
   return result;
 }

@@ -53,6 +53,12 @@ const storage: ServerStorage = {
             add(here(), 'storageRead', performance.now() - s);
             return r;
           },
+          getEntryMeta: async (ts) => {
+            const s = performance.now();
+            const r = await record.getEntryMeta(ts);
+            add(here(), 'storageRead', performance.now() - s);
+            return r;
+          },
           setLc: (c) => record.setLc(c),
           putEntry: (e, charge) => record.putEntry(e, charge),
           index: () => record.index(),
@@ -82,9 +88,16 @@ const server = new Server({
   policy: cfg.cluster.policy,
   now: Date.now,
 });
+/** Process CPU time (user + system, every thread: LevelDB's too) since the last reset. */
+let cpuSince = process.cpuUsage();
 const reset = () => {
   for (const k of Object.keys(clock)) delete clock[k];
   requests = 0;
+  cpuSince = process.cpuUsage();
+};
+const cpuMs = () => {
+  const u = process.cpuUsage(cpuSince);
+  return (u.user + u.system) / 1000;
 };
 
 const http = createServer((_req, res) => res.writeHead(200).end('ok\n'));
@@ -96,7 +109,7 @@ http.on('upgrade', (req, socket, head) =>
       if (!isBinary) {
         const cmd = buf.toString();
         if (cmd === 'reset') reset();
-        ws.send(JSON.stringify({ requests, ...clock }));
+        ws.send(JSON.stringify({ requests, cpuMs: cpuMs(), ...clock }));
         return;
       }
       const t0 = performance.now();

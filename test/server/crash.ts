@@ -144,6 +144,13 @@ export async function runCrashCycles(options: {
           }
           durableChecked++;
         }
+        // Totals are persisted with the writes, never recounted at open: after kill -9 they
+        // must still equal what the key records add up to.
+        const counted = await storage.recount();
+        const kept = { keys: storage.keyCount, entries: storage.historyEntryCount, owners: new Map(storage.owners()) };
+        if (JSON.stringify([counted.keys, counted.entries, [...counted.owners].sort()]) !== JSON.stringify([kept.keys, kept.entries, [...kept.owners].sort()])) {
+          throw new DurabilityViolation(`cycle ${cycle}: server ${victim}'s persisted totals ${JSON.stringify([kept.keys, kept.entries, [...kept.owners]])} differ from its records ${JSON.stringify([counted.keys, counted.entries, [...counted.owners]])}`);
+        }
       } finally {
         await storage.close();
       }

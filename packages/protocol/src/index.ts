@@ -83,11 +83,24 @@ export type * from './messages.js';
 export { Admission, OPEN_POLICY, type Quota, type Refusal, type WritePolicy } from './policy.js';
 export type { RandomBytes } from './random.js';
 export { ReadOperation, type FilterAnswer, type ReaderOptions, type ReadResult } from './reader.js';
-export { decodeEntryRecord, decodeKeyRecord, encodeEntryRecord, encodeKeyRecord, historyEntryBytes, RECORD_VERSION, stateBytes, type EntryInfo, type KeyState } from './record.js';
+export { decodeEntryMetaRecord, decodeKeyRecord, encodeEntryMetaRecord, encodeKeyRecord, historyEntryBytes, RECORD_VERSION, type EntryInfo, type EntryMeta, type KeyState } from './record.js';
 export { DEFAULT_HISTORY, entriesEqual, Server, type FrameResult, type HistoryLimits, type ServerOptions } from './server.js';
 export { KeyedMutex } from './key-mutex.js';
-export { MemoryStorage, UsageLedger, type Charge, type KeyRecord, type Reservation, type ServerStorage, type Usage } from './storage.js';
-export { storageConformance, type ConformanceCheck } from './storage-conformance.js';
+export {
+  AbstractStorage,
+  MemoryStorage,
+  StorageError,
+  UsageLedger,
+  type AbstractStorageOptions,
+  type Charge,
+  type KeyChanges,
+  type KeyRecord,
+  type Reservation,
+  type ServerStorage,
+  type StorageTotals,
+  type Usage,
+} from './storage.js';
+export { storageConformance, type ConformanceCheck, type StorageHarness, type StorageSupports } from './storage-conformance.js';
 export {
   compareTimestamps,
   INSTANCE_ID_LENGTH,

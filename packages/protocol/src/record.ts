@@ -17,18 +17,22 @@ import {
   certificateSize,
   readCc,
   readCert,
-  readFragment,
   readOptionalCandidate,
   readTs,
   writeCc,
   writeCert,
-  writeFragment,
   writeOptionalCandidate,
   writeTs,
 } from './wire.js';
 
-/** Version of the record layouts below. Version 1 (no entry index) is refused. */
-export const RECORD_VERSION = 2;
+/**
+ * Version of the record layouts below. Version 1 (no entry index) and 2 (fragment inside
+ * the entry record) are refused.
+ */
+export const RECORD_VERSION = 3;
+
+/** A history entry without its fragment: everything a server checks without reading the bytes. */
+export type EntryMeta = Omit<HistoryEntry, 'fragment'>;
 
 /** What the key's record says about one stored history entry, so no entry is read to list them. */
 export interface EntryInfo {
@@ -54,13 +58,6 @@ export interface KeyState {
   readonly collected: Timestamp | undefined;
 }
 
-/** Bytes charged for a key's entries. */
-export function stateBytes(s: KeyState): number {
-  let sum = 0;
-  for (const e of s.index) sum += e.bytes;
-  return sum;
-}
-
 /** The bytes one history entry is charged for: its fragment and its metadata. */
 export function historyEntryBytes(entry: HistoryEntry): number {
   return entry.fragment.length + 1 + 8 + 1 + 32 * entry.cc.hashes.length + certificateSize(entry.cert) + 8 + 32 + 4;
@@ -78,28 +75,32 @@ function readHeader(raw: Uint8Array, n: number): { r: ByteReader; key: string } 
   return { r, key: r.string(MAX_KEY_LENGTH, 'key') };
 }
 
-/** `Hist[key][ts]` as bytes. */
-export function encodeEntryRecord(key: string, e: HistoryEntry): Uint8Array {
+/**
+ * `Hist[key][ts]` without its fragment, as bytes; the fragment is stored apart, as is, so
+ * checks that need only the metadata never read it. The record keeps the fragment's
+ * length so a fragment stored apart can be checked against it.
+ */
+export function encodeEntryMetaRecord(key: string, e: HistoryEntry): Uint8Array {
   const w = new ByteWriter();
   header(w, key);
   writeTs(w, e.ts);
   w.u32(e.stripe, 'stripe');
-  writeFragment(w, e.fragment);
+  w.u32(e.fragment.length, 'fragment length');
   writeCc(w, e.cc);
   writeCert(w, e.cert);
   return w.finish();
 }
 
-/** Reads {@link encodeEntryRecord}; throws `INVALID_FRAME` or `UNSUPPORTED_VERSION`. */
-export function decodeEntryRecord(raw: Uint8Array, n: number): { key: string; entry: HistoryEntry } {
+/** Reads {@link encodeEntryMetaRecord}; throws `INVALID_FRAME` or `UNSUPPORTED_VERSION`. */
+export function decodeEntryMetaRecord(raw: Uint8Array, n: number): { key: string; meta: EntryMeta; fragmentLength: number } {
   const { r, key } = readHeader(raw, n);
   const ts = readTs(r);
   const stripe = r.u32('stripe');
-  const fragment = readFragment(r);
+  const fragmentLength = r.u32('fragment length');
   const cc = readCc(r);
   const cert = readCert(r);
   r.end();
-  return { key, entry: { ts, stripe, fragment, cc, cert } };
+  return { key, meta: { ts, stripe, cc, cert }, fragmentLength };
 }
 
 /** A key's state as bytes. */

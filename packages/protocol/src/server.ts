@@ -39,7 +39,7 @@ import {
   type StoreRequest,
 } from './messages.js';
 import { Admission, OPEN_POLICY, type Quota, type Refusal, type WritePolicy } from './policy.js';
-import { historyEntryBytes, type EntryInfo } from './record.js';
+import { historyEntryBytes, type EntryInfo, type EntryMeta } from './record.js';
 import type { KeyRecord, ServerStorage } from './storage.js';
 import { TS0, compareTimestamps, timestampsEqual, type Timestamp } from './timestamp.js';
 
@@ -243,10 +243,11 @@ export class Server {
    */
   protected async storeEntry(record: KeyRecord, key: string, entry: HistoryEntry): Promise<void> {
     const index = await record.index();
-    // The index says whether an entry exists, so a new write reads no entry.
-    const existing = index.some((e) => timestampsEqual(e.ts, entry.ts)) ? await record.getEntry(entry.ts) : undefined;
+    // The index says whether an entry exists, so a new write reads nothing, and a retry only
+    // the metadata: `H(fr_i) = cc[i]` was checked, so equal metadata means an equal fragment.
+    const existing = await record.getEntryMeta(entry.ts);
     if (existing) {
-      if (entriesEqual(existing, entry)) return;
+      if (entryMetaEqual(existing, entry)) return;
       this.#options.onConflict?.(key, entry.ts);
       throw new ProtocolError('CONFLICT', `history entry ${entry.ts.num} of this key already holds another write`);
     }
@@ -419,10 +420,14 @@ export class Server {
 
 /** Byte-identical history entries (a retried STORE). */
 export function entriesEqual(a: HistoryEntry, b: HistoryEntry): boolean {
+  return bytesEqual(a.fragment, b.fragment) && entryMetaEqual(a, b);
+}
+
+/** Identical history entries but for the fragment, which `cc` pins down once it was checked against it. */
+export function entryMetaEqual(a: EntryMeta, b: EntryMeta): boolean {
   return (
     compareTimestamps(a.ts, b.ts) === 0 &&
     a.stripe === b.stripe &&
-    bytesEqual(a.fragment, b.fragment) &&
     a.cc.tombstone === b.cc.tombstone &&
     a.cc.valueLength === b.cc.valueLength &&
     a.cc.hashes.length === b.cc.hashes.length &&

@@ -1,13 +1,18 @@
 /**
- * The server's storage, abstract so LevelDB and an in-memory map both fit.
+ * The server's storage: one small interface ({@link ServerStorage}), one abstract base
+ * that owns everything backends would otherwise each get subtly wrong
+ * ({@link AbstractStorage}), and an in-memory backend ({@link MemoryStorage}). In the
+ * manner of `abstract-level`: a backend implements only reads and one atomic commit; the
+ * conformance suite (`storage-conformance.ts`) runs on every backend.
  *
- * Per-key atomicity lives here: {@link ServerStorage.withKey} runs a handler with
- * exclusive access to one key's record (`lc` and `Hist`), and resolves only once the
- * handler's writes are durable. The server state machine relies on it for the
+ * Per-key atomicity: {@link ServerStorage.withKey} runs a handler with exclusive access to
+ * one key's record (`lc`, the history entries, the collected mark), buffers the handler's
+ * writes, and resolves only once the backend has made them durable in one commit. A
+ * handler that throws leaves nothing behind. The server state machine relies on it for the
  * read-compare-write of `lc` (COMPLETE, FILTER) and for write-once history, and
- * acknowledges nothing before `withKey` resolves. Different keys may run in parallel.
+ * acknowledges nothing before `withKey` resolves. Different keys run in parallel.
  *
- * Per-owner accounting lives here too: every history entry is charged to an owner, and
+ * Per-owner accounting: every history entry is charged to an owner, and
  * {@link KeyRecord.putEntry} checks the owner's quota and reserves the bytes in one
  * synchronous step, so concurrent STOREs of different keys cannot overshoot a quota.
  */
@@ -15,8 +20,8 @@ import type { Candidate } from './candidate.js';
 import { KeyedMutex } from './key-mutex.js';
 import type { HistoryEntry } from './messages.js';
 import type { Quota } from './policy.js';
-import type { EntryInfo } from './record.js';
-import { compareTimestamps, timestampKey, type Timestamp } from './timestamp.js';
+import type { EntryInfo, EntryMeta, KeyState } from './record.js';
+import { compareTimestamps, timestampKey, timestampsEqual, type Timestamp } from './timestamp.js';
 
 /** What one owner has stored on one server. */
 export interface Usage {
@@ -38,8 +43,10 @@ export interface KeyRecord {
   /** The last completed candidate `lc`; `undefined` is `c0`. */
   getLc(): Promise<Candidate | undefined>;
   setLc(candidate: Candidate): Promise<void>;
-  /** `Hist[ts]` by `(num, writerId)`. */
+  /** `Hist[ts]` by `(num, writerId)`, fragment included. */
   getEntry(ts: Timestamp): Promise<HistoryEntry | undefined>;
+  /** `Hist[ts]` without its fragment: what STORE retries and validity checks need, without reading the bytes. */
+  getEntryMeta(ts: Timestamp): Promise<EntryMeta | undefined>;
   /**
    * Stores `Hist[entry.ts]` (the caller has checked it is empty) and charges it to
    * `charge.owner`, plus one key if it is the key's first entry, unless that would exceed
@@ -52,7 +59,7 @@ export interface KeyRecord {
   index(): Promise<readonly EntryInfo[]>;
   /**
    * Garbage collection: removes `Hist[ts]`, gives its bytes (and the key, if it was the
-   * last entry) back to the owner, and raises the collected mark to `ts`.
+   * last entry) back to the owner once durable, and raises the collected mark to `ts`.
    */
   deleteEntry(ts: Timestamp): Promise<void>;
   /** The highest timestamp whose entry was collected; `undefined` if none was. */
@@ -63,8 +70,7 @@ export interface KeyRecord {
 export interface ServerStorage {
   /**
    * Runs `fn` with exclusive access to `key`: no other `withKey(key, …)` callback runs
-   * until the promise `fn` returned has settled and its writes are durable. A backend may
-   * batch the writes of several keys into one sync (LevelDB) as long as this holds.
+   * until the promise `fn` returned has settled and its writes are durable.
    */
   withKey<T>(key: string, fn: (record: KeyRecord) => Promise<T>): Promise<T>;
   /** What `owner` has stored, counting writes still being made durable. */
@@ -73,9 +79,22 @@ export interface ServerStorage {
   owners(): ReadonlyMap<string, Usage>;
 }
 
+/** A failure of the storage itself (as opposed to a refused request). */
+export class StorageError extends Error {
+  override readonly name = 'StorageError';
+  constructor(
+    /** `STORAGE_CLOSED`: used after `close()` or outside its callback; the others are backends'. */
+    readonly code: 'STORAGE_CLOSED' | 'STORAGE_FAILED' | 'STORAGE_CORRUPT' | 'STORAGE_MISMATCH',
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
 const NOTHING: Usage = Object.freeze({ bytes: 0, keys: 0 });
 
-/** A reservation made by {@link UsageLedger.reserve}. */
+/** A usage change for one owner: a reservation made by {@link UsageLedger.reserve}, or a release (negative). */
 export interface Reservation {
   readonly owner: string;
   readonly bytes: number;
@@ -83,14 +102,14 @@ export interface Reservation {
 }
 
 /**
- * Per-owner totals with reservations, shared by the storage backends: `reserve` checks
- * the quota against committed plus reserved usage and reserves in one synchronous step;
- * the backend then `commit`s once the write is durable or `release`s if it failed.
+ * Per-owner totals with reservations: `reserve` checks the quota against committed plus
+ * reserved usage and reserves in one synchronous step; the storage then keeps it once the
+ * write is durable or `release`s it if the write failed.
  */
 export class UsageLedger {
   readonly #totals = new Map<string, { bytes: number; keys: number }>();
 
-  /** Adds to an owner's committed totals (backends loading what is on disk). */
+  /** Adds to an owner's totals (what is on disk, at open; or a change). */
   add(owner: string, bytes: number, keys: number): void {
     const t = this.#totals.get(owner) ?? { bytes: 0, keys: 0 };
     t.bytes += bytes;
@@ -109,7 +128,7 @@ export class UsageLedger {
     return { owner, bytes, keys };
   }
 
-  /** Undoes a reservation whose write failed. */
+  /** Undoes a reservation (its write failed), or applies a release (its delete is durable). */
   release(r: Reservation): void {
     this.add(r.owner, -r.bytes, -r.keys);
   }
@@ -123,21 +142,109 @@ export class UsageLedger {
   }
 }
 
-interface MemoryRecord {
-  lc: Candidate | undefined;
-  owner: string;
-  collected: Timestamp | undefined;
-  readonly hist: Map<string, { readonly entry: HistoryEntry; readonly info: EntryInfo }>;
+/** What one `withKey` callback changed, handed to {@link AbstractStorage.commit} in one piece. */
+export interface KeyChanges {
+  readonly key: string;
+  /** The key's new state, or `undefined` if the callback did not change it. */
+  readonly state: KeyState | undefined;
+  /** New history entries. */
+  readonly puts: readonly HistoryEntry[];
+  /** Collected history entries (each one was stored). */
+  readonly deletes: readonly Timestamp[];
+  /** Per-owner usage changes (bytes and keys; negative for collected entries), to persist with the rest. */
+  readonly usage: readonly Reservation[];
+  /** Change in the number of keys holding entries, and of entries. */
+  readonly keys: number;
+  readonly entries: number;
 }
 
-/** In-memory {@link ServerStorage} for tests and the simulator; honours per-key exclusion. */
-export class MemoryStorage implements ServerStorage {
-  readonly #records = new Map<string, MemoryRecord>();
+/** Totals a durable backend restores at open (see {@link AbstractStorage.restore}). */
+export interface StorageTotals {
+  readonly keys: number;
+  readonly entries: number;
+  /** An upper bound of every fragment's length. */
+  readonly largestFragment: number;
+  readonly owners: Iterable<readonly [string, Usage]>;
+}
+
+/** Options every backend takes. */
+export interface AbstractStorageOptions {
+  /** Key states kept decoded in memory (most recently used first to stay). Default 0: none. */
+  readonly stateCacheKeys?: number;
+}
+
+const EMPTY_STATE: KeyState = Object.freeze({ lc: undefined, owner: '', index: Object.freeze([]), collected: undefined });
+
+/**
+ * The base of every {@link ServerStorage} backend. It owns per-key exclusion, buffering a
+ * callback's writes into one atomic {@link commit}, the guard against a record used after
+ * its callback, closing, per-owner usage and the store's totals, and an optional cache of
+ * decoded key states. A backend implements reads of what is committed and the commit.
+ */
+export abstract class AbstractStorage implements ServerStorage {
   readonly #mutex = new KeyedMutex();
   readonly #ledger = new UsageLedger();
+  #closing: Promise<void> | undefined;
+  #keys = 0;
+  #entries = 0;
+  #largestFragment = 0;
+  /** Decoded states of recently used keys (`null`: known to have none); updated only once a commit is durable. */
+  readonly #states = new Map<string, KeyState | null>();
+  readonly #stateCacheKeys: number;
+  readonly #reads: CommittedReads = {
+    state: (key) => this.readState(key),
+    meta: (key, ts) => this.readEntryMeta(key, ts),
+    entry: (key, ts) => this.readEntry(key, ts),
+  };
 
-  withKey<T>(key: string, fn: (record: KeyRecord) => Promise<T>): Promise<T> {
-    return this.#mutex.run(key, () => fn(this.#view(key)));
+  constructor(options: AbstractStorageOptions = {}) {
+    this.#stateCacheKeys = options.stateCacheKeys ?? 0;
+  }
+
+  /** The committed state of `key`, or `undefined` if it has none. */
+  protected abstract readState(key: string): Promise<KeyState | undefined>;
+  /** The committed metadata of `Hist[key][ts]`, or `undefined`. */
+  protected abstract readEntryMeta(key: string, ts: Timestamp): Promise<EntryMeta | undefined>;
+  /** The committed fragment of `Hist[key][ts]`, or `undefined`. */
+  protected abstract readFragment(key: string, ts: Timestamp): Promise<Uint8Array | undefined>;
+  /**
+   * Makes `changes` durable, all or nothing; resolves once they are. Commits of different
+   * keys may be concurrent; commits of one key never are.
+   */
+  protected abstract commit(changes: KeyChanges): Promise<void>;
+  /** Releases the backend; called once, after every callback and commit has finished. */
+  protected abstract closeBackend(): Promise<void>;
+
+  /** The whole committed `Hist[key][ts]`; backends may read both parts at once. */
+  protected async readEntry(key: string, ts: Timestamp): Promise<HistoryEntry | undefined> {
+    const [meta, fragment] = await Promise.all([this.readEntryMeta(key, ts), this.readFragment(key, ts)]);
+    return meta && fragment ? { ...meta, fragment } : undefined;
+  }
+
+  /** For backends opening what is on disk: the totals as they were committed. */
+  protected restore(totals: StorageTotals): void {
+    this.#keys = totals.keys;
+    this.#entries = totals.entries;
+    this.#largestFragment = totals.largestFragment;
+    for (const [owner, u] of totals.owners) this.#ledger.add(owner, u.bytes, u.keys);
+  }
+
+  /** Keys holding at least one history entry. */
+  get keyCount(): number {
+    return this.#keys;
+  }
+
+  /** History entries stored, over all keys. */
+  get historyEntryCount(): number {
+    return this.#entries;
+  }
+
+  /**
+   * The longest fragment stored so far (an upper bound: it never shrinks), so a FILTER's
+   * reply can be reserved for before the fragment is read into memory.
+   */
+  get largestFragmentBytes(): number {
+    return this.#largestFragment;
   }
 
   usage(owner: string): Usage {
@@ -148,55 +255,243 @@ export class MemoryStorage implements ServerStorage {
     return this.#ledger.owners();
   }
 
-  /** Number of keys stored (for tests). */
+  withKey<T>(key: string, fn: (record: KeyRecord) => Promise<T>): Promise<T> {
+    if (this.#closing) return Promise.reject(new StorageError('STORAGE_CLOSED', 'storage is closing'));
+    return this.#mutex.run(key, () => this.#run(key, fn));
+  }
+
+  /**
+   * Stops accepting callbacks, lets running ones finish and their commits complete, then
+   * closes the backend. Idempotent.
+   */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      await this.#mutex.idle();
+      await this.closeBackend();
+    })();
+    return this.#closing;
+  }
+
+  async #run<T>(key: string, fn: (record: KeyRecord) => Promise<T>): Promise<T> {
+    const cached = this.#states.get(key);
+    if (cached !== undefined) {
+      // Most recently used last.
+      this.#states.delete(key);
+      this.#states.set(key, cached);
+    }
+    const txn = new Transaction(this.#reads, key, this.#ledger, cached);
+    let result: T;
+    try {
+      result = await fn(txn.record);
+    } catch (err) {
+      txn.abort();
+      throw err;
+    } finally {
+      txn.close();
+    }
+    const changes = txn.changes();
+    if (changes) {
+      try {
+        await this.commit(changes);
+      } catch (err) {
+        txn.abort();
+        this.#states.delete(key);
+        throw err;
+      }
+      txn.committed();
+      // Counted only once durable, so a failed commit does not skew the totals.
+      this.#keys += changes.keys;
+      this.#entries += changes.entries;
+      for (const e of changes.puts) this.#largestFragment = Math.max(this.#largestFragment, e.fragment.length);
+    }
+    const state = txn.state();
+    if (state !== undefined && this.#stateCacheKeys > 0) {
+      this.#states.delete(key);
+      this.#states.set(key, state);
+      if (this.#states.size > this.#stateCacheKeys) this.#states.delete(this.#states.keys().next().value!);
+    }
+    return result;
+  }
+}
+
+/** The reads a {@link Transaction} makes of committed data. */
+interface CommittedReads {
+  state(key: string): Promise<KeyState | undefined>;
+  meta(key: string, ts: Timestamp): Promise<EntryMeta | undefined>;
+  entry(key: string, ts: Timestamp): Promise<HistoryEntry | undefined>;
+}
+
+/** One callback's view: reads see its own buffered writes; writes reach the backend in one commit. */
+class Transaction {
+  #state: KeyState | undefined;
+  #stateLoaded = false;
+  #stateChanged = false;
+  /** Entries put (an entry) or deleted (`null`) by this callback, by timestamp key. */
+  readonly #written = new Map<string, { ts: Timestamp; entry: HistoryEntry | null }>();
+  readonly #reservations: Reservation[] = [];
+  readonly #released: Reservation[] = [];
+  #newKeys = 0;
+  #newEntries = 0;
+  #open = true;
+  readonly record: KeyRecord;
+
+  constructor(
+    private readonly reads: CommittedReads,
+    private readonly key: string,
+    private readonly ledger: UsageLedger,
+    cached: KeyState | null | undefined,
+  ) {
+    if (cached !== undefined) {
+      this.#state = cached ?? undefined;
+      this.#stateLoaded = true;
+    }
+    this.record = {
+      getLc: () => this.#guard(async () => (await this.#getState()).lc),
+      setLc: (c) => this.#guard(async () => this.#setState({ ...(await this.#getState()), lc: c })),
+      getEntry: (ts) => this.#guard(() => this.#getEntry(ts, true)),
+      getEntryMeta: (ts) => this.#guard(() => this.#getEntry(ts, false)),
+      putEntry: (e, charge) => this.#guard(() => this.#putEntry(e, charge)),
+      index: () => this.#guard(async () => (await this.#getState()).index),
+      deleteEntry: (ts) => this.#guard(() => this.#deleteEntry(ts)),
+      getCollected: () => this.#guard(async () => (await this.#getState()).collected),
+    };
+  }
+
+  close(): void {
+    this.#open = false;
+  }
+
+  /** The writes never became durable: give back what was reserved. */
+  abort(): void {
+    for (const r of this.#reservations.splice(0)) this.ledger.release(r);
+    this.#released.length = 0;
+  }
+
+  /** The writes are durable: what collected entries held is no longer used. */
+  committed(): void {
+    for (const r of this.#released.splice(0)) this.ledger.release(r);
+    this.#reservations.length = 0;
+  }
+
+  /** The key's state as this callback leaves it (`null`: none), if it was read at all. */
+  state(): KeyState | null | undefined {
+    return this.#stateLoaded ? (this.#state ?? null) : undefined;
+  }
+
+  /** Everything to commit, or `undefined` when the callback only read. */
+  changes(): KeyChanges | undefined {
+    if (!this.#stateChanged && this.#written.size === 0) return undefined;
+    const puts: HistoryEntry[] = [];
+    const deletes: Timestamp[] = [];
+    for (const w of this.#written.values()) {
+      if (w.entry) puts.push(w.entry);
+      else deletes.push(w.ts);
+    }
+    const usage = [...this.#reservations, ...this.#released.map((r) => ({ owner: r.owner, bytes: -r.bytes, keys: -r.keys }))];
+    return { key: this.key, state: this.#stateChanged ? this.#state : undefined, puts, deletes, usage, keys: this.#newKeys, entries: this.#newEntries };
+  }
+
+  async #guard<R>(f: () => Promise<R>): Promise<R> {
+    // A record used after its callback returned would write outside the exclusion.
+    if (!this.#open) throw new StorageError('STORAGE_CLOSED', 'KeyRecord used after its withKey callback settled');
+    return f();
+  }
+
+  async #getState(): Promise<KeyState> {
+    if (!this.#stateLoaded) {
+      this.#state = await this.reads.state(this.key);
+      this.#stateLoaded = true;
+    }
+    return this.#state ?? EMPTY_STATE;
+  }
+
+  #setState(s: KeyState): void {
+    this.#state = s;
+    this.#stateChanged = true;
+  }
+
+  async #getEntry(ts: Timestamp, withFragment: true): Promise<HistoryEntry | undefined>;
+  async #getEntry(ts: Timestamp, withFragment: false): Promise<EntryMeta | undefined>;
+  async #getEntry(ts: Timestamp, withFragment: boolean): Promise<EntryMeta | undefined> {
+    const mine = this.#written.get(timestampKey(ts));
+    if (mine) return mine.entry ?? undefined;
+    // The index says what is stored: nothing to read for a timestamp it does not list.
+    if (!(await this.#getState()).index.some((e) => timestampsEqual(e.ts, ts))) return undefined;
+    return withFragment ? this.reads.entry(this.key, ts) : this.reads.meta(this.key, ts);
+  }
+
+  async #putEntry(e: HistoryEntry, charge: Charge): Promise<boolean> {
+    const state = await this.#getState();
+    // Check and reserve in one synchronous step: no other callback can slip in between.
+    const reservation = this.ledger.reserve(charge.owner, charge.bytes, state.index.length === 0, charge.quota);
+    if (!reservation) return false;
+    this.#reservations.push(reservation);
+    if (state.index.length === 0) this.#newKeys++;
+    this.#newEntries++;
+    this.#written.set(timestampKey(e.ts), { ts: e.ts, entry: e });
+    const info: EntryInfo = { ts: e.ts, bytes: charge.bytes, tombstone: e.cc.tombstone };
+    const index = [...state.index, info].sort((a, b) => compareTimestamps(a.ts, b.ts));
+    this.#setState({ ...state, owner: charge.owner, index });
+    return true;
+  }
+
+  async #deleteEntry(ts: Timestamp): Promise<void> {
+    const state = await this.#getState();
+    const info = state.index.find((e) => timestampsEqual(e.ts, ts));
+    if (!info) return;
+    const k = timestampKey(ts);
+    // An entry put by this very callback is simply not written.
+    if (this.#written.get(k)?.entry) this.#written.delete(k);
+    else this.#written.set(k, { ts, entry: null });
+    const index = state.index.filter((e) => e !== info);
+    this.#newEntries--;
+    if (index.length === 0) this.#newKeys--;
+    this.#released.push({ owner: state.owner, bytes: info.bytes, keys: index.length === 0 ? 1 : 0 });
+    const collected = state.collected && compareTimestamps(state.collected, ts) > 0 ? state.collected : ts;
+    this.#setState({ ...state, index, collected });
+  }
+}
+
+/** In-memory {@link ServerStorage} for tests and the simulator: every guarantee but durability. */
+export class MemoryStorage extends AbstractStorage {
+  readonly #states = new Map<string, KeyState>();
+  readonly #entries = new Map<string, Map<string, HistoryEntry>>();
+
+  /** Number of keys with a record (for tests). */
   get size(): number {
-    return this.#records.size;
+    return this.#states.size;
   }
 
   /** Every key with a record, for simulator invariant checks. */
   keys(): string[] {
-    return [...this.#records.keys()];
+    return [...this.#states.keys()];
   }
 
   /** Every history entry of `key`, for simulator invariant checks. */
   entries(key: string): readonly HistoryEntry[] {
-    return [...(this.#records.get(key)?.hist.values() ?? [])].map((h) => h.entry);
+    return [...(this.#entries.get(key)?.values() ?? [])];
   }
 
-  #record(key: string): MemoryRecord {
-    let r = this.#records.get(key);
-    if (!r) {
-      r = { lc: undefined, owner: '', collected: undefined, hist: new Map() };
-      this.#records.set(key, r);
-    }
-    return r;
+  protected async readState(key: string): Promise<KeyState | undefined> {
+    return this.#states.get(key);
   }
 
-  #view(key: string): KeyRecord {
-    return {
-      getLc: async () => this.#records.get(key)?.lc,
-      setLc: async (c) => {
-        this.#record(key).lc = c;
-      },
-      getEntry: async (ts) => this.#records.get(key)?.hist.get(timestampKey(ts))?.entry,
-      putEntry: async (e, charge) => {
-        const r = this.#record(key);
-        if (!this.#ledger.reserve(charge.owner, charge.bytes, r.hist.size === 0, charge.quota)) return false;
-        r.owner = charge.owner;
-        r.hist.set(timestampKey(e.ts), { entry: e, info: { ts: e.ts, bytes: charge.bytes, tombstone: e.cc.tombstone } });
-        return true;
-      },
-      index: async () =>
-        [...(this.#records.get(key)?.hist.values() ?? [])].map((h) => h.info).sort((a, b) => compareTimestamps(a.ts, b.ts)),
-      deleteEntry: async (ts) => {
-        const r = this.#records.get(key);
-        const h = r?.hist.get(timestampKey(ts));
-        if (!r || !h) return;
-        r.hist.delete(timestampKey(ts));
-        this.#ledger.add(r.owner, -h.info.bytes, r.hist.size === 0 ? -1 : 0);
-        if (!r.collected || compareTimestamps(ts, r.collected) > 0) r.collected = ts;
-      },
-      getCollected: async () => this.#records.get(key)?.collected,
-    };
+  protected async readEntryMeta(key: string, ts: Timestamp): Promise<EntryMeta | undefined> {
+    return this.#entries.get(key)?.get(timestampKey(ts));
   }
+
+  protected async readFragment(key: string, ts: Timestamp): Promise<Uint8Array | undefined> {
+    return this.#entries.get(key)?.get(timestampKey(ts))?.fragment;
+  }
+
+  protected async commit(c: KeyChanges): Promise<void> {
+    if (c.state) this.#states.set(c.key, c.state);
+    let hist = this.#entries.get(c.key);
+    if (!hist) this.#entries.set(c.key, (hist = new Map()));
+    for (const e of c.puts) hist.set(timestampKey(e.ts), e);
+    for (const ts of c.deletes) hist.delete(timestampKey(ts));
+    if (hist.size === 0) this.#entries.delete(c.key);
+  }
+
+  protected async closeBackend(): Promise<void> {}
 }

@@ -1,12 +1,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
-  decodeEntryRecord,
+  decodeEntryMetaRecord,
   decodeHeader,
   frameType,
   decodeKeyRecord,
   decodeMessage,
-  encodeEntryRecord,
+  encodeEntryMetaRecord,
   encodeKeyRecord,
   encodeMessage,
   ERROR_CODE_NUMBERS,
@@ -231,8 +231,8 @@ describe('storage records', () => {
         fc.option(timestamp(), { nil: undefined }),
         fc.array(fc.record({ ts: timestamp(), bytes: fc.nat(), tombstone: fc.boolean() }), { maxLength: 5 }),
         (key, t, fr, sum, c, lc, collected, index) => {
-        const entry = { ts: t, stripe: 0, fragment: fr, cc: sum, cert: c };
-        expect(decodeEntryRecord(encodeEntryRecord(key, entry), N)).toEqual({ key, entry });
+        const meta = { ts: t, stripe: 0, cc: sum, cert: c };
+        expect(decodeEntryMetaRecord(encodeEntryMetaRecord(key, { ...meta, fragment: fr }), N)).toEqual({ key, meta, fragmentLength: fr.length });
         const state = { lc, owner: 'o'.repeat(32), index, collected };
         expect(decodeKeyRecord(encodeKeyRecord(key, state), N)).toEqual({ key, state });
         },
@@ -242,12 +242,12 @@ describe('storage records', () => {
   });
 
   it('refuse another record version and truncated records with typed errors', () => {
-    const raw = encodeEntryRecord('k', { ts, stripe: 0, fragment: new Uint8Array(3), cc: { tombstone: false, valueLength: 6, hashes: hashes() }, cert });
+    const raw = encodeEntryMetaRecord('k', { ts, stripe: 0, fragment: new Uint8Array(3), cc: { tombstone: false, valueLength: 6, hashes: hashes() }, cert });
     expect(raw[0]).toBe(RECORD_VERSION);
     const other = raw.slice();
     other[0] = RECORD_VERSION + 1;
-    expect(() => decodeEntryRecord(other, N)).toThrow(expect.objectContaining({ code: 'UNSUPPORTED_VERSION' }));
-    expect(() => decodeEntryRecord(raw.subarray(0, raw.length - 1), N)).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
+    expect(() => decodeEntryMetaRecord(other, N)).toThrow(expect.objectContaining({ code: 'UNSUPPORTED_VERSION' }));
+    expect(() => decodeEntryMetaRecord(raw.subarray(0, raw.length - 1), N)).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
     expect(() => decodeKeyRecord(raw, N)).toThrow(ProtocolError);
   });
 });

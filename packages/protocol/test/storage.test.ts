@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { KeyedMutex, MemoryStorage, storageConformance, UsageLedger, type KeyRecord, type ServerStorage } from '../src/index.js';
+import { KeyedMutex, MemoryStorage, storageConformance, UsageLedger, type Candidate, type KeyRecord, type ServerStorage } from '../src/index.js';
 
 describe('KeyedMutex', () => {
   it('runs one key’s callbacks one at a time in call order, other keys meanwhile, and goes on after a failure', async () => {
@@ -25,19 +25,19 @@ describe('KeyedMutex', () => {
 });
 
 describe('MemoryStorage conformance', () => {
-  for (const check of storageConformance(() => new MemoryStorage())) it(check.name, check.run);
+  for (const check of storageConformance(() => ({ storage: new MemoryStorage() }))) it(check.name, check.run);
 });
 
 describe('the conformance suite', () => {
   it('fails a backend without per-key serialization', async () => {
-    // Same records, but callbacks run as soon as they are called.
+    // Records of lc only, and callbacks run as soon as they are called.
     const unlocked = (): ServerStorage => {
-      const inner = new MemoryStorage();
-      const views = new Map<string, KeyRecord>();
-      void inner.withKey('k', async (r) => views.set('k', r));
-      return { withKey: async (key, fn) => fn(views.get(key)!), usage: (o) => inner.usage(o), owners: () => inner.owners() };
+      const lcs = new Map<string, Candidate>();
+      const record = (key: string) => ({ getLc: async () => lcs.get(key), setLc: async (c: Candidate) => void lcs.set(key, c) }) as unknown as KeyRecord;
+      const ledger = new UsageLedger();
+      return { withKey: async (key, fn) => fn(record(key)), usage: (o) => ledger.usage(o), owners: () => ledger.owners() };
     };
-    const check = storageConformance(unlocked).find((c) => c.name.startsWith('callbacks on one key'))!;
+    const check = storageConformance(() => ({ storage: unlocked() })).find((c) => c.name.startsWith('callbacks on one key'))!;
     await expect(check.run()).rejects.toThrow(/storage conformance/);
   });
 
@@ -64,7 +64,7 @@ describe('the conformance suite', () => {
         owners: () => ledger.owners(),
       };
     };
-    const check = storageConformance(racy).find((c) => c.name.startsWith('concurrent puts'))!;
+    const check = storageConformance(() => ({ storage: racy() })).find((c) => c.name.startsWith('concurrent puts'))!;
     await expect(check.run()).rejects.toThrow(/storage conformance/);
   });
 });

@@ -1,60 +1,56 @@
 /**
- * {@link ServerStorage} on LevelDB (classic-level), durable before acknowledgement.
+ * {@link ServerStorage} on LevelDB (classic-level), durable before acknowledgement: a
+ * backend of the protocol's {@link AbstractStorage}, which owns per-key exclusion,
+ * buffering a callback's writes, usage accounting and closing. This module only reads
+ * records and commits them.
  *
- * Per-key exclusion: callbacks for one key form a promise chain, and the next one starts
- * only after the previous one's writes are synced, so a callback never reads anything
- * that could still be lost. Different keys run concurrently.
+ * Group commit: each callback's writes reach {@link GroupCommitter}, which writes
+ * everything handed to it during one turn of the event loop, or while the previous batch
+ * was syncing, as a single LevelDB batch with `{ sync: true }`, and resolves every
+ * contributing callback once that batch is durable. One fsync then covers many
+ * concurrent requests, which is what makes synchronous durability affordable.
  *
- * Group commit: a callback's writes are buffered in memory while it runs and handed to
- * one {@link GroupCommitter} when it returns. The committer writes everything handed to it
- * during one turn of the event loop, or while the previous batch was syncing, as a single
- * LevelDB batch with `{ sync: true }`, and resolves every contributing callback once that
- * batch is durable. One fsync then covers many concurrent requests, which is what makes
- * synchronous durability affordable.
+ * Totals (keys, entries, the longest fragment, usage per owner) are persisted in the same
+ * batches as the writes that change them, so opening a database reads a few records
+ * instead of every key's.
  *
- * Per-owner accounting: every key record names its owner and the bytes and entries it
- * holds; the totals per owner are summed from the key records at open and kept in a
- * {@link UsageLedger}, which reserves a new entry's bytes before it is written (so
- * concurrent STOREs cannot overshoot a quota) and gives them back if the write fails.
- *
- * Layout (string keys, binary values in the protocol's record format, `record.ts`):
+ * Layout (string keys; binary values in the protocol's record format, `record.ts`):
  *   `m:meta`                     JSON {format, n, cluster, identity}
- *   `m:largest:<len, 10 digits>` lengths of fragments longer than any before (the last is
- *                                the longest ever stored): room the server reserves for a
- *                                FILTER reply before reading one. Only ever added, so
- *                                concurrent batches cannot overwrite a larger one.
- *   `k:<key>`                    the key's state: lc, owner, the collected mark, and
- *                                an index of its entries (timestamp, bytes, tombstone)
- *   `h:<len>:<key>:<num>:<wid>`  Hist[ts]
+ *   `m:totals`                   JSON {keys, entries, largest}: keys holding entries,
+ *                                entries, and the longest fragment ever stored (room the
+ *                                server reserves for a FILTER reply before reading one)
+ *   `u:<owner>`                  JSON {bytes, keys}: what the owner has stored
+ *   `k:<key>`                    the key's state: lc, owner, the collected mark, and an
+ *                                index of its entries (timestamp, bytes charged)
+ *   `h:<len>:<key>:<num>:<wid>`  Hist[ts] without its fragment (timestamp, stripe, cc,
+ *                                certificate, fragment length)
+ *   `f:<len>:<key>:<num>:<wid>`  Hist[ts]'s fragment, as is
+ * Checks that need only metadata (a retried STORE) never read a fragment, and a fragment
+ * is written from the request's bytes without being copied into a record first.
  */
 import { ClassicLevel } from 'classic-level';
 import {
-  decodeEntryRecord,
+  AbstractStorage,
+  decodeEntryMetaRecord,
   decodeKeyRecord,
-  encodeEntryRecord,
+  encodeEntryMetaRecord,
   encodeKeyRecord,
   timestampKey,
-  compareTimestamps,
-  KeyedMutex,
-  stateBytes,
-  UsageLedger,
-  type Candidate,
-  type Charge,
+  type EntryMeta,
   type HistoryEntry,
-  type KeyRecord,
+  type KeyChanges,
   type KeyState,
-  type Reservation,
-  type ServerStorage,
   type Timestamp,
   type Usage,
 } from '@powerstore/protocol';
 import { ServerError } from './errors.js';
 
 /**
- * Version of the on-disk layout above. Format 1 (PowerStore 0.1, MAC-authenticated writes)
- * and format 2 (signed writes, history kept forever, no entry index) are refused.
+ * Version of the on-disk layout above. Formats 1 (PowerStore 0.1, MAC-authenticated
+ * writes), 2 (history kept forever) and 3 (fragments inside history records, totals
+ * summed at open) are refused.
  */
-export const STORAGE_FORMAT = 3;
+export const STORAGE_FORMAT = 4;
 
 /** How to open a {@link LevelStorage}. */
 export interface LevelStorageOptions {
@@ -89,24 +85,31 @@ export interface CommitInfo {
   readonly seconds: number;
 }
 
-/** One write of a {@link GroupCommitter} batch. */
-/** One operation of a batch: a put, or a delete (garbage collection). */
+/** One operation of a {@link GroupCommitter} batch: a put, or a delete (garbage collection). */
 export type Put = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string };
 
-interface Waiter {
+interface Waiter<D> {
   resolve(): void;
   reject(err: unknown): void;
+  readonly data: D | undefined;
 }
+
+/**
+ * Turns the data of every commit in one batch into extra operations written with it
+ * (e.g. totals), and undoes its own bookkeeping if the batch fails. Batches are prepared
+ * in the order they are written.
+ */
+export type PrepareBatch<D> = (data: readonly D[]) => { readonly ops: readonly Put[]; undo(): void };
 
 /**
  * Accumulates batches from concurrent callbacks and writes them as one synced LevelDB
  * batch; at most one write is outstanding, and whatever arrives meanwhile goes into the
  * next one. Exported so the benchmark baselines store exactly as the server does.
  */
-export class GroupCommitter {
+export class GroupCommitter<D = never> {
   #ops: Put[] = [];
   #bytes = 0;
-  #waiters: Waiter[] = [];
+  #waiters: Waiter<D>[] = [];
   #writing: Promise<void> | undefined;
   #scheduled = false;
 
@@ -114,16 +117,17 @@ export class GroupCommitter {
     private readonly db: ClassicLevel<string, Uint8Array>,
     private readonly sync: boolean,
     private readonly onCommit: ((info: CommitInfo) => void) | undefined,
+    private readonly prepare?: PrepareBatch<D>,
   ) {}
 
-  /** Resolves once `ops` are durable (or written, without sync). */
-  commit(ops: Put[]): Promise<void> {
+  /** Resolves once `ops` are durable (or written, without sync); `data` goes to `prepare`. */
+  commit(ops: readonly Put[], data?: D): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       for (const op of ops) {
         this.#ops.push(op);
         if (op.type === 'put') this.#bytes += op.value.length;
       }
-      this.#waiters.push({ resolve, reject });
+      this.#waiters.push({ resolve, reject, data });
       this.#schedule();
     });
   }
@@ -153,6 +157,8 @@ export class GroupCommitter {
     this.#ops = [];
     this.#waiters = [];
     this.#bytes = 0;
+    const extra = this.prepare?.(waiters.flatMap((w) => (w.data === undefined ? [] : [w.data])));
+    if (extra) ops.push(...extra.ops);
     const started = performance.now();
     this.#writing = this.db.batch(ops, { sync: this.sync }).then(
       () => {
@@ -160,6 +166,7 @@ export class GroupCommitter {
         for (const w of waiters) w.resolve();
       },
       (err: unknown) => {
+        extra?.undo();
         const wrapped = new ServerError('STORAGE_FAILED', `LevelDB write failed: ${(err as Error).message}`, { cause: err });
         for (const w of waiters) w.reject(wrapped);
       },
@@ -171,30 +178,30 @@ export class GroupCommitter {
   }
 }
 
-/** LevelDB-backed {@link ServerStorage}; see the module comment for the guarantees. */
-export class LevelStorage implements ServerStorage {
+
+/** What `m:totals` and the `u:` records hold. */
+interface Totals {
+  keys: number;
+  entries: number;
+  largest: number;
+  readonly owners: Map<string, { bytes: number; keys: number }>;
+}
+
+const json = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
+
+/** LevelDB-backed {@link ServerStorage}; see the module comment for the layout and guarantees. */
+export class LevelStorage extends AbstractStorage {
   readonly #db: ClassicLevel<string, Uint8Array>;
   readonly #n: number;
-  readonly #committer: GroupCommitter;
-  readonly #mutex = new KeyedMutex();
-  readonly #ledger = new UsageLedger();
-  #closing: Promise<void> | undefined;
-  #keys = 0;
-  #entries = 0;
-  #largestFragment = 0;
-  /**
-   * Decoded key records of recently used keys (`null`: known to have none), so CLOCK,
-   * COLLECT and COMPLETE do not read LevelDB for a hot key. Updated only after a commit
-   * is durable, under the key's exclusion, so it never disagrees with the disk.
-   */
-  readonly #states = new Map<string, KeyState | null>();
-  readonly #stateCacheKeys: number;
+  readonly #committer: GroupCommitter<KeyChanges>;
+  /** The totals as of the last batch handed to LevelDB (what the disk says once it is durable). */
+  readonly #written: Totals = { keys: 0, entries: 0, largest: 0, owners: new Map() };
 
   private constructor(db: ClassicLevel<string, Uint8Array>, options: LevelStorageOptions) {
+    super({ stateCacheKeys: options.stateCacheKeys ?? 10_000 });
     this.#db = db;
     this.#n = options.n;
-    this.#committer = new GroupCommitter(db, options.sync ?? true, options.onCommit);
-    this.#stateCacheKeys = options.stateCacheKeys ?? 10_000;
+    this.#committer = new GroupCommitter(db, options.sync ?? true, options.onCommit, (changes) => this.#totalsFor(changes));
   }
 
   /**
@@ -218,7 +225,7 @@ export class LevelStorage implements ServerStorage {
     try {
       const storage = new LevelStorage(db, options);
       await storage.#checkMeta(options);
-      await storage.#load();
+      await storage.#load(options.path);
       return storage;
     } catch (err) {
       await db.close();
@@ -230,8 +237,14 @@ export class LevelStorage implements ServerStorage {
     const raw = await this.#db.get('m:meta');
     const identity = options.identity ?? '';
     if (raw === undefined) {
-      const meta = JSON.stringify({ format: STORAGE_FORMAT, n: options.n, cluster: options.cluster ?? '', identity });
-      await this.#db.put('m:meta', new TextEncoder().encode(meta), { sync: true });
+      const meta = { format: STORAGE_FORMAT, n: options.n, cluster: options.cluster ?? '', identity };
+      await this.#db.batch(
+        [
+          { type: 'put', key: 'm:meta', value: json(meta) },
+          { type: 'put', key: 'm:totals', value: json({ keys: 0, entries: 0, largest: 0 }) },
+        ],
+        { sync: true },
+      );
       return;
     }
     let meta: { format?: unknown; n?: unknown; cluster?: unknown; identity?: unknown };
@@ -240,16 +253,16 @@ export class LevelStorage implements ServerStorage {
     } catch {
       throw new ServerError('STORAGE_CORRUPT', `${options.path}: unreadable metadata record`);
     }
-    if (meta.format === 1) {
+    const older: Record<number, string> = {
+      1: 'written by PowerStore 0.1 (storage format 1, MAC-authenticated writes)',
+      2: 'storage format 2 (history kept forever, no entry index)',
+      3: 'storage format 3 (fragments inside history records, totals summed at startup)',
+    };
+    const what = typeof meta.format === 'number' ? older[meta.format] : undefined;
+    if (what) {
       throw new ServerError(
         'STORAGE_MISMATCH',
-        `${options.path}: written by PowerStore 0.1 (storage format 1, MAC-authenticated writes); this server reads format ${STORAGE_FORMAT} (signed writes). Start it on an empty data directory and write the values again through a client; the old directory can be deleted.`,
-      );
-    }
-    if (meta.format === 2) {
-      throw new ServerError(
-        'STORAGE_MISMATCH',
-        `${options.path}: storage format 2 (history kept forever, no entry index); this server reads format ${STORAGE_FORMAT}. Start it on an empty data directory and write the values again through a client.`,
+        `${options.path}: ${what}; this server reads format ${STORAGE_FORMAT}. Start it on an empty data directory and write the values again through a client; the old directory can be deleted.`,
       );
     }
     if (meta.format !== STORAGE_FORMAT) {
@@ -266,275 +279,170 @@ export class LevelStorage implements ServerStorage {
     }
   }
 
-  async #load(): Promise<void> {
-    let largest: number | undefined;
-    for await (const k of this.#db.keys({ gte: 'm:largest:', lt: 'm:largest;', reverse: true, limit: 1 })) largest = Number(k.slice('m:largest:'.length));
-    this.#largestFragment = largest ?? 0;
-    // Summed once at open from the per-key records (not from every history entry), then
-    // kept up to date as writes commit.
+  /** Reads the persisted totals: one record, plus one per owner. */
+  async #load(path: string): Promise<void> {
+    const corrupt = (what: string): never => {
+      throw new ServerError('STORAGE_CORRUPT', `${path}: unreadable ${what}`);
+    };
+    const count = (v: unknown, what: string): number => (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : corrupt(what));
+    const raw = await this.#db.get('m:totals');
+    if (raw === undefined) corrupt('totals record (m:totals is missing)');
+    let t: { keys?: unknown; entries?: unknown; largest?: unknown };
+    try {
+      t = JSON.parse(new TextDecoder().decode(raw)) as typeof t;
+    } catch {
+      return corrupt('totals record');
+    }
+    const w = this.#written;
+    w.keys = count(t.keys, 'totals record');
+    w.entries = count(t.entries, 'totals record');
+    w.largest = count(t.largest, 'totals record');
+    for await (const [k, v] of this.#db.iterator({ gte: 'u:', lt: 'u;' })) {
+      let u: { bytes?: unknown; keys?: unknown };
+      try {
+        u = JSON.parse(new TextDecoder().decode(v)) as typeof u;
+      } catch {
+        return corrupt(`usage record ${k}`);
+      }
+      w.owners.set(k.slice(2), { bytes: count(u.bytes, `usage record ${k}`), keys: count(u.keys, `usage record ${k}`) });
+    }
+    this.restore({ keys: w.keys, entries: w.entries, largestFragment: w.largest, owners: [...w.owners].map(([o, u]) => [o, { ...u }] as const) });
+  }
+
+  /**
+   * The totals summed from every key record: a full scan, for checks (the totals kept and
+   * persisted must always equal it; tests compare the two after crashes).
+   */
+  async recount(): Promise<{ keys: number; entries: number; owners: Map<string, Usage> }> {
+    const owners = new Map<string, Usage>();
+    let keys = 0;
+    let entries = 0;
     for await (const [k, raw] of this.#db.iterator({ gte: 'k:', lt: 'k;' })) {
       const key = k.slice(2);
-      const { state } = this.#decodeKey(key, raw);
-      if (state.index.length > 0) {
-        // Entries written before `m:largest` existed: assume the worst.
-        if (largest === undefined) this.#largestFragment = Number.POSITIVE_INFINITY;
-        this.#keys++;
-        this.#entries += state.index.length;
-        this.#ledger.add(state.owner, stateBytes(state), 1);
-      }
-    }
-  }
-
-  #decodeKey(key: string, raw: Uint8Array): { state: KeyState } {
-    try {
-      const r = decodeKeyRecord(new Uint8Array(raw.buffer, raw.byteOffset, raw.byteLength), this.#n);
-      if (r.key !== key) throw new Error(`record names key ${JSON.stringify(r.key)}`);
-      return r;
-    } catch (err) {
-      throw new ServerError('STORAGE_CORRUPT', `key ${JSON.stringify(key)}: ${(err as Error).message}`);
-    }
-  }
-
-  /** Keys holding at least one history entry. */
-  get keyCount(): number {
-    return this.#keys;
-  }
-
-  /**
-   * The longest fragment stored so far (an upper bound: it never shrinks), so a FILTER's
-   * reply can be reserved for before the fragment is read into memory.
-   */
-  get largestFragmentBytes(): number {
-    return this.#largestFragment;
-  }
-
-  /** History entries stored, over all keys. */
-  get historyEntryCount(): number {
-    return this.#entries;
-  }
-
-  usage(owner: string): Usage {
-    return this.#ledger.usage(owner);
-  }
-
-  owners(): ReadonlyMap<string, Usage> {
-    return this.#ledger.owners();
-  }
-
-  withKey<T>(key: string, fn: (record: KeyRecord) => Promise<T>): Promise<T> {
-    if (this.#closing) return Promise.reject(new ServerError('STORAGE_CLOSED', 'storage is closing'));
-    return this.#mutex.run(key, () => this.#run(key, fn));
-  }
-
-  async #run<T>(key: string, fn: (record: KeyRecord) => Promise<T>): Promise<T> {
-    const cached = this.#states.get(key);
-    if (cached !== undefined) {
-      // Most recently used last.
-      this.#states.delete(key);
-      this.#states.set(key, cached);
-    }
-    const txn = new Transaction(this.#db, this.#n, key, this.#ledger, (k, raw) => this.#decodeKey(k, raw).state, () => this.#largestFragment, cached);
-    let result: T;
-    try {
-      result = await fn(txn.record);
-    } catch (err) {
-      txn.abort();
-      this.#states.delete(key);
-      throw err;
-    } finally {
-      txn.close();
-    }
-    const ops = txn.operations();
-    if (ops.length > 0) {
+      let state;
       try {
-        await this.#committer.commit(ops);
+        state = decodeKeyRecord(this.#view(raw), this.#n).state;
       } catch (err) {
-        txn.abort();
-        this.#states.delete(key);
-        throw err;
+        throw this.#corrupt(key, (err as Error).message);
       }
-      // Counted only once durable, so a failed batch does not skew the gauges.
-      this.#keys += txn.newKeys;
-      this.#entries += txn.newEntries;
-      txn.committed();
-      this.#largestFragment = Math.max(this.#largestFragment, txn.largestFragment);
+      if (state.index.length === 0) continue;
+      keys++;
+      entries += state.index.length;
+      const u = owners.get(state.owner) ?? { bytes: 0, keys: 0 };
+      owners.set(state.owner, { bytes: u.bytes + state.index.reduce((sum, e) => sum + e.bytes, 0), keys: u.keys + 1 });
     }
-    const state = txn.state();
-    if (state !== undefined && this.#stateCacheKeys > 0) {
-      this.#states.delete(key);
-      this.#states.set(key, state);
-      if (this.#states.size > this.#stateCacheKeys) this.#states.delete(this.#states.keys().next().value!);
-    }
-    return result;
+    return { keys, entries, owners };
   }
 
-  /**
-   * Stops accepting callbacks, lets running ones finish and their batches sync, then
-   * closes the database. Idempotent.
-   */
-  close(): Promise<void> {
-    this.#closing ??= (async () => {
-      await this.#mutex.idle();
-      await this.#committer.idle();
-      await this.#db.close();
-    })();
-    return this.#closing;
-  }
-}
-
-/** One callback's view: reads see its own buffered writes, writes wait for the commit. */
-class Transaction {
-  readonly #puts = new Map<string, Put>();
-  #state: KeyState | undefined;
-  #stateLoaded = false;
-  readonly #entries = new Map<string, HistoryEntry | undefined>();
-  readonly #reservations: Reservation[] = [];
-  /** Usage given back by deleted entries, applied once the deletes are durable. */
-  readonly #released: Reservation[] = [];
-  #open = true;
-  /** Keys and entries this transaction adds (negative when it collects more than it stores). */
-  newKeys = 0;
-  newEntries = 0;
-  /** The longest fragment this transaction stores (0 if none). */
-  largestFragment = 0;
-  readonly record: KeyRecord;
-
-  constructor(
-    private readonly db: ClassicLevel<string, Uint8Array>,
-    private readonly n: number,
-    private readonly key: string,
-    private readonly ledger: UsageLedger,
-    private readonly decodeState: (key: string, raw: Uint8Array) => KeyState,
-    private readonly largestSoFar: () => number,
-    cached: KeyState | null | undefined,
-  ) {
-    if (cached !== undefined) {
-      this.#state = cached ?? undefined;
-      this.#stateLoaded = true;
+  /** The totals records one batch writes, from the changes it carries. */
+  #totalsFor(changes: readonly KeyChanges[]): { ops: Put[]; undo(): void } {
+    const w = this.#written;
+    const before = { keys: w.keys, entries: w.entries, largest: w.largest };
+    const owners = new Map<string, { bytes: number; keys: number } | undefined>();
+    for (const c of changes) {
+      w.keys += c.keys;
+      w.entries += c.entries;
+      for (const e of c.puts) w.largest = Math.max(w.largest, e.fragment.length);
+      for (const u of c.usage) {
+        if (!owners.has(u.owner)) owners.set(u.owner, w.owners.has(u.owner) ? { ...w.owners.get(u.owner)! } : undefined);
+        const now = w.owners.get(u.owner) ?? { bytes: 0, keys: 0 };
+        w.owners.set(u.owner, { bytes: now.bytes + u.bytes, keys: now.keys + u.keys });
+      }
     }
-    this.record = {
-      getLc: () => this.#guard(async () => (await this.#getState()).lc),
-      setLc: (c) => this.#guard(() => this.#setLc(c)),
-      getEntry: (ts) => this.#guard(() => this.#getEntry(ts)),
-      putEntry: (e, charge) => this.#guard(() => this.#putEntry(e, charge)),
-      index: () => this.#guard(async () => (await this.#getState()).index),
-      deleteEntry: (ts) => this.#guard(() => this.#deleteEntry(ts)),
-      getCollected: () => this.#guard(async () => (await this.#getState()).collected),
+    const ops: Put[] = [{ type: 'put', key: 'm:totals', value: json({ keys: w.keys, entries: w.entries, largest: w.largest }) }];
+    for (const owner of owners.keys()) {
+      const u = w.owners.get(owner)!;
+      if (u.bytes === 0 && u.keys === 0) {
+        w.owners.delete(owner);
+        ops.push({ type: 'del', key: `u:${owner}` });
+      } else ops.push({ type: 'put', key: `u:${owner}`, value: json(u) });
+    }
+    return {
+      ops,
+      undo: () => {
+        Object.assign(w, before);
+        for (const [owner, u] of owners) {
+          if (u) w.owners.set(owner, u);
+          else w.owners.delete(owner);
+        }
+      },
     };
   }
 
-  close(): void {
-    this.#open = false;
+  #corrupt(key: string, message: string): ServerError {
+    return new ServerError('STORAGE_CORRUPT', `key ${JSON.stringify(key)}: ${message}`);
   }
 
-  /** The writes never became durable: give back what was reserved. */
-  abort(): void {
-    for (const r of this.#reservations.splice(0)) this.ledger.release(r);
-    this.#released.length = 0;
+  /** LevelDB hands back Buffers; a plain view keeps callers' comparisons independent of Node's Buffer subclass, without copying. */
+  #view(raw: Uint8Array): Uint8Array {
+    return new Uint8Array(raw.buffer, raw.byteOffset, raw.byteLength);
   }
 
-  /** The writes are durable: what deleted entries held is no longer used. */
-  committed(): void {
-    for (const r of this.#released.splice(0)) this.ledger.release(r);
+  #entryKey(prefix: 'h' | 'f', key: string, ts: Timestamp): string {
+    return `${prefix}:${key.length}:${key}:${timestampKey(ts)}`;
   }
 
-  /** The key's state as this transaction leaves it (`null`: none), if it was read at all. */
-  state(): KeyState | null | undefined {
-    return this.#stateLoaded ? (this.#state ?? null) : undefined;
-  }
-
-  operations(): Put[] {
-    return [...this.#puts.values()];
-  }
-
-  async #guard<R>(f: () => Promise<R>): Promise<R> {
-    // A record used after its callback returned would write outside the exclusion.
-    if (!this.#open) throw new ServerError('STORAGE_CLOSED', 'KeyRecord used after its withKey callback settled');
-    return f();
-  }
-
-  get #stateKey(): string {
-    return `k:${this.key}`;
-  }
-
-  #entryKey(ts: Timestamp): string {
-    return `h:${this.key.length}:${this.key}:${timestampKey(ts)}`;
-  }
-
-  async #getState(): Promise<KeyState> {
-    if (!this.#stateLoaded) {
-      const raw = await this.db.get(this.#stateKey);
-      this.#state = raw === undefined ? undefined : this.decodeState(this.key, raw);
-      this.#stateLoaded = true;
-    }
-    return this.#state ?? { lc: undefined, owner: '', index: [], collected: undefined };
-  }
-
-  #setState(s: KeyState): void {
-    this.#state = s;
-    this.#puts.set(this.#stateKey, { type: 'put', key: this.#stateKey, value: encodeKeyRecord(this.key, s) });
-  }
-
-  async #setLc(c: Candidate): Promise<void> {
-    this.#setState({ ...(await this.#getState()), lc: c });
-  }
-
-  async #getEntry(ts: Timestamp): Promise<HistoryEntry | undefined> {
-    const k = this.#entryKey(ts);
-    if (!this.#entries.has(k)) {
-      const raw = await this.db.get(k);
-      this.#entries.set(k, raw === undefined ? undefined : this.#decodeEntry(raw));
-    }
-    return this.#entries.get(k);
-  }
-
-  async #putEntry(e: HistoryEntry, charge: Charge): Promise<boolean> {
-    const state = await this.#getState();
-    // Check and reserve in one synchronous step: no other callback can slip in between.
-    const reservation = this.ledger.reserve(charge.owner, charge.bytes, state.index.length === 0, charge.quota);
-    if (!reservation) return false;
-    this.#reservations.push(reservation);
-    const k = this.#entryKey(e.ts);
-    if (state.index.length === 0) this.newKeys++;
-    this.newEntries++;
-    this.#entries.set(k, e);
-    this.#puts.set(k, { type: 'put', key: k, value: encodeEntryRecord(this.key, e) });
-    if (e.fragment.length > this.largestSoFar() && e.fragment.length > this.largestFragment) {
-      this.largestFragment = e.fragment.length;
-      const marker = `m:largest:${String(e.fragment.length).padStart(10, '0')}`;
-      this.#puts.set(marker, { type: 'put', key: marker, value: new Uint8Array(0) });
-    }
-    const info = { ts: e.ts, bytes: charge.bytes, tombstone: e.cc.tombstone };
-    const index = [...state.index, info].sort((a, b) => compareTimestamps(a.ts, b.ts));
-    this.#setState({ ...state, owner: charge.owner, index });
-    return true;
-  }
-
-  async #deleteEntry(ts: Timestamp): Promise<void> {
-    const state = await this.#getState();
-    const info = state.index.find((e) => compareTimestamps(e.ts, ts) === 0);
-    if (!info) return;
-    const k = this.#entryKey(ts);
-    this.#entries.set(k, undefined);
-    this.#puts.set(k, { type: 'del', key: k });
-    const index = state.index.filter((e) => e !== info);
-    this.newEntries--;
-    if (index.length === 0) this.newKeys--;
-    this.#released.push({ owner: state.owner, bytes: info.bytes, keys: index.length === 0 ? 1 : 0 });
-    const collected = state.collected && compareTimestamps(state.collected, ts) > 0 ? state.collected : ts;
-    this.#setState({ ...state, index, collected });
-  }
-
-  #decodeEntry(raw: Uint8Array): HistoryEntry {
+  protected async readState(key: string): Promise<KeyState | undefined> {
+    const raw = await this.#db.get(`k:${key}`);
+    if (raw === undefined) return undefined;
     let r;
     try {
-      // LevelDB hands back Buffers; a plain view keeps callers' byte comparisons and
-      // structural equality independent of Node's Buffer subclass, without copying.
-      r = decodeEntryRecord(new Uint8Array(raw.buffer, raw.byteOffset, raw.byteLength), this.n);
+      r = decodeKeyRecord(this.#view(raw), this.#n);
     } catch (err) {
-      throw new ServerError('STORAGE_CORRUPT', `key ${JSON.stringify(this.key)}: ${(err as Error).message}`);
+      throw this.#corrupt(key, (err as Error).message);
     }
-    if (r.key !== this.key) throw new ServerError('STORAGE_CORRUPT', `key ${JSON.stringify(this.key)}: record names key ${JSON.stringify(r.key)}`);
-    return r.entry;
+    if (r.key !== key) throw this.#corrupt(key, `record names key ${JSON.stringify(r.key)}`);
+    return r.state;
+  }
+
+  #decodeMeta(key: string, raw: Uint8Array): { meta: EntryMeta; fragmentLength: number } {
+    let r;
+    try {
+      r = decodeEntryMetaRecord(this.#view(raw), this.#n);
+    } catch (err) {
+      throw this.#corrupt(key, (err as Error).message);
+    }
+    if (r.key !== key) throw this.#corrupt(key, `record names key ${JSON.stringify(r.key)}`);
+    return r;
+  }
+
+  protected async readEntryMeta(key: string, ts: Timestamp): Promise<EntryMeta | undefined> {
+    const raw = await this.#db.get(this.#entryKey('h', key, ts));
+    return raw === undefined ? undefined : this.#decodeMeta(key, raw).meta;
+  }
+
+  protected async readFragment(key: string, ts: Timestamp): Promise<Uint8Array | undefined> {
+    const raw = await this.#db.get(this.#entryKey('f', key, ts));
+    return raw === undefined ? undefined : this.#view(raw);
+  }
+
+  protected override async readEntry(key: string, ts: Timestamp): Promise<HistoryEntry | undefined> {
+    // One call for both records: one hop to LevelDB's thread instead of two.
+    const [meta, fragment] = await this.#db.getMany([this.#entryKey('h', key, ts), this.#entryKey('f', key, ts)]);
+    if (meta === undefined) return undefined;
+    const m = this.#decodeMeta(key, meta);
+    if (fragment === undefined || fragment.length !== m.fragmentLength) {
+      throw this.#corrupt(key, `fragment of entry ${ts.num} is ${fragment === undefined ? 'missing' : `${fragment.length} bytes, not ${m.fragmentLength}`}`);
+    }
+    return { ...m.meta, fragment: this.#view(fragment) };
+  }
+
+  protected async commit(c: KeyChanges): Promise<void> {
+    const ops: Put[] = [];
+    if (c.state) ops.push({ type: 'put', key: `k:${c.key}`, value: encodeKeyRecord(c.key, c.state) });
+    for (const e of c.puts) {
+      ops.push({ type: 'put', key: this.#entryKey('h', c.key, e.ts), value: encodeEntryMetaRecord(c.key, e) });
+      ops.push({ type: 'put', key: this.#entryKey('f', c.key, e.ts), value: e.fragment });
+    }
+    for (const ts of c.deletes) {
+      ops.push({ type: 'del', key: this.#entryKey('h', c.key, ts) });
+      ops.push({ type: 'del', key: this.#entryKey('f', c.key, ts) });
+    }
+    await this.#committer.commit(ops, c);
+  }
+
+  protected async closeBackend(): Promise<void> {
+    await this.#committer.idle();
+    await this.#db.close();
   }
 }

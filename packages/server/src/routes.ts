@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { Server } from '@powerstore/protocol';
-import type { LevelStorage } from './level-storage.js';
+import type { ServerStorage } from '@powerstore/protocol';
 import type { ServerMetrics } from './metrics.js';
 
 /** What `GET /usage` answers: every owner's bytes and keys on this server, with its quota. */
@@ -19,7 +19,7 @@ export interface UsageReport {
 export interface RouteContext {
   /** 1-based server id. */
   readonly id: number;
-  readonly storage: LevelStorage;
+  readonly storage: ServerStorage;
   readonly protocol: Server;
   readonly metrics: ServerMetrics;
   readonly log: Logger;

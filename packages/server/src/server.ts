@@ -17,7 +17,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { encodeMessage, encodePublicKey, frameType, Server, type Cluster, type HistoryLimits, type WritePolicy } from '@powerstore/protocol';
+import { encodeMessage, encodePublicKey, frameType, Server, type AbstractStorage, type Cluster, type HistoryLimits, type WritePolicy } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { Admission } from './admission.js';
 import { ClientConnection, type ConnectionHost } from './connection.js';
@@ -40,8 +40,14 @@ export interface StartServerOptions {
   readonly host: string;
   /** 0 picks a free port. */
   readonly port: number;
-  /** LevelDB directory. */
-  readonly dataDir: string;
+  /** LevelDB directory; required unless `storage` is given. */
+  readonly dataDir?: string;
+  /**
+   * Any storage backend, already open, instead of LevelDB at `dataDir` (tests, or a
+   * backend of your own that passes the protocol's `storageConformance`). The server
+   * closes it on shutdown.
+   */
+  readonly storage?: AbstractStorage;
   /** `false` = `--unsafe-no-fsync`. */
   readonly sync?: boolean;
   /** PEM certificate and key: serve wss:// and https://. */
@@ -60,7 +66,7 @@ export interface RunningServer {
   readonly url: string;
   readonly port: number;
   readonly metrics: ServerMetrics;
-  readonly storage: LevelStorage;
+  readonly storage: AbstractStorage;
   readonly limits: ServerLimits;
   /** Replaces the write policy (after the operator edited the cluster file); affects new STOREs only. */
   setPolicy(policy: WritePolicy): void;
@@ -77,7 +83,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   const log = options.logger ?? pino({ level: 'info' });
   const connections = new Set<ClientConnection>();
   const admission = new Admission(limits);
-  let storage: LevelStorage | undefined;
+  let storage: AbstractStorage | undefined;
   const metrics = createMetrics({
     storage: () => storage,
     admission: () => admission.stats(),
@@ -97,17 +103,20 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   if (encodePublicKey(signer.publicKey) !== options.cluster.file.servers[options.index]?.publicKey) {
     throw new ServerError('CONFIG_INVALID', `the receipt key is not the one cluster.json lists for server ${options.index + 1}`);
   }
-  storage = await LevelStorage.open({
-    path: options.dataDir,
-    n: config.n,
-    cluster: options.cluster.file.id,
-    sync: options.sync ?? true,
-    identity: options.identity,
-    onCommit(info) {
-      metrics.commitSeconds.observe(info.seconds);
-      metrics.commitGroup.observe(info.callbacks);
-    },
-  });
+  if (!options.storage && options.dataDir === undefined) throw new ServerError('CONFIG_INVALID', 'startServer needs a dataDir or a storage');
+  storage =
+    options.storage ??
+    (await LevelStorage.open({
+      path: options.dataDir!,
+      n: config.n,
+      cluster: options.cluster.file.id,
+      sync: options.sync ?? true,
+      identity: options.identity,
+      onCommit(info) {
+        metrics.commitSeconds.observe(info.seconds);
+        metrics.commitGroup.observe(info.callbacks);
+      },
+    }));
   const store = storage;
   const protocol = new Server({
     config,

@@ -17,6 +17,7 @@ import {
   encodeMessage,
   identityFromJson,
   makeWriterId,
+  MemoryStorage,
   nonceHash,
   signCertificate,
   writerTagOf,
@@ -77,6 +78,30 @@ describe('startServer', () => {
     }
     expect(storage.historyEntryCount).toBeGreaterThanOrEqual(replies.length);
     await storage.close();
+  });
+
+  it('runs on any storage backend handed to it, and closes it on shutdown', async () => {
+    const { config, admin } = await setup();
+    const memory = new MemoryStorage();
+    const server = await startServer({ cluster: config.cluster, index: 0, seed: config.seed, host: '127.0.0.1', port: 0, storage: memory, logger: silent });
+    expect(server.storage).toBe(memory);
+    const ws = new WebSocket(server.url, { perMessageDeflate: false });
+    await new Promise<void>((resolve) => ws.once('open', () => resolve()));
+    const codec = createReferenceCodec({ k: 2, n: 4 });
+    const ts = { num: 1, writerId: makeWriterId(writerTagOf(crypto, admin.publicKey), new Uint8Array(16).fill(2)) };
+    const value = new Uint8Array(randomBytes(1000));
+    const fragments = codec.encode(value);
+    const cc = await computeCrossChecksum(crypto, fragments, value.length, false);
+    const cert = await signCertificate(crypto, config.cluster.identity.id, admin, { key: 'm', ts, nonceHash: nonceHash(crypto, new Uint8Array(randomBytes(32))), ccDigest: crossChecksumDigest(crypto, cc), grant: undefined });
+    const reply = new Promise<Reply>((resolve) => ws.once('message', (d: Buffer) => resolve(decodeMessage(new Uint8Array(d), { n: 4 }) as Reply)));
+    ws.send(encodeMessage({ type: 'STORE', key: 'm', opId: 1, ts, stripe: 0, fragment: fragments[0]!, cc, cert }));
+    expect((await reply).type).toBe('STORE_ACK');
+    expect(memory.entries('m').map((e) => e.ts.num)).toEqual([1]);
+    expect(memory.historyEntryCount).toBe(1);
+    ws.close();
+    await server.close();
+    await expect(memory.withKey('m', (r) => r.getLc())).rejects.toMatchObject({ code: 'STORAGE_CLOSED' });
+    await expect(startServer({ cluster: config.cluster, index: 0, seed: config.seed, host: '127.0.0.1', port: 0, logger: silent })).rejects.toMatchObject({ code: 'CONFIG_INVALID', message: /dataDir/ });
   });
 
   it('rejects inconsistent limits, and a receipt key that is not the cluster file’s, with CONFIG_INVALID', async () => {
