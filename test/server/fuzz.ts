@@ -61,7 +61,7 @@ export async function signedMessages(config: ClusterConfig, cluster: ClusterIden
     const fragments = codec.encode(value);
     const cc = await computeCrossChecksum(crypto, fragments, value.length, i % 7 === 0 && value.length === 0);
     const nonce = new Uint8Array(32).fill(i);
-    const cert = await signCertificate(crypto, cluster.id, signer, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), grant: undefined });
+    const cert = await signCertificate(crypto, cluster.id, signer, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), tombstone: cc.tombstone, grant: undefined });
     const candidate = { ts, nonce, cert, proof: [0, 1, 2].map((server) => ({ server, signature: new Uint8Array(64).fill(i) })) };
     out.push({ type: 'STORE', key, opId: i, ts, stripe: 0, fragment: fragments[0]!, cc, cert });
     out.push(i % 2 ? { type: 'COMPLETE', key, opId: i, candidate } : { type: 'FILTER', key, opId: i, stripe: 0, candidates: [candidate] });
@@ -80,7 +80,7 @@ function validFrame(ctx: Context): fc.Arbitrary<Uint8Array> {
   const writerId = bytes(32);
   const ts = fc.record({ num: fc.nat(50), writerId });
   const vec = fc.array(hash, { minLength: n, maxLength: n });
-  const cert = fc.record({ nonceHash: hash, ccDigest: hash, signer: hash, signature: bytes(64), grant: fc.constant(undefined) });
+  const cert = fc.record({ nonceHash: hash, ccDigest: hash, signer: hash, signature: bytes(64), tombstone: fc.boolean(), grant: fc.constant(undefined) });
   const proof = fc.uniqueArray(fc.nat(n - 1), { maxLength: n }).map((ss) => ss.sort((a, b) => a - b).map((server) => ({ server, signature: new Uint8Array(64) })));
   const candidate = fc.record({ ts, nonce: hash, cert, proof });
   const fragmentAndCc = fc.nat(3000).chain((valueLength) =>

@@ -129,7 +129,7 @@ async function stores(signer: Signer, key: string, value: Uint8Array, options: {
   const fragments = codec.encode(value);
   const cc = await computeCrossChecksum(crypto, fragments, value.length, false);
   const nonce = options.nonce ?? rand(32);
-  const cert = await signCertificate(crypto, cluster.cluster.identity.id, signer, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), grant: options.grant });
+  const cert = await signCertificate(crypto, cluster.cluster.identity.id, signer, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), tombstone: cc.tombstone, grant: options.grant });
   const requests: StoreRequest[] = fragments.map((fragment) => ({ type: 'STORE', key, opId: opId++, ts, stripe: 0, fragment, cc, cert }));
   return { ts, nonce, cert, requests };
 }

@@ -165,7 +165,7 @@ export class HostileClient {
         for (let k = 1; k <= 3; k++) {
           const { fragments, cc } = await this.#encode(prng.bytes(prng.range(1, 20)));
           const ts = { num: c.ts.num + k, writerId: c.ts.writerId };
-          const cert = { nonceHash: prng.bytes(32), ccDigest: crossChecksumDigest(this.#ctx.crypto, cc), signer: c.cert.signer, grant: c.cert.grant, signature: prng.bytes(64) };
+          const cert = { nonceHash: prng.bytes(32), ccDigest: crossChecksumDigest(this.#ctx.crypto, cc), signer: c.cert.signer, grant: c.cert.grant, tombstone: cc.tombstone, signature: prng.bytes(64) };
           this.#toAll((i) => ({ type: 'STORE', key, opId: this.#opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert }), refuse);
         }
         break;
@@ -218,7 +218,7 @@ export class HostileClient {
     const { crypto, prng } = this.#ctx;
     const { fragments, cc } = await this.#encode(prng.bytes(prng.range(1, 40)));
     const nonce = prng.bytes(32);
-    const cert = await signCertificate(crypto, clusterId, signer, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), grant });
+    const cert = await signCertificate(crypto, clusterId, signer, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), tombstone: cc.tombstone, grant });
     this.#toAll((i) => ({ type: 'STORE', key, opId: this.#opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert }), expect);
     this.#toAll(() => ({ type: 'COMPLETE', key, opId: this.#opId, candidate: { ts, nonce, cert, proof: [] } }), expect);
   }
@@ -231,7 +231,7 @@ export class HostileClient {
       const key = `${prefix}${k}-${prng.int(1000)}`;
       const { fragments, cc } = await this.#encode(prng.bytes(250));
       const ts = { num: 1, writerId: this.#writerId(cast.mallory) };
-      const cert = await signCertificate(crypto, cast.cluster.id, cast.mallory, { key, ts, nonceHash: prng.bytes(32), ccDigest: crossChecksumDigest(crypto, cc), grant: undefined });
+      const cert = await signCertificate(crypto, cast.cluster.id, cast.mallory, { key, ts, nonceHash: prng.bytes(32), ccDigest: crossChecksumDigest(crypto, cc), tombstone: cc.tombstone, grant: undefined });
       this.#toAll((i) => ({ type: 'STORE', key, opId: this.#opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert }), undefined);
     }
     this.mounted.push('over-quota');
@@ -247,7 +247,7 @@ export class HostileClient {
       [0, 1].map(async () => {
         const { fragments, cc } = await this.#encode(prng.bytes(prng.range(1, 30)));
         const nonce = prng.bytes(32);
-        const cert = await signCertificate(crypto, cast.cluster.id, cast.mallory, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), grant: undefined });
+        const cert = await signCertificate(crypto, cast.cluster.id, cast.mallory, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), tombstone: cc.tombstone, grant: undefined });
         return { fragments, cc, candidate: { ts, nonce, cert, proof: [] } as Candidate };
       }),
     );

@@ -10,6 +10,7 @@ import {
   WriteOperation,
   TS0,
   compareTimestamps,
+  timestampKey,
   timestampsEqual,
   type Candidate,
   type EntryInfo,
@@ -96,15 +97,32 @@ class GrantExpiryIgnored extends Server {
 
 /** Garbage collection deletes `lc`'s own entry too. */
 class CollectsLc extends Server {
-  protected override collectable(index: readonly EntryInfo[], lcTs: Timestamp): EntryInfo[] {
-    return [...super.collectable(index, lcTs), ...index.filter((e) => timestampsEqual(e.ts, lcTs))];
+  protected override collectable(index: readonly EntryInfo[], lc: Candidate): EntryInfo[] {
+    return [...super.collectable(index, lc), ...index.filter((e) => timestampsEqual(e.ts, lc.ts))];
   }
 }
 
 /** Garbage collection deletes entries above `lc` (writes under way) too. */
 class CollectsPending extends Server {
-  protected override collectable(index: readonly EntryInfo[], lcTs: Timestamp): EntryInfo[] {
-    return [...super.collectable(index, lcTs), ...index.filter((e) => compareTimestamps(e.ts, lcTs) > 0)];
+  protected override collectable(index: readonly EntryInfo[], lc: Candidate): EntryInfo[] {
+    return [...super.collectable(index, lc), ...index.filter((e) => compareTimestamps(e.ts, lc.ts) > 0)];
+  }
+}
+
+/**
+ * Garbage collection takes "lc is a delete" from the server's own entry at lc instead of
+ * lc's certificate: a server that learned the delete only as a candidate keeps δ older
+ * versions, the deleted value among them.
+ */
+class DeleteByOwnEntry extends Server {
+  protected override collectable(index: readonly EntryInfo[], lc: Candidate): EntryInfo[] {
+    const own = this.#own.get(timestampKey(lc.ts));
+    return super.collectable(index, { ...lc, cert: { ...lc.cert, tombstone: own ?? false } });
+  }
+  readonly #own = new Map<string, boolean>();
+  protected override async storeEntry(record: KeyRecord, key: string, entry: HistoryEntry): Promise<void> {
+    this.#own.set(timestampKey(entry.ts), entry.cc.tombstone);
+    return super.storeEntry(record, key, entry);
   }
 }
 
@@ -169,6 +187,7 @@ export const MUTANTS: readonly Mutant[] = [
   { name: 'clock-trusts-invalid', description: 'CLOCK adopts candidates that are not valid', protocol: withWriter((o, key, value, opId) => new TrustingClock(o, key, value, opId)) },
   { name: 'clock-no-increment', description: 'a new write reuses the highest timestamp number seen', protocol: withWriter((o, key, value, opId) => new NoIncrement(o, key, value, opId)) },
   { name: 'gc-collects-lc', description: "garbage collection deletes lc's own entry", protocol: withServer((o) => new CollectsLc(o)) },
+  { name: 'gc-delete-by-own-entry', description: "garbage collection learns that lc is a delete from its own entry, not lc's certificate", protocol: withServer((o) => new DeleteByOwnEntry(o)) },
   { name: 'gc-collects-pending', description: 'garbage collection deletes entries above lc (writes under way)', protocol: withServer((o) => new CollectsPending(o)) },
   { name: 'reader-trusts-newer', description: 'a reader moves on to a newer candidate a server names without checking it is valid', protocol: withReader((o, key, opId) => new TrustsNewer(o, key, opId)) },
 ];

@@ -451,9 +451,9 @@ async function checkHistoryBound(checker: Checker, server: string, storage: Memo
     const { lc, index } = await storage.withKey(key, async (r) => ({ lc: await r.getLc(), index: await r.index() }));
     if (!lc) continue;
     const below = index.filter((e) => compareTimestamps(e.ts, lc.ts) < 0).length;
-    const own = index.find((e) => compareTimestamps(e.ts, lc.ts) === 0);
-    const bound = own?.tombstone ? 0 : keep;
-    if (below > bound) checker.violations.push(`history bound: ${server} keeps ${below} entries of ${key} below lc (δ = ${keep}${own?.tombstone ? ', lc is a delete' : ''})`);
+    // A completed delete erases everything below it, whether or not this server stored the delete.
+    const bound = lc.cert.tombstone ? 0 : keep;
+    if (below > bound) checker.violations.push(`history bound: ${server} keeps ${below} entries of ${key} below lc (δ = ${keep}${lc.cert.tombstone ? ', lc is a delete' : ''})`);
   }
 }
 

@@ -42,6 +42,7 @@ export function certificatesEqual(a: WriteCertificate, b: WriteCertificate): boo
     bytesEqual(a.signer, b.signer) &&
     bytesEqual(a.nonceHash, b.nonceHash) &&
     bytesEqual(a.ccDigest, b.ccDigest) &&
+    a.tombstone === b.tombstone &&
     grantsEqual(a.grant, b.grant)
   );
 }

@@ -43,6 +43,13 @@ export interface WriteCertificate {
   readonly signer: Uint8Array;
   /** The grant the signer relies on, if the key is not its own (or it is not the admin). */
   readonly grant: Grant | undefined;
+  /**
+   * The write is a delete. Also inside `ccDigest`, but a server that learns a write only as
+   * a candidate (COMPLETE, a FILTER write-back) has no cross-checksum: this is how it knows
+   * a completed delete lets it collect everything below. Servers refuse a STORE whose
+   * cross-checksum says otherwise, so every valid candidate's flag is true.
+   */
+  readonly tombstone: boolean;
   /** Ed25519 signature of {@link certificateMessage}. */
   readonly signature: Uint8Array;
 }
@@ -75,6 +82,7 @@ export function certificateMessage(
     ts.writerId,
     cert.nonceHash,
     cert.ccDigest,
+    Uint8Array.of(cert.tombstone ? 1 : 0),
     cert.signer,
     cert.grant ? grantDigest(crypto, cert.grant) : NO_GRANT,
   );
@@ -86,6 +94,7 @@ export function certificateDigest(crypto: CryptoProvider, cert: WriteCertificate
     ...domain(DOMAIN.certificateDigest),
     cert.nonceHash,
     cert.ccDigest,
+    Uint8Array.of(cert.tombstone ? 1 : 0),
     cert.signer,
     cert.signature,
     cert.grant ? grantDigest(crypto, cert.grant) : NO_GRANT,
@@ -110,9 +119,16 @@ export async function signCertificate(
   crypto: CryptoProvider,
   clusterId: Uint8Array,
   signer: Signer,
-  write: { readonly key: string; readonly ts: Timestamp; readonly nonceHash: Uint8Array; readonly ccDigest: Uint8Array; readonly grant: Grant | undefined },
+  write: {
+    readonly key: string;
+    readonly ts: Timestamp;
+    readonly nonceHash: Uint8Array;
+    readonly ccDigest: Uint8Array;
+    readonly tombstone: boolean;
+    readonly grant: Grant | undefined;
+  },
 ): Promise<WriteCertificate> {
-  const unsigned = { nonceHash: write.nonceHash, ccDigest: write.ccDigest, signer: signer.publicKey, grant: write.grant };
+  const unsigned = { nonceHash: write.nonceHash, ccDigest: write.ccDigest, tombstone: write.tombstone, signer: signer.publicKey, grant: write.grant };
   return { ...unsigned, signature: await signer.sign(certificateMessage(crypto, clusterId, write.key, write.ts, unsigned)) };
 }
 

@@ -197,6 +197,7 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     return (
       entry.cc.hashes.length === this.options.config.n &&
       bytesEqual(crossChecksumDigest(crypto, entry.cc), entry.cert.ccDigest) &&
+      entry.cc.tombstone === entry.cert.tombstone &&
       entry.fragment.length === codec.fragmentLength(valueLength) &&
       (await fragmentMatches(crypto, entry.cc, i, entry.fragment))
     );

@@ -39,8 +39,6 @@ export interface EntryInfo {
   readonly ts: Timestamp;
   /** Bytes charged for it (see {@link historyEntryBytes}). */
   readonly bytes: number;
-  /** It is a delete: entries below a completed tombstone are collected at once. */
-  readonly tombstone: boolean;
 }
 
 /** What a server keeps per key besides the history entries. */
@@ -115,7 +113,6 @@ export function encodeKeyRecord(key: string, s: KeyState): Uint8Array {
   for (const e of s.index) {
     writeTs(w, e.ts);
     w.u64(e.bytes, 'entry bytes');
-    w.u8(e.tombstone ? 1 : 0);
   }
   return w.finish();
 }
@@ -127,10 +124,10 @@ export function decodeKeyRecord(raw: Uint8Array, n: number): { key: string; stat
   const lc = readOptionalCandidate(r);
   const collected = r.bool('collected flag') ? readTs(r) : undefined;
   const count = r.u32('entries');
-  // Each entry takes at least 8 + 32 + 8 + 1 bytes: a count the record cannot hold is corrupt.
-  if (count > r.remaining / 49) ByteReader.invalid(`key record claims ${count} entries`);
+  // Each entry takes at least 8 + 32 + 8 bytes: a count the record cannot hold is corrupt.
+  if (count > r.remaining / 48) ByteReader.invalid(`key record claims ${count} entries`);
   const index: EntryInfo[] = [];
-  for (let i = 0; i < count; i++) index.push({ ts: readTs(r), bytes: r.u64('entry bytes'), tombstone: r.bool('tombstone flag') });
+  for (let i = 0; i < count; i++) index.push({ ts: readTs(r), bytes: r.u64('entry bytes') });
   r.end();
   return { key, state: { lc, owner, index, collected } };
 }

@@ -220,6 +220,10 @@ export class Server {
     if (!bytesEqual(crossChecksumDigest(this.crypto, cc), cert.ccDigest)) {
       throw new ProtocolError('UNAUTHENTICATED', 'the certificate does not cover this cross-checksum');
     }
+    // Servers that learn this write only as a candidate trust the certificate's flag.
+    if (cert.tombstone !== cc.tombstone) {
+      throw new ProtocolError('INVALID_ARGUMENT', `the certificate says ${cert.tombstone ? 'delete' : 'value'}, the cross-checksum says otherwise`);
+    }
     if (!(await this.fragmentMatches(req))) {
       throw new ProtocolError('INVALID_ARGUMENT', `fragment ${this.index} does not match the cross-checksum`);
     }
@@ -283,7 +287,7 @@ export class Server {
   protected async collect(record: KeyRecord, key: string): Promise<void> {
     const lc = await record.getLc();
     if (!lc) return;
-    const doomed = this.collectable(await record.index(), lc.ts);
+    const doomed = this.collectable(await record.index(), lc);
     for (const e of doomed) await record.deleteEntry(e.ts);
     if (doomed.length > 0) this.#options.onCollected?.(key, doomed.length);
   }
@@ -291,12 +295,12 @@ export class Server {
   /**
    * The entries to delete, given the index (oldest first) and `lc`: everything below `lc`
    * but the `keep` newest, and everything below a completed delete. Never `lc`'s own
-   * entry, never one above it.
+   * entry, never one above it. Whether `lc` is a delete comes from its certificate, so a
+   * server that never received the delete's STORE erases as well.
    */
-  protected collectable(index: readonly EntryInfo[], lcTs: Timestamp): EntryInfo[] {
-    const below = index.filter((e) => compareTimestamps(e.ts, lcTs) < 0);
-    const own = index.find((e) => timestampsEqual(e.ts, lcTs));
-    const keep = own?.tombstone ? 0 : this.history.keep;
+  protected collectable(index: readonly EntryInfo[], lc: Candidate): EntryInfo[] {
+    const below = index.filter((e) => compareTimestamps(e.ts, lc.ts) < 0);
+    const keep = lc.cert.tombstone ? 0 : this.history.keep;
     return below.slice(0, Math.max(0, below.length - keep));
   }
 

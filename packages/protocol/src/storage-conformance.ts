@@ -61,6 +61,7 @@ const cert = (num: number): WriteCertificate => ({
   ccDigest: fill(32, num, 3),
   signer: fill(32, 3, 4),
   signature: fill(64, num, 5),
+  tombstone: false,
   grant: num % 2 === 0 ? { issuer: fill(32, 5, 6), grantee: fill(32, 3, 4), prefix: `~p${num}/`, expiresAt: 1e12 + num, signature: fill(64, num, 7) } : undefined,
 });
 

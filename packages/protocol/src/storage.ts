@@ -429,7 +429,7 @@ class Transaction {
     if (state.index.length === 0) this.#newKeys++;
     this.#newEntries++;
     this.#written.set(timestampKey(e.ts), { ts: e.ts, entry: e });
-    const info: EntryInfo = { ts: e.ts, bytes: charge.bytes, tombstone: e.cc.tombstone };
+    const info: EntryInfo = { ts: e.ts, bytes: charge.bytes };
     const index = [...state.index, info].sort((a, b) => compareTimestamps(a.ts, b.ts));
     this.#setState({ ...state, owner: charge.owner, index });
     return true;

@@ -183,12 +183,16 @@ export function readGrant(r: ByteReader): Grant {
   return { issuer, grantee, prefix, expiresAt, signature: r.fixed(SIGNATURE_LENGTH, 'grant signature') };
 }
 
+/** Bits of a certificate's flags byte: a grant follows; the write is a delete. */
+const CERT_GRANT = 1;
+const CERT_TOMBSTONE = 2;
+
 export function writeCert(w: ByteWriter, c: WriteCertificate) {
   w.fixed(c.nonceHash, HASH_LENGTH, 'nonce hash');
   w.fixed(c.ccDigest, HASH_LENGTH, 'cross-checksum digest');
   w.fixed(c.signer, PUBLIC_KEY_LENGTH, 'signer');
   w.fixed(c.signature, SIGNATURE_LENGTH, 'signature');
-  w.u8(c.grant ? 1 : 0);
+  w.u8((c.grant ? CERT_GRANT : 0) | (c.tombstone ? CERT_TOMBSTONE : 0));
   if (c.grant) writeGrant(w, c.grant);
 }
 
@@ -197,8 +201,10 @@ export function readCert(r: ByteReader): WriteCertificate {
   const ccDigest = r.fixed(HASH_LENGTH, 'cross-checksum digest');
   const signer = r.fixed(PUBLIC_KEY_LENGTH, 'signer');
   const signature = r.fixed(SIGNATURE_LENGTH, 'signature');
-  const grant = r.bool('grant flag') ? readGrant(r) : undefined;
-  return { nonceHash, ccDigest, signer, signature, grant };
+  const flags = r.u8('certificate flags');
+  if (flags & ~(CERT_GRANT | CERT_TOMBSTONE)) ByteReader.invalid(`unknown certificate flags ${flags}`);
+  const grant = flags & CERT_GRANT ? readGrant(r) : undefined;
+  return { nonceHash, ccDigest, signer, signature, grant, tombstone: (flags & CERT_TOMBSTONE) !== 0 };
 }
 
 export function writeProof(w: ByteWriter, proof: StoreProof) {

@@ -271,6 +271,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
       ts,
       nonceHash: nonceHash(crypto, nonce),
       ccDigest: crossChecksumDigest(crypto, cc),
+      tombstone: cc.tombstone,
       grant: this.#grant,
     });
     // The next write of this key will meet this certificate in CLOCK: no need to verify our own signature.

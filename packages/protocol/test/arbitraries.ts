@@ -13,7 +13,7 @@ export const grant = (): fc.Arbitrary<Grant> =>
   fc.record({ issuer: bytes(32), grantee: bytes(32), prefix: fc.string({ maxLength: 60 }), expiresAt: fc.maxSafeNat(), signature: bytes(64) });
 
 export const certificate = (): fc.Arbitrary<WriteCertificate> =>
-  fc.record({ nonceHash: hash(), ccDigest: hash(), signer: bytes(32), signature: bytes(64), grant: fc.option(grant(), { nil: undefined }) });
+  fc.record({ nonceHash: hash(), ccDigest: hash(), signer: bytes(32), signature: bytes(64), tombstone: fc.boolean(), grant: fc.option(grant(), { nil: undefined }) });
 
 export const proof = (n: number) =>
   fc.uniqueArray(fc.nat({ max: n - 1 }), { maxLength: n }).map((servers) => servers.sort((a, b) => a - b).map((server) => ({ server, signature: new Uint8Array(64).fill(server) })));

@@ -39,9 +39,57 @@ describe('garbage collection', () => {
     await c.write(key, { kind: 'tombstone' });
     for (const i of [0, 1, 2]) {
       const index = await c.storages[i]!.withKey(key, (r) => r.index());
-      expect(index.map((e) => [e.ts.num, e.tombstone])).toEqual([[6, true]]);
+      expect(index.map((e) => e.ts.num)).toEqual([6]);
     }
     expect(await c.read(key)).toMatchObject({ value: undefined, rounds: 2 });
+  });
+
+  it('a server that learns a delete only as a candidate (COMPLETE or a FILTER write-back) erases the older versions too', async () => {
+    const c = await makeCluster(1, { history: { keep: 2 } });
+    const { crypto } = await import('./cluster.js');
+    const serverThreeFirst = (sends: readonly Outgoing[]) => [...sends].sort((a, b) => (b.to === 3 ? 1 : 0) - (a.to === 3 ? 1 : 0));
+    const kept = (key: string) => c.storages[3]!.withKey(key, async (r) => (await r.index()).map((e) => e.ts.num));
+    /** Deletes `key` with the delete's STORE kept from server 4 (index 3); its COMPLETE reaches server 4 only if `complete`. */
+    const deleteBehindServer4 = async (key: string, complete: boolean) => {
+      const op = c.writeOp(key, { kind: 'tombstone' });
+      const store = await round(c, op, (await op.start()).send!);
+      expect(store.next[0]!.message.type).toBe('STORE');
+      const completes = await round(c, op, store.next.filter((o) => o.to !== 3));
+      expect(completes.next[0]!.message.type).toBe('COMPLETE');
+      const done = await round(c, op, serverThreeFirst(completes.next.filter((o) => complete || o.to !== 3)));
+      expect(done.result).toBeDefined();
+    };
+    for (const key of [own(c.owner, 'by-complete'), own(c.owner, 'by-filter')]) {
+      for (let i = 1; i <= 3; i++) await c.write(key, value(`v${i}`));
+      // Server 4 holds every version (it stored them all and never saw a COMPLETE).
+      expect(await kept(key)).toEqual([1, 2, 3]);
+    }
+    await deleteBehindServer4(own(c.owner, 'by-complete'), true);
+    expect(await kept(own(c.owner, 'by-complete'))).toEqual([]);
+
+    await deleteBehindServer4(own(c.owner, 'by-filter'), false);
+    expect(await kept(own(c.owner, 'by-filter'))).toEqual([1, 2, 3]);
+    const read = new ReadOperation({ config: c.config, crypto, codec: c.codec, verifier: c.verifier }, own(c.owner, 'by-filter'), 998);
+    const filter = await round(c, read, (await read.start()).send!);
+    expect(filter.next[0]!.message.type).toBe('FILTER');
+    const result = await round(c, read, serverThreeFirst(filter.next));
+    expect(result.result).toMatchObject({ value: undefined });
+    expect(await kept(own(c.owner, 'by-filter'))).toEqual([]);
+    expect((await c.storages[3]!.withKey(own(c.owner, 'by-filter'), (r) => r.getLc()))?.cert.tombstone).toBe(true);
+  });
+
+  it('a STORE whose certificate contradicts its cross-checksum about being a delete is refused', async () => {
+    const c = await makeCluster(1);
+    const op = c.writeOp(own(c.owner, 'k'), value('x'));
+    const store = await round(c, op, (await op.start()).send!);
+    const honest = store.next.find((o) => o.to === 0)!.message;
+    if (honest.type !== 'STORE') throw new Error('expected a STORE');
+    // The certificate is re-signed by the same writer, so only the contradiction is wrong.
+    const { crypto } = await import('./cluster.js');
+    const { signCertificate, crossChecksumDigest } = await import('../src/index.js');
+    const cert = await signCertificate(crypto, c.cluster.id, c.owner, { key: honest.key, ts: honest.ts, nonceHash: honest.cert.nonceHash, ccDigest: crossChecksumDigest(crypto, honest.cc), tombstone: true, grant: undefined });
+    expect(await c.servers[0]!.handle({ ...honest, cert })).toMatchObject({ type: 'ERROR', code: 'INVALID_ARGUMENT' });
+    expect(await c.servers[0]!.handle(honest)).toMatchObject({ type: 'STORE_ACK' });
   });
 
   it('a read whose version is collected before its FILTER arrives moves forward to the newer write', async () => {

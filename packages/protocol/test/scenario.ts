@@ -376,7 +376,7 @@ export class Scenario {
     const fragments = codec.encode(bytes);
     const cc = await computeCrossChecksum(crypto, fragments, bytes.length, false);
     const nonce = this.#random(32);
-    const cert = await signCertificate(crypto, cluster.id, signer, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), grant: undefined });
+    const cert = await signCertificate(crypto, cluster.id, signer, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), tombstone: cc.tombstone, grant: undefined });
     const opId = ++this.#opId;
     for (let i = 0; i < config.n; i++) {
       this.#queue.push({ from: name, to: serverName(i), client, message: { type: 'STORE', key, opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert } });

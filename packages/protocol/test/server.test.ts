@@ -76,7 +76,7 @@ async function storeFor(
   const fragments = c.codec.encode(value);
   const cc = await computeCrossChecksum(crypto, fragments, value.length, false);
   const nonce = options.nonce ?? new Uint8Array(32).fill(5);
-  const cert = await signCertificate(crypto, c.cluster.id, signer, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), grant: options.grant });
+  const cert = await signCertificate(crypto, c.cluster.id, signer, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), tombstone: cc.tombstone, grant: options.grant });
   const index = options.index ?? 0;
   return { store: { type: 'STORE', key, opId: 1, ts, stripe: 0, fragment: fragments[index]!, cc, cert }, candidate: { ts, nonce, cert, proof: [] }, fragments };
 }

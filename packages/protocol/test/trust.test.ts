@@ -46,7 +46,7 @@ async function cert(signer: Signer, key: string, options: { ts?: Timestamp; gran
   const ts = options.ts ?? tsOf(signer);
   return {
     ts,
-    cert: await signCertificate(crypto, options.clusterId ?? cluster.id, signer, { key, ts, nonceHash: hash(1), ccDigest: hash(2), grant: options.grant }),
+    cert: await signCertificate(crypto, options.clusterId ?? cluster.id, signer, { key, ts, nonceHash: hash(1), ccDigest: hash(2), tombstone: false, grant: options.grant }),
   };
 }
 

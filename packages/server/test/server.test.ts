@@ -63,7 +63,7 @@ describe('startServer', () => {
       const value = new Uint8Array(randomBytes(100_000));
       const fragments = codec.encode(value);
       const cc = await computeCrossChecksum(crypto, fragments, value.length, false);
-      const cert = await signCertificate(crypto, config.cluster.identity.id, admin, { key, ts, nonceHash: nonceHash(crypto, new Uint8Array(randomBytes(32))), ccDigest: crossChecksumDigest(crypto, cc), grant: undefined });
+      const cert = await signCertificate(crypto, config.cluster.identity.id, admin, { key, ts, nonceHash: nonceHash(crypto, new Uint8Array(randomBytes(32))), ccDigest: crossChecksumDigest(crypto, cc), tombstone: cc.tombstone, grant: undefined });
       ws.send(encodeMessage({ type: 'STORE', key, opId: i, ts, stripe: 0, fragment: fragments[0]!, cc, cert }));
     }
     expect(await closed).toBe(1001);
@@ -92,7 +92,7 @@ describe('startServer', () => {
     const value = new Uint8Array(randomBytes(1000));
     const fragments = codec.encode(value);
     const cc = await computeCrossChecksum(crypto, fragments, value.length, false);
-    const cert = await signCertificate(crypto, config.cluster.identity.id, admin, { key: 'm', ts, nonceHash: nonceHash(crypto, new Uint8Array(randomBytes(32))), ccDigest: crossChecksumDigest(crypto, cc), grant: undefined });
+    const cert = await signCertificate(crypto, config.cluster.identity.id, admin, { key: 'm', ts, nonceHash: nonceHash(crypto, new Uint8Array(randomBytes(32))), ccDigest: crossChecksumDigest(crypto, cc), tombstone: cc.tombstone, grant: undefined });
     const reply = new Promise<Reply>((resolve) => ws.once('message', (d: Buffer) => resolve(decodeMessage(new Uint8Array(d), { n: 4 }) as Reply)));
     ws.send(encodeMessage({ type: 'STORE', key: 'm', opId: 1, ts, stripe: 0, fragment: fragments[0]!, cc, cert }));
     expect((await reply).type).toBe('STORE_ACK');

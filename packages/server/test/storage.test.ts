@@ -90,7 +90,7 @@ describe('LevelStorage specifics', () => {
       stripe: 0,
       fragment: b(10),
       cc: { tombstone: false, valueLength: 20, hashes: Array.from({ length: N }, () => b(32)) },
-      cert: { nonceHash: b(32), ccDigest: b(32), signer: b(32), signature: b(64), grant: undefined },
+      cert: { nonceHash: b(32), ccDigest: b(32), signer: b(32), signature: b(64), tombstone: false, grant: undefined },
     });
     await Promise.all(['a', 'b', 'c'].map((k) => s.withKey(k, (r) => r.putEntry(e(1), { owner: 'o', bytes: 10, quota: {} }))));
     await s.close();
