@@ -44,6 +44,8 @@ export class Checker {
   readonly #valueIdByHex = new Map<string, string>();
   readonly #writtenByTs = new Map<string, { op: string; id: string | null; bytes: Uint8Array | undefined }>();
   readonly #numsByKey = new Map<string, Set<number>>();
+  /** Timestamps each honest write STOREd, by value id: a SUPERSEDED write retries under a new one. */
+  readonly #attempts = new Map<string, Set<string>>();
   /** Finished reads and writes by rounds taken. */
   readonly readRounds = new Map<string, number>();
   readonly writeRounds = new Map<string, number>();
@@ -71,6 +73,10 @@ export class Checker {
   /** An honest writer sent the STORE round of operation `op` (unique per operation) at `ts`. */
   store(client: string, op: string, key: string, ts: Timestamp, id: string | null, bytes: Uint8Array | undefined): void {
     const k = `${key}/${timestampKey(ts)}`;
+    if (id !== null) {
+      const mine = this.#attempts.get(id) ?? new Set<string>();
+      this.#attempts.set(id, mine.add(k));
+    }
     const seen = this.#writtenByTs.get(k);
     if (seen) {
       if (seen.op !== op) this.violations.push(`timestamp reused: ${op} and ${seen.op} both wrote ${key} at ${timestampKey(ts)}`);
@@ -93,13 +99,17 @@ export class Checker {
 
   /**
    * The liveness bound of garbage collection: an operation needs more rounds only when its
-   * version was collected somewhere, which takes more than δ newer writes of the key, all
-   * overlapping it (a write finished before it started would have been seen) — or a delete.
+   * version was collected somewhere, which takes more than δ newer versions of the key, all
+   * written by writes overlapping it (a write finished before it started would have been
+   * seen) — or a delete. Versions, not writes: a write overtaken (SUPERSEDED) retries under
+   * a fresh timestamp, and the version it abandoned counts towards δ like any other.
    */
   #checkMoreRounds(op: MutableOp, client: string, kind: string, rounds: number, usual: number): void {
     const overlapping = this.history.filter((w) => w !== op && w.kind === 'write' && w.key === op.key && w.call < op.ret! && (w.ret === undefined || w.ret > op.call));
-    if (overlapping.length > this.keep || overlapping.some((w) => w.value === null)) return;
-    this.violations.push(`${client} ${kind} of ${op.key} took ${rounds} rounds (not ${usual}) with only ${overlapping.length} writes overlapping it (δ = ${this.keep})`);
+    if (overlapping.some((w) => w.value === null)) return;
+    const versions = overlapping.reduce((sum, w) => sum + Math.max(1, this.#attempts.get(w.value!)?.size ?? 0), 0);
+    if (versions > this.keep) return;
+    this.violations.push(`${client} ${kind} of ${op.key} took ${rounds} rounds (not ${usual}) with only ${versions} versions written by ${overlapping.length} writes overlapping it (δ = ${this.keep})`);
   }
 
   /** A write failed with `error`; it may or may not have taken effect, so it stays pending in the history. */
