@@ -123,13 +123,14 @@ async function lcOf(raw: Raw, key: string): Promise<Candidate | undefined> {
   return r.type === 'COLLECT_ACK' ? r.candidate : undefined;
 }
 
-/** STOREs (one per server) of `value` for `key`, signed by `signer`. */
-async function stores(signer: Signer, key: string, value: Uint8Array, options: { num?: number; grant?: Grant; nonce?: Uint8Array } = {}) {
+/** STOREs (one per server) of `value` (a delete when `undefined`) for `key`, signed by `signer`; `contradict` signs the opposite delete flag. */
+async function stores(signer: Signer, key: string, value: Uint8Array | undefined, options: { num?: number; grant?: Grant; nonce?: Uint8Array; contradict?: boolean } = {}) {
   const ts = { num: options.num ?? 1, writerId: makeWriterId(writerTagOf(crypto, signer.publicKey), rand(16)) };
-  const fragments = codec.encode(value);
-  const cc = await computeCrossChecksum(crypto, fragments, value.length, false);
+  const fragments = codec.encode(value ?? new Uint8Array(0));
+  const cc = await computeCrossChecksum(crypto, fragments, value?.length ?? 0, value === undefined);
   const nonce = options.nonce ?? rand(32);
-  const cert = await signCertificate(crypto, cluster.cluster.identity.id, signer, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), tombstone: cc.tombstone, grant: options.grant });
+  const tombstone = cc.tombstone !== (options.contradict ?? false);
+  const cert = await signCertificate(crypto, cluster.cluster.identity.id, signer, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), tombstone, grant: options.grant });
   const requests: StoreRequest[] = fragments.map((fragment) => ({ type: 'STORE', key, opId: opId++, ts, stripe: 0, fragment, cc, cert }));
   return { ts, nonce, cert, requests };
 }
@@ -217,6 +218,25 @@ describe('writes nobody may make are refused by every server; state unchanged', 
     expect(await lcOf(raws[0]!, key)).toBeUndefined();
     expect(await complete({ ts: w.ts, nonce: w.nonce, cert: w.cert, proof })).toMatchObject({ type: 'COMPLETE_ACK' });
     expect((await lcOf(raws[0]!, key))?.ts.num).toBe(1);
+    // The accepted candidate with its delete flag flipped: the signature does not cover it.
+    expect(await complete({ ts: w.ts, nonce: w.nonce, cert: { ...w.cert, tombstone: true }, proof })).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
+    expect((await lcOf(raws[0]!, key))?.cert.tombstone).toBe(false);
+    for (const r of raws) r.close();
+  });
+
+  it('a validly signed STORE whose certificate contradicts its cross-checksum about being a delete is refused with INVALID_ARGUMENT by every server', async () => {
+    const owner = await identity(42);
+    const key = `${namespacePrefix(ownerIdOf(crypto, owner.publicKey))}d`;
+    const raws = await everyServer();
+    const valueAsDelete = await stores(owner, key, text('v'), { contradict: true });
+    const deleteAsValue = await stores(owner, key, undefined, { num: 2, contradict: true });
+    const control = await stores(owner, key, undefined, { num: 3 });
+    for (const [i, raw] of raws.entries()) {
+      expect(await raw.request(valueAsDelete.requests[i]!)).toMatchObject({ type: 'ERROR', code: 'INVALID_ARGUMENT' });
+      expect(await raw.request(deleteAsValue.requests[i]!)).toMatchObject({ type: 'ERROR', code: 'INVALID_ARGUMENT' });
+      // Control: the same owner's delete, its flag agreeing, is stored.
+      expect(await raw.request(control.requests[i]!)).toMatchObject({ type: 'STORE_ACK' });
+    }
     for (const r of raws) r.close();
   });
 

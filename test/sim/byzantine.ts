@@ -248,7 +248,8 @@ export class ByzantineServer {
   }
 
   #corruptCert(cert: WriteCertificate): WriteCertificate {
-    const field = this.prng.pick(['signature', 'ccDigest', 'nonceHash', 'signer'] as const);
+    const field = this.prng.pick(['signature', 'ccDigest', 'nonceHash', 'signer', 'tombstone'] as const);
+    if (field === 'tombstone') return { ...cert, tombstone: !cert.tombstone };
     return { ...cert, [field]: flip(cert[field], this.prng) };
   }
 

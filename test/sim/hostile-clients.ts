@@ -54,6 +54,12 @@ export const ATTACKS = [
   'forged-writeback',
   /** Mallory signing two values for one timestamp of her own key, racing them to different servers. */
   'equivocating-writer',
+  /**
+   * A certificate whose delete flag contradicts its cross-checksum: Mallory's own validly
+   * signed STOREs (delete flag on a value, and off on a delete), and a completed write of the
+   * victim key written back with the flag flipped (the signature no longer covers it).
+   */
+  'tombstone-flag-contradicts-cc',
 ] as const;
 /** One of {@link ATTACKS}. */
 export type Attack = (typeof ATTACKS)[number];
@@ -207,6 +213,14 @@ export class HostileClient {
         }
         break;
       }
+      case 'tombstone-flag-contradicts-cc': {
+        await this.#contradictTombstone();
+        if (!c) break;
+        const flipped: Candidate = { ...c, cert: { ...c.cert, tombstone: !c.cert.tombstone } };
+        this.#toAll(() => ({ type: 'COMPLETE', key, opId: this.#opId, candidate: flipped }), refuse);
+        this.#toAll(() => ({ type: 'FILTER', key, opId: this.#opId, stripe: 0, candidates: [flipped] }), { kind: 'not-selected', attack, ts: c.ts });
+        break;
+      }
       default:
         return;
     }
@@ -221,6 +235,26 @@ export class HostileClient {
     const cert = await signCertificate(crypto, clusterId, signer, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), tombstone: cc.tombstone, grant });
     this.#toAll((i) => ({ type: 'STORE', key, opId: this.#opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert }), expect);
     this.#toAll(() => ({ type: 'COMPLETE', key, opId: this.#opId, candidate: { ts, nonce, cert, proof: [] } }), expect);
+  }
+
+  /**
+   * Writes of Mallory's own key (she may write it) whose certificate, validly signed, says
+   * delete over a value's cross-checksum and value over a delete's: correct servers refuse
+   * both, or servers that learn the write only as a candidate would trust a lying flag.
+   */
+  async #contradictTombstone(): Promise<void> {
+    const { cast, prng, crypto } = this.#ctx;
+    const key = `~${ownerIdOf(crypto, cast.mallory.publicKey)}/t${prng.int(1000)}`;
+    const writerId = this.#writerId(cast.mallory);
+    const refuse = { kind: 'refuse', attack: 'tombstone-flag-contradicts-cc' } as const;
+    for (const [num, tombstone] of [[1, false], [2, true]] as const) {
+      const { fragments, cc } = await this.#encode(tombstone ? new Uint8Array(0) : prng.bytes(prng.range(1, 40)), tombstone);
+      const ts = { num, writerId };
+      const nonce = prng.bytes(32);
+      const cert = await signCertificate(crypto, cast.cluster.id, cast.mallory, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), tombstone: !tombstone, grant: undefined });
+      this.#toAll((i) => ({ type: 'STORE', key, opId: this.#opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert }), refuse);
+      this.#toAll(() => ({ type: 'COMPLETE', key, opId: this.#opId, candidate: { ts, nonce, cert, proof: [] } }), refuse);
+    }
   }
 
   /** Mallory's own keys, more than her quota allows: servers must stop charging at the quota. */
@@ -280,9 +314,9 @@ export class HostileClient {
     return makeWriterId(writerTagOf(this.#ctx.crypto, signer.publicKey), this.#ctx.prng.bytes(16));
   }
 
-  async #encode(value: Uint8Array) {
+  async #encode(value: Uint8Array, tombstone = false) {
     const fragments = this.#ctx.codec.encode(value);
-    return { fragments, cc: await computeCrossChecksum(this.#ctx.crypto, fragments, value.length, false) };
+    return { fragments, cc: await computeCrossChecksum(this.#ctx.crypto, fragments, value.length, tombstone) };
   }
 
   /** Sends `make(i)` to every server under one fresh opId. */

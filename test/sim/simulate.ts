@@ -470,7 +470,8 @@ async function checkLcAgreement(checker: Checker, storages: readonly MemoryStora
       const lc = await s.withKey(key, (r) => r.getLc());
       if (!lc) continue;
       const id = `${key}@${lc.ts.num}:${Buffer.from(lc.ts.writerId).toString('hex')}`;
-      const sig = Buffer.from(lc.cert.signature).toString('hex');
+      // The delete flag too: a copy with it flipped is another content under the same signature.
+      const sig = `${Buffer.from(lc.cert.signature).toString('hex')}${lc.cert.tombstone ? '/delete' : ''}`;
       const before = seen.get(id);
       if (before !== undefined && before !== sig) checker.violations.push(`two valid contents for one timestamp: ${id}`);
       seen.set(id, sig);

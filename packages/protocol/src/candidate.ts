@@ -61,7 +61,7 @@ export function candidatesEqual(a: Candidate, b: Candidate): boolean {
 export function certificateId(c: WriteCertificate): string {
   const g = c.grant;
   const grant = g ? `${toHex(g.issuer)}.${toHex(g.grantee)}.${g.expiresAt}.${toHex(g.signature)}.${JSON.stringify(g.prefix)}` : '-';
-  return `${toHex(c.signer)}/${toHex(c.nonceHash)}/${toHex(c.ccDigest)}/${toHex(c.signature)}/${grant}`;
+  return `${toHex(c.signer)}/${toHex(c.nonceHash)}/${toHex(c.ccDigest)}/${c.tombstone ? 'delete' : 'value'}/${toHex(c.signature)}/${grant}`;
 }
 
 /**

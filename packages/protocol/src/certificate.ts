@@ -2,7 +2,8 @@
  * Write certificates and store proofs: what makes a candidate valid.
  *
  * - The **write certificate**: the writer signs, once per write, the cluster, the key,
- *   the timestamp, `Nbar = H(N)`, the cross-checksum's digest and the grant it relies on.
+ *   the timestamp, `Nbar = H(N)`, the cross-checksum's digest, whether the write is a
+ *   delete, and the grant it relies on.
  * - The **store proof**: `n − t` *receipts*, each a server's signature that it admitted
  *   the write and made `Hist[key][ts]` durable with that certificate. A server signs
  *   only after every STORE check passed (signatures, authority, policy, quota,
@@ -47,7 +48,7 @@ export interface WriteCertificate {
    * The write is a delete. Also inside `ccDigest`, but a server that learns a write only as
    * a candidate (COMPLETE, a FILTER write-back) has no cross-checksum: this is how it knows
    * a completed delete lets it collect everything below. Servers refuse a STORE whose
-   * cross-checksum says otherwise, so every valid candidate's flag is true.
+   * cross-checksum says otherwise, so every valid candidate's flag tells the truth.
    */
   readonly tombstone: boolean;
   /** Ed25519 signature of {@link certificateMessage}. */
@@ -310,6 +311,9 @@ function candidateFields(key: string, c: CandidateFields): Uint8Array[] {
     c.nonce,
     c.cert.nonceHash,
     c.cert.ccDigest,
+    // The signature covers the flag: without it here, a candidate with the flag flipped
+    // would pass as the valid one it was copied from.
+    Uint8Array.of(c.cert.tombstone ? 1 : 0),
     c.cert.signer,
     c.cert.signature,
     g ? Uint8Array.of(1) : Uint8Array.of(0),

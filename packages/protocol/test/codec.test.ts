@@ -126,6 +126,26 @@ describe('wire codec', () => {
     expect(decodeMessage(frame, { n: 7 }).type).toBe('COMPLETE');
   });
 
+  it("carries a certificate's delete flag in its flags byte and refuses unknown flag bits", () => {
+    const grant = { issuer: new Uint8Array(32), grantee: new Uint8Array(32), prefix: '~p/', expiresAt: 1, signature: new Uint8Array(64) };
+    for (const g of [undefined, grant]) {
+      const complete = (tombstone: boolean) => encodeMessage({ type: 'COMPLETE', key: 'k', opId: 1, candidate: { ts, nonce: new Uint8Array(32), cert: { ...cert, tombstone, grant: g }, proof: [] } });
+      const [value, deletion] = [complete(false), complete(true)];
+      const m = decodeMessage(deletion, { n: N });
+      expect(m.type === 'COMPLETE' && m.candidate.cert).toMatchObject({ tombstone: true, grant: g });
+      // The flag costs no byte: the two frames differ in the flags byte alone.
+      expect(deletion.length).toBe(value.length);
+      const differ = [...value.keys()].filter((i) => value[i] !== deletion[i]);
+      expect(differ).toHaveLength(1);
+      const at = differ[0]!;
+      for (const bit of [4, 8, 0x80]) {
+        const unknown = deletion.slice();
+        unknown[at]! |= bit;
+        expect(() => decodeMessage(unknown, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
+      }
+    }
+  });
+
   it('enforces cross-checksum lengths and candidate counts against n', () => {
     fc.assert(
       fc.property(cc(N), candidate(), (sum, c) => {

@@ -49,25 +49,35 @@ describe('garbage collection', () => {
     const { crypto } = await import('./cluster.js');
     const serverThreeFirst = (sends: readonly Outgoing[]) => [...sends].sort((a, b) => (b.to === 3 ? 1 : 0) - (a.to === 3 ? 1 : 0));
     const kept = (key: string) => c.storages[3]!.withKey(key, async (r) => (await r.index()).map((e) => e.ts.num));
-    /** Deletes `key` with the delete's STORE kept from server 4 (index 3); its COMPLETE reaches server 4 only if `complete`. */
-    const deleteBehindServer4 = async (key: string, complete: boolean) => {
-      const op = c.writeOp(key, { kind: 'tombstone' });
+    /**
+     * Writes `v` to `key` and returns the STORE meant for server 4 (index 3), which gets it
+     * unless `withhold`, and the COMPLETE only if `complete`.
+     */
+    const write = async (key: string, v: Parameters<typeof c.writeOp>[1], { withhold = false, complete = false } = {}) => {
+      const op = c.writeOp(key, v);
       const store = await round(c, op, (await op.start()).send!);
       expect(store.next[0]!.message.type).toBe('STORE');
-      const completes = await round(c, op, store.next.filter((o) => o.to !== 3));
+      const completes = await round(c, op, store.next.filter((o) => !withhold || o.to !== 3));
       expect(completes.next[0]!.message.type).toBe('COMPLETE');
       const done = await round(c, op, serverThreeFirst(completes.next.filter((o) => complete || o.to !== 3)));
       expect(done.result).toBeDefined();
+      return store.next.find((o) => o.to === 3)!.message;
     };
+    const lastStores = new Map<string, Outgoing['message']>();
     for (const key of [own(c.owner, 'by-complete'), own(c.owner, 'by-filter')]) {
-      for (let i = 1; i <= 3; i++) await c.write(key, value(`v${i}`));
+      for (let i = 1; i <= 3; i++) lastStores.set(key, await write(key, value(`v${i}`)));
       // Server 4 holds every version (it stored them all and never saw a COMPLETE).
       expect(await kept(key)).toEqual([1, 2, 3]);
     }
-    await deleteBehindServer4(own(c.owner, 'by-complete'), true);
+    const deletion = await write(own(c.owner, 'by-complete'), { kind: 'tombstone' }, { withhold: true, complete: true });
     expect(await kept(own(c.owner, 'by-complete'))).toEqual([]);
+    // Collected versions stay collected: their STORE (a retry) is SUPERSEDED, as after any
+    // collection; the delete's own late STORE is lc's entry, and is kept alone.
+    expect(await c.servers[3]!.handle(lastStores.get(own(c.owner, 'by-complete'))!)).toMatchObject({ type: 'ERROR', code: 'SUPERSEDED' });
+    expect(await c.servers[3]!.handle(deletion)).toMatchObject({ type: 'STORE_ACK' });
+    expect(await kept(own(c.owner, 'by-complete'))).toEqual([4]);
 
-    await deleteBehindServer4(own(c.owner, 'by-filter'), false);
+    await write(own(c.owner, 'by-filter'), { kind: 'tombstone' }, { withhold: true });
     expect(await kept(own(c.owner, 'by-filter'))).toEqual([1, 2, 3]);
     const read = new ReadOperation({ config: c.config, crypto, codec: c.codec, verifier: c.verifier }, own(c.owner, 'by-filter'), 998);
     const filter = await round(c, read, (await read.start()).send!);
@@ -76,20 +86,33 @@ describe('garbage collection', () => {
     expect(result.result).toMatchObject({ value: undefined });
     expect(await kept(own(c.owner, 'by-filter'))).toEqual([]);
     expect((await c.storages[3]!.withKey(own(c.owner, 'by-filter'), (r) => r.getLc()))?.cert.tombstone).toBe(true);
+    expect(await c.servers[3]!.handle(lastStores.get(own(c.owner, 'by-filter'))!)).toMatchObject({ type: 'ERROR', code: 'SUPERSEDED' });
   });
 
   it('a STORE whose certificate contradicts its cross-checksum about being a delete is refused', async () => {
     const c = await makeCluster(1);
-    const op = c.writeOp(own(c.owner, 'k'), value('x'));
-    const store = await round(c, op, (await op.start()).send!);
-    const honest = store.next.find((o) => o.to === 0)!.message;
-    if (honest.type !== 'STORE') throw new Error('expected a STORE');
-    // The certificate is re-signed by the same writer, so only the contradiction is wrong.
     const { crypto } = await import('./cluster.js');
     const { signCertificate, crossChecksumDigest } = await import('../src/index.js');
-    const cert = await signCertificate(crypto, c.cluster.id, c.owner, { key: honest.key, ts: honest.ts, nonceHash: honest.cert.nonceHash, ccDigest: crossChecksumDigest(crypto, honest.cc), tombstone: true, grant: undefined });
-    expect(await c.servers[0]!.handle({ ...honest, cert })).toMatchObject({ type: 'ERROR', code: 'INVALID_ARGUMENT' });
-    expect(await c.servers[0]!.handle(honest)).toMatchObject({ type: 'STORE_ACK' });
+    // A value signed as a delete, and a delete signed as a value.
+    for (const [name, v] of [['a-value', value('x')], ['a-delete', { kind: 'tombstone' as const }]] as const) {
+      const op = c.writeOp(own(c.owner, name), v);
+      const store = await round(c, op, (await op.start()).send!);
+      const honest = store.next.find((o) => o.to === 0)!.message;
+      if (honest.type !== 'STORE') throw new Error('expected a STORE');
+      expect(honest.cert.tombstone).toBe(honest.cc.tombstone);
+      // Re-signed by the same writer, who may write the key: only the contradiction is wrong.
+      const cert = await signCertificate(crypto, c.cluster.id, c.owner, {
+        key: honest.key,
+        ts: honest.ts,
+        nonceHash: honest.cert.nonceHash,
+        ccDigest: crossChecksumDigest(crypto, honest.cc),
+        tombstone: !honest.cc.tombstone,
+        grant: undefined,
+      });
+      expect(await c.servers[0]!.handle({ ...honest, cert })).toMatchObject({ type: 'ERROR', code: 'INVALID_ARGUMENT' });
+      expect(await c.storages[0]!.withKey(honest.key, (r) => r.index())).toEqual([]);
+      expect(await c.servers[0]!.handle(honest)).toMatchObject({ type: 'STORE_ACK' });
+    }
   });
 
   it('a read whose version is collected before its FILTER arrives moves forward to the newer write', async () => {

@@ -243,6 +243,29 @@ describe('ReadOperation', () => {
     expect(evidence).toEqual([0]);
   });
 
+  it('does not count an entry whose certificate contradicts its cross-checksum about being a delete', async () => {
+    const c = await makeCluster(1);
+    const key = own(c.owner, 'k');
+    await c.write(key, { kind: 'value', value: text('real value') });
+    const evidence: number[] = [];
+    const op = new ReadOperation({ config: c.config, crypto, codec: c.codec, verifier: c.verifier, onEvidence: (i) => evidence.push(i) }, key, 8);
+    let queue: Outgoing[] = [...(await op.start()).send!];
+    for (;;) {
+      const o = queue.shift()!;
+      let reply = await c.servers[o.to]!.handle(o.message);
+      // The genuine fragment and cross-checksum (a value), beside the certificate with its flag flipped.
+      if (reply.type === 'FILTER_ACK' && reply.entry && o.to === 1) reply = { ...reply, entry: { ...reply.entry, cert: { ...reply.entry.cert, tombstone: true } } };
+      const step = await op.onReply(o.to, reply);
+      if (step.result) {
+        expect(new TextDecoder().decode(step.result.value)).toBe('real value');
+        expect(step.result.cert?.tombstone).toBe(false);
+        break;
+      }
+      queue.push(...(step.send ?? []));
+    }
+    expect(evidence).toEqual([1]);
+  });
+
   /** Runs a read with `maxValueLength`, letting `tamper` replace replies; resolves with its last step. */
   async function readStep(c: Awaited<ReturnType<typeof makeCluster>>, key: string, maxValueLength: number, tamper?: (from: number, reply: Reply) => Promise<Reply>) {
     const op = new ReadOperation({ config: c.config, crypto, codec: c.codec, verifier: c.verifier, maxValueLength }, key, 5);

@@ -260,6 +260,8 @@ describe('store proofs', () => {
     const signature = good.cert.signature.slice();
     signature[5]! ^= 1;
     expect(await verifier.valid(key, { ...good, cert: { ...good.cert, signature } })).toBe(false);
+    // The delete flag is signed: flipped, the candidate is another one, and not valid.
+    expect(await verifier.valid(key, { ...good, cert: { ...good.cert, tombstone: true } })).toBe(false);
     expect(calls).toBeGreaterThan(first);
   });
 });
@@ -285,6 +287,11 @@ describe('lc changes', () => {
       expect(await lcOf(c, 1, key)).toEqual(real);
     }
     expect(invalid.length).toBe(8);
+    // The real candidate with its delete flag flipped, at a server that found the real one
+    // valid: refused, so no server takes a completed value for a delete or a delete for a value.
+    const flippedFlag = { ...real, cert: { ...real.cert, tombstone: !real.cert.tombstone } };
+    expect(await c.servers[0]!.handle({ type: 'COMPLETE', key, opId: 2, candidate: flippedFlag })).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
+    expect(await c.servers[0]!.handle({ type: 'FILTER', key, opId: 2, stripe: 0, candidates: [flippedFlag] })).toMatchObject({ type: 'FILTER_ACK', ts: { num: 0 } });
     // Replayed on another key, the real candidate is not valid either (certificates bind the key).
     expect(await server.handle({ type: 'FILTER', key: own(c.owner, 'other'), opId: 3, stripe: 0, candidates: [real] })).toMatchObject({ ts: { num: 0 }, entry: undefined });
     // A newer write, then the old candidate written back: lc stays at the newer one.
