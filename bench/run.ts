@@ -4,21 +4,26 @@
  * --unsafe-no-fsync), closed-loop clients in two forked worker processes, added step by
  * step until throughput stops growing. Systems take turns at every step, so load from
  * other users of the machine hits them alike. Then a per-stage profile (bench/profile).
+ * With --net (lib/netns.ts) the same processes run on an emulated, bandwidth-shaped
+ * network instead of loopback: a switched 1 Gbit/s LAN (`1gbit`), one shared 1 Gbit/s
+ * link (`shared-1gbit`) or 100 Mbit/s host links (`wan-100mbit`); root only.
  *
  *   pnpm bench          the matrix below (~45 min)
  *   pnpm bench:quick    t = 1, 256 KiB, read and write, fsync on (≤ 3 min)
+ *   pnpm bench:quick --net 1gbit
  *   tsx --conditions=@powerstore/source bench/run.ts --t 1 --sizes 4k,1m --ops read --fsync on,off ...
  *
  * Writes bench/results/<out>.json, .md and <out>-throughput-latency.svg, where <out> is
  * `latest` (the full matrix; its chart is throughput-latency.svg), `quick` for --quick,
  * or --out NAME.
  */
-import { fork, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ROOT, SYSTEMS, TSX_EXEC_ARGV, startSystem, type RunningSystem, type SystemName } from './lib/clusters.js';
+import { createNetwork, measureTcp, netProfile, type Network, type QdiscStat, type TcpRate } from './lib/netns.js';
 import { writeReports, type BenchResults, type Cell, type Row } from './lib/report.js';
 import { median, percentile, round } from './lib/stats.js';
 import { runProfile } from './profile/profile.js';
@@ -27,6 +32,8 @@ import type { KeyPattern, Op, RunRequest, RunResult } from './load/worker.js';
 const SIZES: Record<string, number> = { '4k': 4096, '64k': 65536, '256k': 262144, '1m': 1048576, '4m': 4194304 };
 
 const { values: flags } = parseArgs({
+  // `pnpm bench:quick -- --net 1gbit` hands the script a lone `--`: drop it.
+  args: process.argv.slice(2).filter((a) => a !== '--'),
   options: {
     quick: { type: 'boolean', default: false },
     t: { type: 'string' },
@@ -43,6 +50,8 @@ const { values: flags } = parseArgs({
     'no-profile': { type: 'boolean', default: false },
     /** What-if: clients send unmasked-equivalent frames (see bench/load/worker.ts). */
     'ws-zero-mask': { type: 'boolean', default: false },
+    /** The network: loopback (default), 1gbit, shared-1gbit, wan-100mbit (lib/netns.ts). */
+    net: { type: 'string', default: 'loopback' },
   },
 });
 
@@ -52,6 +61,7 @@ const ladder = (list(flags.ladder) ?? (quick ? ['1', '2', '4', '8'] : ['1', '2',
 const warmupMs = Number(flags['warmup-ms'] ?? (quick ? 300 : 500));
 const measureMs = Number(flags['measure-ms'] ?? (quick ? 1500 : 2000));
 const systems = (list(flags.systems) ?? SYSTEMS) as SystemName[];
+const netName = netProfile(flags.net).name; // fails on an unknown name before anything starts
 
 /**
  * The matrix. The full cross product (3 t × 5 sizes × 3 mixes × 2 key patterns × 2 fsync
@@ -101,8 +111,9 @@ const pending = new Map<number, { ready: Set<number>; results: RunResult[]; onRe
 
 function startWorkers(): void {
   for (let w = 0; w < WORKERS; w++) {
-    const child = fork(join(ROOT, 'bench/load/worker.ts'), [], {
-      execArgv: TSX_EXEC_ARGV,
+    // What fork() does, spelled out, so that on an emulated network the worker can start
+    // on its own host through `ip netns exec` (which keeps the IPC fd and the pid).
+    const child = net.spawn(net.host(`load${w + 1}`), process.execPath, [...TSX_EXEC_ARGV, join(ROOT, 'bench/load/worker.ts')], {
       cwd: ROOT,
       env: { ...process.env, BENCH_WS_ZERO_MASK: flags['ws-zero-mask'] ? '1' : '0' },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -168,8 +179,19 @@ const eta = () => {
   return fmtTime(Math.max(0, stepsPlanned - stepsDone) * rate);
 };
 
-console.log(`bench: ${cells.length} cells × ${systems.join(', ')}; ladder ${ladder.join(',')} clients; window ${warmupMs}+${measureMs} ms; ${cpus().length} cores`);
-startWorkers();
+console.log(`bench: ${cells.length} cells × ${systems.join(', ')}; ladder ${ladder.join(',')} clients; window ${warmupMs}+${measureMs} ms; ${cpus().length} cores; network ${netName}`);
+// Built before anything starts on it; closed in the finally below, and on exit or a
+// signal by lib/netns.ts itself.
+let net: Network;
+try {
+  net = createNetwork(netName);
+} catch (e) {
+  console.error(`bench: ${(e as Error).message}`);
+  process.exit(1);
+}
+let linkCheck: TcpRate | undefined;
+/** Qdisc counters after the link check: the results count the bench's traffic from here. */
+let qdiscsAfterCheck: QdiscStat[] | undefined;
 
 const groups = new Map<string, Cell[]>();
 for (const c of cells) {
@@ -179,11 +201,19 @@ for (const c of cells) {
 
 let cellNo = 0;
 try {
+  if (net.tbf) {
+    console.log(`network ${netName}: ${net.profile.description}; tbf burst ${net.tbf.burstBytes} B, limit ${net.tbf.limitBytes} B; subnet ${net.subnet}`);
+    // One second of bulk TCP between a worker's host and a server's: is the link what it says?
+    linkCheck = await measureTcp(net, [net.host('load1')], net.host('ps1'), Math.round(net.tbf.rateBit / 8));
+    console.log(`link check load1 → ps1: ${linkCheck.mbitPerSec} Mbit/s of TCP payload (${(linkCheck.bytes / 1e6).toFixed(0)} MB in ${linkCheck.ms} ms)`);
+    qdiscsAfterCheck = net.qdiscs();
+  }
+  startWorkers();
   for (const group of groups.values()) {
     const { t, fsync } = group[0]!;
     console.log(`\n== t = ${t}, fsync ${fsync ? 'on' : 'off'}: starting ${systems.join(', ')} servers`);
     const running = new Map<SystemName, RunningSystem>();
-    for (const s of systems) running.set(s, await startSystem(s, t, fsync));
+    for (const s of systems) running.set(s, await startSystem(s, t, fsync, net));
     try {
       for (const cell of group) {
         cellNo++;
@@ -201,6 +231,7 @@ try {
               const opsPerSec = all.length / (measureMs / 1000);
               const row: Row = {
                 system: s,
+                net: netName,
                 op: cell.op,
                 t,
                 valueBytes: cell.valueBytes,
@@ -239,7 +270,7 @@ try {
   let profile: BenchResults['profile'];
   if (!flags['no-profile']) {
     console.log('\n== profile: per-stage time of single operations, t = 1, 256 KiB, fsync on');
-    profile = await runProfile({ t: 1, valueBytes: 262144, ops: quick ? 15 : 30, log: (s) => console.log(s) });
+    profile = await runProfile({ t: 1, valueBytes: 262144, ops: quick ? 15 : 30, net, log: (s) => console.log(s) });
   }
 
   const results: BenchResults = {
@@ -251,13 +282,17 @@ try {
   console.log(`\nwrote ${written.join(', ')} in ${fmtTime(Date.now() - started)}`);
 } finally {
   exiting = true;
+  const exited = workers.map((w) => new Promise<void>((r) => (w.exitCode !== null || w.signalCode !== null ? r() : w.once('exit', () => r()))));
   for (const w of workers) if (w.connected) w.send({ type: 'exit' });
+  // Workers leave their namespaces before those go (bounded: they exit on 'exit' or disconnect).
+  await Promise.race([Promise.all(exited), new Promise((r) => setTimeout(r, 5000))]);
+  net.close();
 }
 
 function meta(): Record<string, unknown> {
   return {
     invocation: process.env['npm_lifecycle_event']?.startsWith('bench') ? `pnpm ${process.env['npm_lifecycle_event']}` : 'tsx --conditions=@powerstore/source bench/run.ts',
-    command: process.argv.slice(2).join(' ') || '(full matrix)',
+    command: process.argv.slice(2).filter((a) => a !== '--').join(' ') || '(full matrix)',
     started: new Date(started).toISOString(),
     finished: new Date().toISOString(),
     node: process.version,
@@ -268,6 +303,7 @@ function meta(): Record<string, unknown> {
     measureMs,
     ladder,
     mbDefinition: 'MB = 10^6 bytes of values per second (payload, not wire bytes)',
+    net: { ...net.describe(qdiscsAfterCheck), ...(linkCheck ? { linkCheck } : {}) },
     ...(flags['ws-zero-mask'] ? { wsZeroMask: 'WHAT-IF: client frames sent with an all-zero WebSocket mask (ws skips masking), standing in for native masking' } : {}),
   };
 }

@@ -8,7 +8,8 @@
  * 1. pnpm, at the version pinned in package.json's `packageManager` (corepack cannot
  *    verify signatures here, so npm installs it);
  * 2. Emscripten from Debian's packages, when `emcc` is missing, and with `--for-tests`
- *    Debian's Chromium for the browser tests, when `/usr/bin/chromium` is missing;
+ *    Debian's Chromium for the browser tests, when `/usr/bin/chromium` is missing, and
+ *    iproute2 (`ip`, `tc`) for the bench network test, when either is missing;
  * 3. workspace dependencies from the committed lockfile;
  * 4. the WebAssembly codec, from wasm/src and ISA-L's Debian source, when its inputs changed;
  * 5. the TypeScript packages (`tsc -b`);
@@ -69,6 +70,9 @@ if (!buildOnly) {
   const debianPackages = [];
   if (!output('sh', ['-c', 'command -v emcc'])) debianPackages.push('emscripten');
   if (forTests && !existsSync('/usr/bin/chromium')) debianPackages.push('chromium');
+  // `ip` and `tc` for the bench's emulated networks and their test (test/bench/netns.test.ts).
+  const sbin = (name) => ['/usr/sbin', '/sbin', '/usr/bin', '/bin'].some((d) => existsSync(join(d, name)));
+  if (forTests && !(sbin('ip') && sbin('tc'))) debianPackages.push('iproute2');
   if (debianPackages.length > 0) {
     step(`installing ${debianPackages.join(' and ')} from Debian's packages (apt-get, a few minutes)`);
     asRoot('apt-get', ['update', '-qq']);

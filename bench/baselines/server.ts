@@ -8,7 +8,10 @@
  * Per key, `t:<key>` holds the timestamp and `v:<key>` the value, written in one batch,
  * so a write round reads 12 bytes, not the value.
  *
- *   node --import tsx bench/baselines/server.ts --port P --data DIR [--unsafe-no-fsync]
+ *   node --import tsx bench/baselines/server.ts --port P --data DIR [--host ADDRESS] [--unsafe-no-fsync]
+ *
+ * --host defaults to 127.0.0.1; on an emulated network (run.ts --net) it is the
+ * address of the server's own namespace.
  */
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
@@ -19,13 +22,14 @@ import { T, TS_BYTES, TS0, compareTs, decodeFrame, decodeTs, encodeFrame, encode
 
 const { values: args } = parseArgs({
   options: {
+    host: { type: 'string', default: '127.0.0.1' },
     port: { type: 'string' },
     data: { type: 'string' },
     'unsafe-no-fsync': { type: 'boolean', default: false },
   },
 });
 const port = Number(args.port);
-if (!args.data || !Number.isInteger(port)) throw new Error('usage: server.ts --port P --data DIR [--unsafe-no-fsync]');
+if (!args.data || !Number.isInteger(port)) throw new Error('usage: server.ts --port P --data DIR [--host ADDRESS] [--unsafe-no-fsync]');
 
 const store = await BaselineStore.open(args.data, !args['unsafe-no-fsync']);
 
@@ -118,7 +122,7 @@ http.on('upgrade', (req, socket, head) => {
     ws.on('error', () => ws.terminate());
   });
 });
-http.listen(port, '127.0.0.1');
+http.listen(port, args.host);
 
 const stop = () => {
   http.close();

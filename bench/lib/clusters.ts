@@ -1,15 +1,17 @@
 /**
- * The systems under test as real processes on loopback, each with its own LevelDB
- * directories on disk: a PowerStore cluster (`powerstore-server` CLI from
- * packages/server/dist, as operators run it), an M-ABD cluster and a single server
- * (bench/baselines/server.ts). Same approach as test/server/harness.ts's CliCluster.
+ * The systems under test as real processes, each with its own LevelDB directories on
+ * disk: a PowerStore cluster (`powerstore-server` CLI from packages/server/dist, as
+ * operators run it), an M-ABD cluster and a single server (bench/baselines/server.ts).
+ * Same approach as test/server/harness.ts's CliCluster. Every server runs on a host of
+ * the bench's {@link Network}: on loopback all on 127.0.0.1 (the default), on an
+ * emulated network each in its own namespace at its own address (lib/netns.ts).
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { spawnSync, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createNetwork, type NetHost, type Network } from './netns.js';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const SERVER_CLI = join(ROOT, 'packages/server/dist/cli.js');
@@ -52,22 +54,25 @@ function track(child: ChildProcess): ChildProcess {
   return child;
 }
 
-async function portFree(port: number): Promise<boolean> {
-  return new Promise((done) => {
-    const s = createServer();
-    s.once('error', () => done(false));
-    s.listen(port, '127.0.0.1', () => s.close(() => done(true)));
-  });
-}
+/** The network when the caller names none: loopback, nothing to build or tear down. */
+const LOOPBACK = createNetwork('loopback');
 
-async function freeBasePort(count: number): Promise<number> {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const base = 20_000 + Math.floor(Math.random() * 30_000);
-    let ok = true;
-    for (let p = base; p < base + count && ok; p++) ok = await portFree(p);
-    if (ok) return base;
-  }
-  throw new Error('no free ports');
+/**
+ * Points a cluster written by `init` (all servers on one host, loopback) at each
+ * server's own host and port: cluster.json's URLs (what clients dial) and each server
+ * file's host and port (what it listens on). The URLs stay ws://, as the baselines'
+ * are; clients then have to allow plaintext to a host that is not loopback.
+ */
+export function placePowerStore(dir: string, at: readonly { readonly host: string; readonly port: number }[]): void {
+  const clusterFile = join(dir, 'cluster.json');
+  const cluster = JSON.parse(readFileSync(clusterFile, 'utf8')) as { servers: { id: number; url: string }[] };
+  cluster.servers.forEach((s, i) => (s.url = `ws://${at[i]!.host}:${at[i]!.port}`));
+  writeFileSync(clusterFile, JSON.stringify(cluster, null, 2) + '\n');
+  at.forEach((a, i) => {
+    // Rewritten in place, so the secret file keeps its 0600 mode.
+    const file = join(dir, `server-${i + 1}.json`);
+    writeFileSync(file, JSON.stringify({ ...(JSON.parse(readFileSync(file, 'utf8')) as object), host: a.host, port: a.port }, null, 2) + '\n');
+  });
 }
 
 async function waitHealthy(url: string, child: ChildProcess, what: string): Promise<void> {
@@ -104,13 +109,15 @@ function stopper(children: ChildProcess[], dir: string): () => Promise<void> {
   };
 }
 
-/** `powerstore-server init` + `start` × (3t + 1). */
-export async function startPowerStore(t: number, fsync: boolean): Promise<RunningSystem> {
+/** `powerstore-server init` + `start` × (3t + 1), server i on host `ps<i>`. */
+export async function startPowerStore(t: number, fsync: boolean, net: Network = LOOPBACK): Promise<RunningSystem> {
   const dir = mkdtempSync(join(tmpdir(), 'powerstore-bench-ps-'));
   const n = 3 * t + 1;
-  const base = await freeBasePort(n);
+  const hosts = Array.from({ length: n }, (_, i) => net.host(`ps${i + 1}`));
+  const base = await net.basePort(n);
   const init = spawnSync(process.execPath, [SERVER_CLI, 'init', '--t', String(t), '--dir', dir, '--base-port', String(base)], { encoding: 'utf8' });
   if (init.status !== 0) throw new Error(`powerstore-server init failed: ${init.stderr}`);
+  if (net.profile.topology !== 'loopback') placePowerStore(dir, hosts.map((h, i) => ({ host: h.address, port: base + i })));
   const cluster = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')) as { servers: { url: string }[] };
   const writer = { cluster, identity: JSON.parse(readFileSync(join(dir, 'admin.json'), 'utf8')) as object };
   const children: ChildProcess[] = [];
@@ -120,7 +127,7 @@ export async function startPowerStore(t: number, fsync: boolean): Promise<Runnin
       const log = openSync(join(dir, `server-${id}.log`), 'a');
       const args = [SERVER_CLI, 'start', '--config', join(dir, `server-${id}.json`), '--data', join(dir, `data-${id}`), '--log-level', 'warn'];
       if (!fsync) args.push('--unsafe-no-fsync');
-      children.push(track(spawn(process.execPath, args, { stdio: ['ignore', log, log] })));
+      children.push(track(net.spawn(hosts[id - 1]!, process.execPath, args, { stdio: ['ignore', log, log] })));
       closeSync(log);
     }
     await Promise.all(cluster.servers.map((s, i) => waitHealthy(`${s.url.replace(/^ws/, 'http')}/healthz`, children[i]!, `powerstore server ${i + 1} (log in ${dir})`)));
@@ -131,22 +138,23 @@ export async function startPowerStore(t: number, fsync: boolean): Promise<Runnin
   return { system: 'powerstore', t, fsync, urls: cluster.servers.map((s) => s.url), writer, dir, pids: children.map((c) => c.pid!), stop };
 }
 
-/** M-ABD: 2t + 1 replicas; single: one server. */
-export async function startBaseline(system: 'm-abd' | 'single', t: number, fsync: boolean): Promise<RunningSystem> {
+/** M-ABD: 2t + 1 replicas on hosts `abd<i>`; single: one server on host `single`. */
+export async function startBaseline(system: 'm-abd' | 'single', t: number, fsync: boolean, net: Network = LOOPBACK): Promise<RunningSystem> {
   const dir = mkdtempSync(join(tmpdir(), `powerstore-bench-${system}-`));
   const n = system === 'single' ? 1 : 2 * t + 1;
-  const base = await freeBasePort(n);
+  const hosts: NetHost[] = Array.from({ length: n }, (_, i) => net.host(system === 'single' ? 'single' : `abd${i + 1}`));
+  const base = await net.basePort(n);
   const children: ChildProcess[] = [];
   const stop = stopper(children, dir);
   const urls: string[] = [];
   try {
     for (let i = 0; i < n; i++) {
       const log = openSync(join(dir, `server-${i + 1}.log`), 'a');
-      const args = [...TSX_EXEC_ARGV, join(ROOT, 'bench/baselines/server.ts'), '--port', String(base + i), '--data', join(dir, `data-${i + 1}`)];
+      const args = [...TSX_EXEC_ARGV, join(ROOT, 'bench/baselines/server.ts'), '--host', hosts[i]!.address, '--port', String(base + i), '--data', join(dir, `data-${i + 1}`)];
       if (!fsync) args.push('--unsafe-no-fsync');
-      children.push(track(spawn(process.execPath, args, { stdio: ['ignore', log, log], cwd: ROOT })));
+      children.push(track(net.spawn(hosts[i]!, process.execPath, args, { stdio: ['ignore', log, log], cwd: ROOT })));
       closeSync(log);
-      urls.push(`ws://127.0.0.1:${base + i}`);
+      urls.push(`ws://${hosts[i]!.address}:${base + i}`);
     }
     await Promise.all(urls.map((u, i) => waitHealthy(u.replace(/^ws/, 'http'), children[i]!, `${system} server ${i + 1} (log in ${dir})`)));
   } catch (e) {
@@ -156,6 +164,7 @@ export async function startBaseline(system: 'm-abd' | 'single', t: number, fsync
   return { system, t, fsync, urls, dir, pids: children.map((c) => c.pid!), stop };
 }
 
-export function startSystem(system: SystemName, t: number, fsync: boolean): Promise<RunningSystem> {
-  return system === 'powerstore' ? startPowerStore(t, fsync) : startBaseline(system, t, fsync);
+/** Starts `system` with its servers on `net`'s hosts (loopback when not given). */
+export function startSystem(system: SystemName, t: number, fsync: boolean, net: Network = LOOPBACK): Promise<RunningSystem> {
+  return system === 'powerstore' ? startPowerStore(t, fsync, net) : startBaseline(system, t, fsync, net);
 }

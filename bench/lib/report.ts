@@ -2,6 +2,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SystemName } from './clusters.js';
+import type { NetProfileName } from './netns.js';
 import { median, round } from './stats.js';
 import type { KeyPattern, Op } from '../load/worker.js';
 import type { ProfileResult } from '../profile/profile.js';
@@ -17,6 +18,8 @@ export interface Cell {
 
 export interface Row {
   readonly system: SystemName;
+  /** The network it ran on (run.ts --net). */
+  readonly net: NetProfileName;
   readonly op: Op;
   readonly t: number;
   readonly valueBytes: number;
@@ -43,6 +46,7 @@ export interface BenchResults {
 /** A system's peak in one cell: medians over repetitions of each repetition's best step. */
 export interface Peak {
   readonly system: SystemName;
+  readonly net: NetProfileName;
   readonly op: Op;
   readonly t: number;
   readonly valueBytes: number;
@@ -61,7 +65,7 @@ export interface Peak {
   readonly vsSingle?: number;
 }
 
-const cellKey = (r: { t: number; valueBytes: number; op: Op; keys: KeyPattern; fsync: boolean }) => `${r.t}|${r.valueBytes}|${r.op}|${r.keys}|${r.fsync}`;
+const cellKey = (r: { net: NetProfileName; t: number; valueBytes: number; op: Op; keys: KeyPattern; fsync: boolean }) => `${r.net}|${r.t}|${r.valueBytes}|${r.op}|${r.keys}|${r.fsync}`;
 const size = (b: number) => (b >= 1048576 ? `${b / 1048576} MiB` : `${b / 1024} KiB`);
 
 export function peaks(rows: readonly Row[]): Peak[] {
@@ -93,6 +97,7 @@ export function peaks(rows: readonly Row[]): Peak[] {
     const vsSingle = r0.system === 'single' ? undefined : ratio('single');
     out.push({
       system: r0.system,
+      net: r0.net,
       op: r0.op,
       t: r0.t,
       valueBytes: r0.valueBytes,
@@ -121,22 +126,23 @@ function markdown(results: BenchResults, ps: Peak[], svgName: string): string {
   lines.push('# PowerStore vs M-ABD vs single server', '');
   lines.push(`Produced by \`${String(m['invocation'] ?? '')}\` (args: \`${String(m['command'])}\`), ${String(m['started'])} → ${String(m['finished'])}; Node ${String(m['node'])}, ${String(m['cpus'])} cores (${String(m['cpuModel'])}), ${String(m['memGiB'])} GiB, shared with other users, so absolute numbers are noisy: compare ratios from the same run.`, '');
   if (m['wsZeroMask']) lines.push(`**${String(m['wsZeroMask'])}.**`, '');
+  lines.push(netLine(m['net']), '');
   if (m['partial']) lines.push('**Partial: written while the run was still going (it writes after every t/fsync group); the profile comes at the end.**', '');
   lines.push(`Closed-loop clients (one operation at a time each), ladder ${JSON.stringify(m['ladder'])}, each step ${String(m['warmupMs'])} ms warm-up + ${String(m['measureMs'])} ms measured; systems take turns at every step. Peak = the best step; with several repetitions, the median of the repetitions' peaks, and the ratio column is the median of per-repetition ratios. ${String(m['mbDefinition'])}.`, '');
   lines.push(`![throughput against latency](${svgName})`, '');
   lines.push('## Peaks', '');
-  lines.push('| t | value | op | keys | fsync | system | peak op/s | MB/s | clients | p50 ms | p99 ms | × M-ABD | × single | reps (peak op/s) |');
-  lines.push('|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|');
+  lines.push('| net | t | value | op | keys | fsync | system | peak op/s | MB/s | clients | p50 ms | p99 ms | × M-ABD | × single | reps (peak op/s) |');
+  lines.push('|---|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|');
   const sorted = [...ps].sort(
     (a, b) => Number(b.fsync) - Number(a.fsync) || a.t - b.t || a.keys.localeCompare(b.keys) || a.valueBytes - b.valueBytes || a.op.localeCompare(b.op) || SYSTEM_ORDER.indexOf(a.system) - SYSTEM_ORDER.indexOf(b.system),
   );
   for (const p of sorted) {
     lines.push(
-      `| ${p.t} | ${size(p.valueBytes)} | ${p.op} | ${p.keys} | ${p.fsync ? 'on' : 'off'} | ${p.system} | ${p.opsPerSec} | ${p.mbPerSec} | ${p.clients} | ${p.p50Ms} | ${p.p99Ms} | ${p.vsAbd ?? ''} | ${p.vsSingle ?? ''} | ${p.repPeaks.join(', ')} |`,
+      `| ${p.net} | ${p.t} | ${size(p.valueBytes)} | ${p.op} | ${p.keys} | ${p.fsync ? 'on' : 'off'} | ${p.system} | ${p.opsPerSec} | ${p.mbPerSec} | ${p.clients} | ${p.p50Ms} | ${p.p99Ms} | ${p.vsAbd ?? ''} | ${p.vsSingle ?? ''} | ${p.repPeaks.join(', ')} |`,
     );
   }
   if (results.profile) {
-    lines.push('', '## Profile (t = 1, 256 KiB, one client, one operation at a time; mean ms per operation)', '');
+    lines.push('', `## Profile (t = 1, 256 KiB, one client, one operation at a time; mean ms per operation; net ${results.profile.net ?? 'loopback'})`, '');
     lines.push(results.profile.method, '');
     for (const side of ['client', 'server'] as const) {
       const table = results.profile[side];
@@ -151,12 +157,23 @@ function markdown(results: BenchResults, ps: Peak[], svgName: string): string {
     lines.push(`ws, one client→server frame of ${m.frameBytes / 1024} KiB on loopback (ms per frame, mean of ${m.frames}): random mask (as the clients send) ${m.randomMask.sendMs} in send(), ${m.randomMask.totalMs} until delivered; all-zero mask (ws skips masking) ${m.zeroMask.sendMs} / ${m.zeroMask.totalMs}; bufferutil ${m.bufferutil ? 'installed' : 'not installed, so ws masks byte by byte in JavaScript'}.`, '');
   }
   lines.push('', '## All steps', '');
-  lines.push('| t | value | op | keys | fsync | rep | system | clients | op/s | MB/s | p50 ms | p99 ms | errors |');
-  lines.push('|---|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|');
+  lines.push('| net | t | value | op | keys | fsync | rep | system | clients | op/s | MB/s | p50 ms | p99 ms | errors |');
+  lines.push('|---|---|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|');
   for (const r of results.rows) {
-    lines.push(`| ${r.t} | ${size(r.valueBytes)} | ${r.op} | ${r.keys} | ${r.fsync ? 'on' : 'off'} | ${r.rep} | ${r.system} | ${r.clients} | ${r.opsPerSec} | ${r.mbPerSec} | ${r.p50Ms} | ${r.p99Ms} | ${r.errors} |`);
+    lines.push(`| ${r.net} | ${r.t} | ${size(r.valueBytes)} | ${r.op} | ${r.keys} | ${r.fsync ? 'on' : 'off'} | ${r.rep} | ${r.system} | ${r.clients} | ${r.opsPerSec} | ${r.mbPerSec} | ${r.p50Ms} | ${r.p99Ms} | ${r.errors} |`);
   }
   return lines.join('\n') + '\n';
+}
+
+/** The results' network paragraph, from meta.net (lib/netns.ts's describe(), plus run.ts's link check). */
+function netLine(net: unknown): string {
+  const n = (net ?? {}) as { profile?: string; description?: string; omits?: string; tbf?: { burstBytes: number; limitBytes: number; hz: number }; rateMbit?: number; linkCheck?: { mbitPerSec: number; from: string[]; to: string }; qdiscTotals?: { drops: number; overlimits: number; sentBytes: number } };
+  const parts = [`**Network: \`${n.profile ?? 'loopback'}\`** — ${n.description ?? 'loopback'}.`];
+  if (n.tbf) parts.push(`tbf rate ${n.rateMbit} Mbit/s, burst ${n.tbf.burstBytes} B, limit ${n.tbf.limitBytes} B (HZ ${n.tbf.hz}).`);
+  if (n.linkCheck) parts.push(`Link check before the run: bulk TCP ${n.linkCheck.from.join(', ')} → ${n.linkCheck.to} at ${n.linkCheck.mbitPerSec} Mbit/s of payload.`);
+  if (n.qdiscTotals) parts.push(`Shaped qdiscs over the run (after the check): ${(n.qdiscTotals.sentBytes / 1e9).toFixed(2)} GB sent (summed over the shaped qdiscs: on the switched profiles a byte leaves two, its sender's and the switch's port towards its receiver), ${n.qdiscTotals.drops} packets dropped (queue full), ${n.qdiscTotals.overlimits} overlimits (packets held back by the rate).`);
+  if (n.omits) parts.push(`Not emulated: ${n.omits}.`);
+  return parts.join(' ');
 }
 
 /** Throughput (x) against median latency (y), one line per system, one panel per operation. */
@@ -177,7 +194,7 @@ function svg(rows: readonly Row[]): string {
     const x = (v: number) => pad.l + (v / xMax) * (W - pad.l - pad.r);
     const y = (v: number) => H - pad.b - (v / yMax) * (H - pad.t - pad.b);
     const g: string[] = [`<g transform="translate(${i * W},0)">`];
-    g.push(`<text x="${W / 2}" y="20" text-anchor="middle" font-weight="bold">${op}, t=${pick.t}, ${size(pick.valueBytes)}, fsync ${pick.fsync ? 'on' : 'off'}</text>`);
+    g.push(`<text x="${W / 2}" y="20" text-anchor="middle" font-weight="bold">${op}, t=${pick.t}, ${size(pick.valueBytes)}, fsync ${pick.fsync ? 'on' : 'off'}, net ${pick.net}</text>`);
     g.push(`<line x1="${pad.l}" y1="${H - pad.b}" x2="${W - pad.r}" y2="${H - pad.b}" stroke="#000"/><line x1="${pad.l}" y1="${pad.t}" x2="${pad.l}" y2="${H - pad.b}" stroke="#000"/>`);
     for (let k = 0; k <= 4; k++) {
       const xv = (xMax / 4) * k;

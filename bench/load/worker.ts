@@ -1,9 +1,11 @@
 /**
- * A load-generating process, forked by bench/run.ts with an IPC channel. It keeps a pool
- * of connected clients per system (each client = one PowerStore `connect`, or one
- * baseline client, with its own connection to every server) and on `run` drives the
- * requested clients as closed loops: one operation at a time, back to back, for the
- * warm-up and then the measured window; every loop stops by itself at the window's end.
+ * A load-generating process, forked by bench/run.ts with an IPC channel (with --net,
+ * started in its own network namespace through `ip netns exec`, which keeps the
+ * channel). It keeps a pool of connected clients per system (each client = one
+ * PowerStore `connect`, or one baseline client, with its own connection to every
+ * server) and on `run` drives the requested clients as closed loops: one operation at a
+ * time, back to back, for the warm-up and then the measured window; every loop stops by
+ * itself at the window's end.
  */
 import * as ws from 'ws';
 import { connect, type Store } from '@powerstore/client';
@@ -60,7 +62,10 @@ class PowerStoreKv implements KvClient {
   timings = undefined;
   constructor(private readonly store: Store) {}
   static async connect(writer: { readonly cluster: object; readonly identity: object }): Promise<PowerStoreKv> {
-    return new PowerStoreKv(await connect({ cluster: writer.cluster, identity: writer.identity, timeoutMs: OP_TIMEOUT_MS }));
+    // allowInsecure: the bench's servers speak plaintext ws:// like the baselines'; on an
+    // emulated network (run.ts --net) they sit at 10.x addresses, which connect() would
+    // otherwise refuse as "not loopback". No effect on loopback.
+    return new PowerStoreKv(await connect({ cluster: writer.cluster, identity: writer.identity, timeoutMs: OP_TIMEOUT_MS, allowInsecure: true }));
   }
   put(key: string, value: Uint8Array): Promise<void> {
     return this.store.put(key, value);

@@ -18,7 +18,7 @@
  * and fsyncs too), which the stopwatches cannot see. `PS_CPU_PROF=DIR` writes V8 CPU
  * profiles of the PowerStore servers into DIR (for `--cpu-prof` analysis).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -43,7 +43,8 @@ import {
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { DEFAULT_MAX_FRAME_BYTES, initCluster, loadClusterFile } from 'powerstore-server';
 import { AbdClient, SingleClient, baselineServerStats, type KvClient } from '../baselines/client.js';
-import { ROOT, TSX_EXEC_ARGV, startBaseline, track } from '../lib/clusters.js';
+import { ROOT, TSX_EXEC_ARGV, placePowerStore, startBaseline, track } from '../lib/clusters.js';
+import { createNetwork, type Network } from '../lib/netns.js';
 import { round } from '../lib/stats.js';
 import { timedCodec, timedCrypto, type Clock } from './timed.js';
 import { measureMasking, type MaskResult } from './ws-mask.js';
@@ -67,7 +68,9 @@ export interface ProfileResult {
   readonly ops: number;
   readonly client: ProfileRow[];
   readonly server: ProfileRow[];
-  /** ws client→server masking cost per 256 KiB frame (see ws-mask.ts). */
+  /** The --net profile the servers and the client ran on (the client is the bench process, host `bench`). */
+  readonly net: string;
+  /** ws client→server masking cost per 256 KiB frame (see ws-mask.ts); always measured on loopback: it is CPU. */
   readonly wsMask: MaskResult;
 }
 
@@ -76,6 +79,8 @@ export interface ProfileOptions {
   readonly valueBytes: number;
   readonly ops: number;
   readonly log: (line: string) => void;
+  /** Where the servers run (default loopback); the client runs in this process, on the network's `self` host. */
+  readonly net?: Network;
 }
 
 const METHOD =
@@ -188,9 +193,12 @@ function serverCommand(ws: WebSocket, cmd: string): Promise<Record<string, numbe
 async function profilePowerStore(o: ProfileOptions, value: Uint8Array): Promise<{ client: ProfileRow[]; server: ProfileRow[] }> {
   const dir = mkdtempSync(join(tmpdir(), 'powerstore-bench-profile-'));
   const config = clusterConfig(o.t);
-  const base = 20_000 + Math.floor(Math.random() * 30_000);
+  const net = o.net ?? createNetwork('loopback');
+  const hosts = Array.from({ length: config.n }, (_, i) => net.host(`ps${i + 1}`));
+  const base = await net.basePort(config.n);
   // The library's initCluster, from the same sources as the loader and ps-server.ts use.
   const init = await initCluster({ t: o.t, dir, basePort: base });
+  if (net.profile.topology !== 'loopback') placePowerStore(dir, hosts.map((h, i) => ({ host: h.address, port: base + i })));
   const cluster = loadClusterFile(init.clusterFile);
   const admin = identityFromJson(JSON.parse(readFileSync(init.adminFile, 'utf8')));
   const children: ChildProcess[] = [];
@@ -198,7 +206,7 @@ async function profilePowerStore(o: ProfileOptions, value: Uint8Array): Promise<
   try {
     for (let id = 1; id <= config.n; id++) {
       children.push(
-        track(spawn(process.execPath, [...TSX_EXEC_ARGV, ...(process.env.PS_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.PS_CPU_PROF}`] : []), join(ROOT, 'bench/profile/ps-server.ts'), '--config', join(dir, `server-${id}.json`), '--data', join(dir, `data-${id}`)], { cwd: ROOT, stdio: 'inherit' })),
+        track(net.spawn(hosts[id - 1]!, process.execPath, [...TSX_EXEC_ARGV, ...(process.env.PS_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.PS_CPU_PROF}`] : []), join(ROOT, 'bench/profile/ps-server.ts'), '--config', join(dir, `server-${id}.json`), '--data', join(dir, `data-${id}`)], { cwd: ROOT, stdio: 'inherit' })),
       );
     }
     const urls = cluster.servers.map((s) => s.url);
@@ -267,7 +275,7 @@ async function profilePowerStore(o: ProfileOptions, value: Uint8Array): Promise<
 // ---- baselines ----------------------------------------------------------------------
 
 async function profileBaseline(system: 'm-abd' | 'single', o: ProfileOptions, value: Uint8Array): Promise<{ client: ProfileRow[]; server: ProfileRow[] }> {
-  const sys = await startBaseline(system, o.t, true);
+  const sys = await startBaseline(system, o.t, true, o.net);
   let kv: KvClient | undefined;
   try {
     kv = system === 'm-abd' ? await AbdClient.connect(sys.urls) : await SingleClient.connect(sys.urls[0]!);
@@ -323,6 +331,7 @@ export async function runProfile(o: ProfileOptions): Promise<ProfileResult> {
     ops: o.ops,
     client: [...ps.client, ...abd.client, ...single.client],
     server: [...ps.server, ...abd.server, ...single.server],
+    net: o.net?.profile.name ?? 'loopback',
     wsMask,
   };
   for (const r of result.client) o.log(`client ${r.system.padEnd(10)} ${r.op.padEnd(5)} ${r.totalMs.toFixed(2)} ms: ${Object.entries(r.stages).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}`);

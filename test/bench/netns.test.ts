@@ -1,0 +1,109 @@
+/**
+ * bench/lib/netns.ts builds real namespaces, veth links, a bridge and tbf qdiscs: a tiny
+ * network of two hosts per profile, checked from the outside (TCP across it, `tc -s
+ * qdisc show` as text, `ip` listings after teardown). Needs root and iproute2; skipped,
+ * with the reason logged, only when not root or `ip` is missing. No timing is asserted.
+ */
+import { spawnSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { bin, createNetwork, leftovers, measureTcp, netUnavailable, parseTcQdiscs, tbfConfig, type NetHost, type Network } from '../../bench/lib/netns.js';
+
+const unavailable = netUnavailable();
+if (unavailable) console.log(`test/bench/netns.test.ts skipped: ${unavailable}`);
+
+const FRAME = 256 * 1024;
+
+function tcText(netns: string | undefined, dev: string): string {
+  const r = spawnSync(bin('tc'), [...(netns ? ['-n', netns] : []), '-s', 'qdisc', 'show', 'dev', dev], { encoding: 'utf8' });
+  expect(r.status, r.stderr).toBe(0);
+  return r.stdout;
+}
+
+function expectShaped(text: string, net: Network): void {
+  const tbf = parseTcQdiscs(text).filter((q) => q.kind === 'tbf');
+  expect(tbf).toHaveLength(1);
+  expect(tbf[0]!.rateBit).toBe(net.tbf!.rateBit);
+  expect(tbf[0]!.burstBytes).toBe(net.tbf!.burstBytes);
+}
+
+/** Builds `profile`, runs `check`, closes, and checks nothing named after the network is left. */
+async function withNetwork(profile: string, check: (net: Network) => Promise<void>): Promise<void> {
+  const net = createNetwork(profile, { prefix: 'pstest' });
+  const tag = net.tag!;
+  try {
+    expect(leftovers(tag).length).toBeGreaterThan(0); // the leftover check sees what exists
+    await check(net);
+  } finally {
+    net.close();
+  }
+  expect(leftovers(tag)).toEqual([]);
+}
+
+describe('tbf parameters', () => {
+  it('burst covers a timer tick and a 64 KiB packet; the queue holds a 256 KiB frame', () => {
+    for (const rate of [1e9, 100e6, 10e6]) {
+      for (const hz of [100, 250, 1000]) {
+        const t = tbfConfig(rate, hz);
+        expect(t.burstBytes).toBeGreaterThanOrEqual(rate / 8 / hz);
+        expect(t.burstBytes).toBeGreaterThan(65536);
+        expect(t.limitBytes - t.burstBytes).toBeGreaterThanOrEqual(FRAME);
+      }
+    }
+  });
+
+  it('parses tc -s qdisc show', () => {
+    const text = 'qdisc tbf 8001: root refcnt 2 rate 100Mbit burst 96Kb lat 41.9ms \n Sent 1234 bytes 5 pkt (dropped 2, overlimits 0 requeues 0) \n backlog 0b 0p requeues 0\n';
+    expect(parseTcQdiscs(text)).toEqual([{ kind: 'tbf', rateBit: 100e6, burstBytes: 98304, sentBytes: 1234, drops: 2 }]);
+  });
+});
+
+describe.skipIf(unavailable !== undefined)('bench network namespaces (root)', () => {
+  it('1gbit: two hosts in their own namespaces talk TCP through shaped links; teardown leaves nothing', async () => {
+    await withNetwork('1gbit', async (net) => {
+      const a = net.host('a');
+      const b = net.host('b');
+      expect(a.netns).not.toBe(b.netns);
+      expect(a.address).not.toBe(b.address);
+      // One 256 KiB frame's worth, each way, and from the bench process (health checks, profile).
+      for (const [from, to] of [[a, b], [b, a], [net.self, a]] as [NetHost, NetHost][]) {
+        const r = await measureTcp(net, [from], to, FRAME);
+        expect(r.bytes).toBe(FRAME);
+      }
+      // Both ends of every link shaped: the host's eth0 (upload) and the switch's port (download).
+      expectShaped(tcText(a.netns, 'eth0'), net);
+      expectShaped(tcText(b.netns, 'eth0'), net);
+      for (const port of ['h0', 'h1', 'h2']) expectShaped(tcText(`${net.tag}-sw`, port), net);
+      expectShaped(tcText(undefined, `${net.tag}-r`), net);
+      const stats = net.qdiscs();
+      expect(stats.map((s) => s.link).sort()).toEqual(['a down', 'a up', 'b down', 'b up', 'bench down', 'bench up']);
+      expect(stats.find((s) => s.link === 'b down')!.sentBytes).toBeGreaterThan(FRAME);
+    });
+  });
+
+  it('shared-1gbit: hosts share one namespace whose lo is shaped; teardown leaves nothing', async () => {
+    await withNetwork('shared-1gbit', async (net) => {
+      const a = net.host('a');
+      const b = net.host('b');
+      expect(a.netns).toBe(b.netns);
+      const r = await measureTcp(net, [a], b, FRAME);
+      expect(r.bytes).toBe(FRAME);
+      expectShaped(tcText(a.netns, 'lo'), net);
+      expect(net.qdiscs().find((s) => s.link === 'shared lo')!.sentBytes).toBeGreaterThan(FRAME);
+    });
+  });
+
+  it('closes on process exit too (a child that builds a network and exits without closing)', () => {
+    const script = `
+      const { createNetwork } = await import(${JSON.stringify(new URL('../../bench/lib/netns.ts', import.meta.url).pathname)});
+      const net = createNetwork('1gbit', { prefix: 'pstest' });
+      net.host('a');
+      console.log(net.tag);
+      process.kill(process.pid, 'SIGTERM');
+      await new Promise((r) => setTimeout(r, 5000));
+    `;
+    const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 30_000 });
+    const tag = r.stdout.trim();
+    expect(tag, r.stderr).toMatch(/^pstest\d+$/);
+    expect(leftovers(tag)).toEqual([]);
+  });
+});
