@@ -3,11 +3,11 @@
  * classic-level, per-key exclusion by promise chains, and group commit — every write
  * handed in during one event-loop turn (or while the previous batch syncs) goes into one
  * `batch(..., { sync })`, and each request is answered only once its batch is durable.
- * The committer is powerstore-server's own.
+ * The committer and the LevelDB sizes are powerstore-server's own.
  */
 import { ClassicLevel } from 'classic-level';
 import { KeyedMutex } from '@powerstore/protocol';
-import { GroupCommitter } from 'powerstore-server';
+import { GroupCommitter, LEVELDB_TUNING } from 'powerstore-server';
 
 export class BaselineStore {
   readonly #db: ClassicLevel<string, Uint8Array>;
@@ -20,7 +20,8 @@ export class BaselineStore {
   }
 
   static async open(path: string, sync: boolean): Promise<BaselineStore> {
-    const db = new ClassicLevel<string, Uint8Array>(path, { keyEncoding: 'utf8', valueEncoding: 'view' });
+    // The same LevelDB sizes as powerstore-server's, so the systems compare like for like.
+    const db = new ClassicLevel<string, Uint8Array>(path, { keyEncoding: 'utf8', valueEncoding: 'view', ...LEVELDB_TUNING });
     await db.open();
     return new BaselineStore(db, sync);
   }

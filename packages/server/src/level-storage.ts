@@ -71,7 +71,28 @@ export interface LevelStorageOptions {
   readonly onCommit?: (info: CommitInfo) => void;
   /** Key records kept decoded in memory (most recently used). Default 10 000; 0 disables. */
   readonly stateCacheKeys?: number;
+  /** LevelDB's memtable and table-file sizes; default {@link LEVELDB_TUNING}. */
+  readonly leveldb?: LevelTuning;
 }
+
+/** LevelDB sizes that matter for fragment-sized values. */
+export interface LevelTuning {
+  /** Bytes buffered in the memtable (and its write-ahead log) before it is written out as a table; LevelDB keeps up to two. */
+  readonly writeBufferSize: number;
+  /** Target size of one table file. */
+  readonly maxFileSize: number;
+}
+
+/**
+ * LevelDB's defaults (4 MiB memtable, 2 MiB files) suit small values; a server stores
+ * fragments of up to megabytes, so a default memtable holds a few dozen before it is
+ * written out and compacted again and again. Process CPU per synced put of a 128 KiB
+ * fragment under a new key (4 writers, LevelDB's threads included; `pnpm exec tsx
+ * bench/leveldb-tuning.ts`, medians of 3): default 1.65 ms, 16 MiB / 16 MiB 1.44,
+ * 32 MiB / 32 MiB 1.40, 64 MiB / 32 MiB 1.26. LevelDB may hold two memtables, so this
+ * default bounds them at 64 MiB; embedders short of memory pass smaller sizes.
+ */
+export const LEVELDB_TUNING: LevelTuning = { writeBufferSize: 32 * 1024 * 1024, maxFileSize: 32 * 1024 * 1024 };
 
 /** One group commit, as reported to {@link LevelStorageOptions.onCommit}. */
 export interface CommitInfo {
@@ -210,7 +231,7 @@ export class LevelStorage extends AbstractStorage {
    * another server, or an older storage format.
    */
   static async open(options: LevelStorageOptions): Promise<LevelStorage> {
-    const db = new ClassicLevel<string, Uint8Array>(options.path, { keyEncoding: 'utf8', valueEncoding: 'view' });
+    const db = new ClassicLevel<string, Uint8Array>(options.path, { keyEncoding: 'utf8', valueEncoding: 'view', ...(options.leveldb ?? LEVELDB_TUNING) });
     try {
       await db.open();
     } catch (err) {

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -103,5 +103,33 @@ describe('LevelStorage specifics', () => {
     await expect(s.withKey('b', (r) => r.getLc())).rejects.toMatchObject({ code: 'STORAGE_CORRUPT' });
     expect((await s.withKey('a', (r) => r.getEntry(ts(1))))?.fragment.length).toBe(10);
     await s.close();
+  });
+
+  it('sizes LevelDB for fragments: 6 MiB of them stay in the memtable, where LevelDB\'s default sizes would have written tables', async () => {
+    const tables = (path: string) => readdirSync(path).filter((f) => f.endsWith('.ldb')).length;
+    const ts = (num: number): Timestamp => ({ num, writerId: new Uint8Array(32).fill(1) });
+    const fragment = new Uint8Array(128 * 1024).fill(3);
+    const entry = (num: number): HistoryEntry => ({
+      ts: ts(num),
+      stripe: 0,
+      fragment,
+      cc: { tombstone: false, valueLength: 2 * fragment.length, hashes: Array.from({ length: N }, () => new Uint8Array(32)) },
+      cert: { nonceHash: new Uint8Array(32), ccDigest: new Uint8Array(32), signer: new Uint8Array(32), signature: new Uint8Array(64), tombstone: false, grant: undefined },
+    });
+    const fill = async (s: LevelStorage) => {
+      for (let k = 0; k < 48; k++) await s.withKey(`k${k}`, (r) => r.putEntry(entry(1), { owner: 'o', bytes: fragment.length, quota: {} }));
+    };
+    const tuned = join(root, `db-${dirs++}`);
+    const s = await LevelStorage.open({ path: tuned, n: N });
+    await fill(s);
+    expect(tables(tuned)).toBe(0);
+    await s.close();
+    // LevelDB's own defaults (4 MiB memtable) flush the same writes to table files.
+    const small = join(root, `db-${dirs++}`);
+    const d = await LevelStorage.open({ path: small, n: N, leveldb: { writeBufferSize: 4 * 1024 * 1024, maxFileSize: 2 * 1024 * 1024 } });
+    await fill(d);
+    for (let i = 0; i < 50 && tables(small) === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(tables(small)).toBeGreaterThan(0);
+    await d.close();
   });
 });
