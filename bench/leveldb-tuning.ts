@@ -24,7 +24,14 @@ const VARIANTS: Record<string, { writeBufferSize?: number; maxFileSize?: number 
   '64 MiB / 32 MiB': { writeBufferSize: 64 * MiB, maxFileSize: 32 * MiB },
 };
 
-const { values } = parseArgs({ options: { puts: { type: 'string', default: '4000' }, bytes: { type: 'string', default: '131072' }, repeats: { type: 'string', default: '3' }, child: { type: 'string' } } });
+const { values } = parseArgs({
+  options: {
+    puts: { type: 'string', default: '4000' },
+    bytes: { type: 'string', default: '131072' },
+    repeats: { type: 'string', default: '3' },
+    child: { type: 'string' },
+  },
+});
 const puts = Number(values.puts);
 const bytes = Number(values.bytes);
 
@@ -41,7 +48,13 @@ if (values.child !== undefined) {
   const writer = async () => {
     while (next < puts) {
       const k = next++;
-      await db.batch([{ type: 'put', key: `f:${k}`, value: fragments[k % 16]! }, { type: 'put', key: `h:${k}`, value: meta }], { sync: true });
+      await db.batch(
+        [
+          { type: 'put', key: `f:${k}`, value: fragments[k % 16]! },
+          { type: 'put', key: `h:${k}`, value: meta },
+        ],
+        { sync: true },
+      );
     }
   };
   await Promise.all([writer(), writer(), writer(), writer()]);
@@ -54,7 +67,11 @@ if (values.child !== undefined) {
   const results = new Map<string, number[]>(Object.keys(VARIANTS).map((v) => [v, []]));
   for (let r = 0; r < Number(values.repeats); r++) {
     for (const v of Object.keys(VARIANTS)) {
-      const out = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--child', v, '--puts', String(puts), '--bytes', String(bytes)], { encoding: 'utf8' });
+      const out = spawnSync(
+        process.execPath,
+        [...process.execArgv, fileURLToPath(import.meta.url), '--child', v, '--puts', String(puts), '--bytes', String(bytes)],
+        { encoding: 'utf8' },
+      );
       if (out.status !== 0) throw new Error(`child failed: ${out.stderr}`);
       results.get(v)!.push(Number(out.stdout.trim()));
     }

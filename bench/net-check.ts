@@ -15,7 +15,9 @@ try {
   // Enough bytes for `seconds` at the configured rate: the burst is then a rounding error.
   const bytes = Math.round((net.tbf.rateBit / 8) * Number(values.seconds));
   console.log(`--net ${net.profile.name}: ${net.profile.description}`);
-  console.log(`tbf rate ${net.tbf.rateBit / 1e6} Mbit/s, burst ${net.tbf.burstBytes} B, limit ${net.tbf.limitBytes} B (HZ ${net.tbf.hz}); subnet ${net.subnet}`);
+  console.log(
+    `tbf rate ${net.tbf.rateBit / 1e6} Mbit/s, burst ${net.tbf.burstBytes} B, limit ${net.tbf.limitBytes} B (HZ ${net.tbf.hz}); subnet ${net.subnet}`,
+  );
   const [a, b, c] = [net.host('hosta'), net.host('hostb'), net.host('hostc')];
   for (const [label, from, to, n] of [
     ['one flow a→b', [a], b, bytes],
@@ -24,9 +26,14 @@ try {
     ['two flows a,b→c', [a, b], c, Math.round(bytes / 2)],
   ] as const) {
     const r = await measureTcp(net, from, to, n);
-    console.log(`${label.padEnd(18)} ${(r.bytes / 1e6).toFixed(0).padStart(4)} MB in ${r.ms.toFixed(0).padStart(5)} ms: ${r.mbitPerSec} Mbit/s of TCP payload`);
+    console.log(
+      `${label.padEnd(18)} ${(r.bytes / 1e6).toFixed(0).padStart(4)} MB in ${r.ms.toFixed(0).padStart(5)} ms: ${r.mbitPerSec} Mbit/s of TCP payload`,
+    );
   }
-  for (const q of net.qdiscs()) console.log(`  qdisc ${q.link.padEnd(12)} sent ${(q.sentBytes / 1e6).toFixed(1)} MB, ${q.packets} packets, dropped ${q.drops}, overlimits ${q.overlimits}`);
+  for (const q of net.qdiscs())
+    console.log(
+      `  qdisc ${q.link.padEnd(12)} sent ${(q.sentBytes / 1e6).toFixed(1)} MB, ${q.packets} packets, dropped ${q.drops}, overlimits ${q.overlimits}`,
+    );
 } finally {
   net.close();
 }

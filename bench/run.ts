@@ -55,7 +55,11 @@ const { values: flags } = parseArgs({
   },
 });
 
-const list = (s: string | undefined) => s?.split(',').map((x) => x.trim()).filter(Boolean);
+const list = (s: string | undefined) =>
+  s
+    ?.split(',')
+    .map((x) => x.trim())
+    .filter(Boolean);
 const quick = flags.quick;
 const ladder = (list(flags.ladder) ?? (quick ? ['1', '2', '4', '8'] : ['1', '2', '4', '8', '16', '32'])).map(Number);
 const warmupMs = Number(flags['warmup-ms'] ?? (quick ? 300 : 500));
@@ -83,14 +87,17 @@ function matrix(): Cell[] {
     const keys = (list(flags.keys) ?? ['distinct']) as KeyPattern[];
     const fsyncs = (list(flags.fsync) ?? ['on']).map((f) => f === 'on');
     const repeats = Number(flags.repeats ?? (quick ? 3 : 1));
-    for (const fsync of fsyncs) for (const t of ts) for (const valueBytes of sizes) for (const k of keys) for (const op of ops) add(t, valueBytes, op, k, fsync, repeats);
+    for (const fsync of fsyncs)
+      for (const t of ts)
+        for (const valueBytes of sizes) for (const k of keys) for (const op of ops) add(t, valueBytes, op, k, fsync, repeats);
     return cells;
   }
   const R = Number(flags.repeats ?? 3);
   // Ordered so the most wanted results come first (each (t, fsync) group is written out as
   // soon as it is done): t = 1 with fsync, then t = 1 without, then t = 2 and 3.
   const sizes = Object.values(SIZES);
-  for (const valueBytes of sizes) for (const op of ['read', 'write'] as Op[]) add(1, valueBytes, op, 'distinct', true, valueBytes === 262144 ? R : 1);
+  for (const valueBytes of sizes)
+    for (const op of ['read', 'write'] as Op[]) add(1, valueBytes, op, 'distinct', true, valueBytes === 262144 ? R : 1);
   add(1, 262144, 'mixed', 'distinct', true, 1);
   for (const op of ['read', 'write', 'mixed'] as Op[]) add(1, 262144, op, 'one', true, 1);
   for (const valueBytes of sizes) for (const op of ['read', 'write'] as Op[]) add(1, valueBytes, op, 'distinct', false, 1);
@@ -139,15 +146,33 @@ function startWorkers(): void {
 }
 
 /** One measurement: `clients` closed loops for warm-up + window, spread over the workers. */
-async function measure(sys: RunningSystem, cell: Cell, clients: number): Promise<{ reads: number[]; writes: number[]; errors: number; firstError?: string }> {
+async function measure(
+  sys: RunningSystem,
+  cell: Cell,
+  clients: number,
+): Promise<{ reads: number[]; writes: number[]; errors: number; firstError?: string }> {
   const id = nextRequest++;
-  const share = workers.map((_, w) => Array.from({ length: clients }, (_, i) => i).filter((i) => i % WORKERS === w)).filter((s) => s.length > 0);
+  const share = workers
+    .map((_, w) => Array.from({ length: clients }, (_, i) => i).filter((i) => i % WORKERS === w))
+    .filter((s) => s.length > 0);
   const p = { ready: new Set<number>(), results: [] as RunResult[], onReady: () => {}, onDone: () => {} };
   pending.set(id, p);
   const allReady = new Promise<void>((r) => (p.onReady = () => p.ready.size === share.length && r()));
   const allDone = new Promise<void>((r) => (p.onDone = () => p.results.length === share.length && r()));
   share.forEach((mine, w) => {
-    const req: RunRequest = { type: 'run', id, system: sys.system, urls: sys.urls, ...(sys.writer ? { writer: sys.writer } : {}), op: cell.op, valueBytes: cell.valueBytes, keys: cell.keys, clients: mine, warmupMs, measureMs };
+    const req: RunRequest = {
+      type: 'run',
+      id,
+      system: sys.system,
+      urls: sys.urls,
+      ...(sys.writer ? { writer: sys.writer } : {}),
+      op: cell.op,
+      valueBytes: cell.valueBytes,
+      keys: cell.keys,
+      clients: mine,
+      warmupMs,
+      measureMs,
+    };
     workers[w]!.send(req);
   });
   await allReady;
@@ -179,7 +204,9 @@ const eta = () => {
   return fmtTime(Math.max(0, stepsPlanned - stepsDone) * rate);
 };
 
-console.log(`bench: ${cells.length} cells × ${systems.join(', ')}; ladder ${ladder.join(',')} clients; window ${warmupMs}+${measureMs} ms; ${cpus().length} cores; network ${netName}`);
+console.log(
+  `bench: ${cells.length} cells × ${systems.join(', ')}; ladder ${ladder.join(',')} clients; window ${warmupMs}+${measureMs} ms; ${cpus().length} cores; network ${netName}`,
+);
 // Built before anything starts on it; closed in the finally below, and on exit or a
 // signal by lib/netns.ts itself.
 let net: Network;
@@ -202,10 +229,14 @@ for (const c of cells) {
 let cellNo = 0;
 try {
   if (net.tbf) {
-    console.log(`network ${netName}: ${net.profile.description}; tbf burst ${net.tbf.burstBytes} B, limit ${net.tbf.limitBytes} B; subnet ${net.subnet}`);
+    console.log(
+      `network ${netName}: ${net.profile.description}; tbf burst ${net.tbf.burstBytes} B, limit ${net.tbf.limitBytes} B; subnet ${net.subnet}`,
+    );
     // One second of bulk TCP between a worker's host and a server's: is the link what it says?
     linkCheck = await measureTcp(net, [net.host('load1')], net.host('ps1'), Math.round(net.tbf.rateBit / 8));
-    console.log(`link check load1 → ps1: ${linkCheck.mbitPerSec} Mbit/s of TCP payload (${(linkCheck.bytes / 1e6).toFixed(0)} MB in ${linkCheck.ms} ms)`);
+    console.log(
+      `link check load1 → ps1: ${linkCheck.mbitPerSec} Mbit/s of TCP payload (${(linkCheck.bytes / 1e6).toFixed(0)} MB in ${linkCheck.ms} ms)`,
+    );
     qdiscsAfterCheck = net.qdiscs();
   }
   startWorkers();
@@ -282,7 +313,9 @@ try {
   console.log(`\nwrote ${written.join(', ')} in ${fmtTime(Date.now() - started)}`);
 } finally {
   exiting = true;
-  const exited = workers.map((w) => new Promise<void>((r) => (w.exitCode !== null || w.signalCode !== null ? r() : w.once('exit', () => r()))));
+  const exited = workers.map(
+    (w) => new Promise<void>((r) => (w.exitCode !== null || w.signalCode !== null ? r() : w.once('exit', () => r()))),
+  );
   for (const w of workers) if (w.connected) w.send({ type: 'exit' });
   // Workers leave their namespaces before those go (bounded: they exit on 'exit' or disconnect).
   await Promise.race([Promise.all(exited), new Promise((r) => setTimeout(r, 5000))]);
@@ -291,8 +324,14 @@ try {
 
 function meta(): Record<string, unknown> {
   return {
-    invocation: process.env['npm_lifecycle_event']?.startsWith('bench') ? `pnpm ${process.env['npm_lifecycle_event']}` : 'tsx --conditions=@powerstore/source bench/run.ts',
-    command: process.argv.slice(2).filter((a) => a !== '--').join(' ') || '(full matrix)',
+    invocation: process.env['npm_lifecycle_event']?.startsWith('bench')
+      ? `pnpm ${process.env['npm_lifecycle_event']}`
+      : 'tsx --conditions=@powerstore/source bench/run.ts',
+    command:
+      process.argv
+        .slice(2)
+        .filter((a) => a !== '--')
+        .join(' ') || '(full matrix)',
     started: new Date(started).toISOString(),
     finished: new Date().toISOString(),
     node: process.version,
@@ -304,6 +343,8 @@ function meta(): Record<string, unknown> {
     ladder,
     mbDefinition: 'MB = 10^6 bytes of values per second (payload, not wire bytes)',
     net: { ...net.describe(qdiscsAfterCheck), ...(linkCheck ? { linkCheck } : {}) },
-    ...(flags['ws-zero-mask'] ? { wsZeroMask: 'WHAT-IF: client frames sent with an all-zero WebSocket mask (ws skips masking), standing in for native masking' } : {}),
+    ...(flags['ws-zero-mask']
+      ? { wsZeroMask: 'WHAT-IF: client frames sent with an all-zero WebSocket mask (ws skips masking), standing in for native masking' }
+      : {}),
   };
 }

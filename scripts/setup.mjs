@@ -84,7 +84,12 @@ if (!buildOnly) {
 }
 
 // Rebuild the WebAssembly only when an input changed: sources, the ISA-L pin, the script.
-const wasmInputs = ['wasm/build.sh', 'wasm/fetch-isal.sh', 'wasm/isal.lock', ...readdirSync(join(root, 'wasm/src')).map((f) => `wasm/src/${f}`)];
+const wasmInputs = [
+  'wasm/build.sh',
+  'wasm/fetch-isal.sh',
+  'wasm/isal.lock',
+  ...readdirSync(join(root, 'wasm/src')).map((f) => `wasm/src/${f}`),
+];
 const hash = createHash('sha256');
 for (const f of wasmInputs.sort()) hash.update(f).update(readFileSync(join(root, f)));
 const digest = hash.digest('hex');

@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 /**
- * Runs every test: the type check, then vitest (unit, property, simulation and
- * cross-checker tests), and ends with one summary line, `tests: N passed, M failed`.
+ * Runs every test: the type check, lint (ESLint, type-aware) and the format check
+ * (Prettier), then vitest (unit, property, simulation and cross-checker tests), and ends
+ * with one summary line, `tests: N passed, M failed`; a lint or format failure counts as
+ * one failed test each, and vitest still runs.
  * Extra arguments go to vitest (`pnpm test:all -- packages/erasure`).
  */
 import { spawnSync } from 'node:child_process';
@@ -18,6 +20,19 @@ if (tsc.status !== 0) {
   process.exit(1);
 }
 
+// `pnpm lint` on its own; `pnpm format` rewrites what the format check refuses.
+const checks = [
+  ['lint', ['exec', 'eslint', '.']],
+  ['format', ['exec', 'prettier', '--check', '.', '--log-level', 'warn']],
+];
+// With arguments (a subset of the tests) lint and format are left to the full run.
+const subset = process.argv.length > 2;
+const failedChecks = (subset ? [] : checks)
+  .filter(([, args]) => spawnSync('pnpm', args, { stdio: 'inherit', cwd: root }).status !== 0)
+  .map(([name]) => name);
+if (failedChecks.length > 0)
+  console.log(`\n${failedChecks.join(' and ')} failed (run \`pnpm format\` for formatting); running the tests anyway\n`);
+
 mkdirSync(dirname(report), { recursive: true });
 rmSync(report, { force: true });
 const vitest = spawnSync(
@@ -27,13 +42,16 @@ const vitest = spawnSync(
 );
 
 if (!existsSync(report)) {
-  console.log(`\ntests: 0 passed, 1 failed (vitest exited ${vitest.status ?? vitest.signal} without a report)`);
+  console.log(`\ntests: 0 passed, ${1 + failedChecks.length} failed (vitest exited ${vitest.status ?? vitest.signal} without a report)`);
   process.exit(1);
 }
 const r = JSON.parse(readFileSync(report, 'utf8'));
-const failed = r.numFailedTests + (r.numFailedTestSuites ?? 0) - countSuitesWithFailedTests(r);
+const failed = r.numFailedTests + (r.numFailedTestSuites ?? 0) - countSuitesWithFailedTests(r) + failedChecks.length;
 const skipped = r.numPendingTests + (r.numTodoTests ?? 0);
-console.log(`\ntests: ${r.numPassedTests} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`);
+const checked = failedChecks.length ? ` (${failedChecks.join(', ')})` : '';
+console.log(
+  `\ntests: ${r.numPassedTests + (subset ? 0 : checks.length - failedChecks.length)} passed, ${failed} failed${checked}${skipped ? `, ${skipped} skipped` : ''}`,
+);
 process.exit(vitest.status === 0 && failed === 0 && r.numPassedTests > 0 ? 0 : 1);
 
 /** Suites that failed only because a test in them failed are counted once, as that test. */

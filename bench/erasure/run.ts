@@ -46,9 +46,15 @@ type Runner = () => void | Promise<void>;
 interface RonomonModule {
   create(k: number, m: number): unknown;
   encode(
-    ctx: unknown, sources: number, targets: number,
-    buffer: Uint8Array, bufferOffset: number, bufferSize: number,
-    parity: Uint8Array, parityOffset: number, paritySize: number,
+    ctx: unknown,
+    sources: number,
+    targets: number,
+    buffer: Uint8Array,
+    bufferOffset: number,
+    bufferSize: number,
+    parity: Uint8Array,
+    parityOffset: number,
+    paritySize: number,
     callback: (error?: Error) => void,
   ): void;
 }
@@ -66,7 +72,9 @@ function randomBytes(length: number, seed: number): Uint8Array {
   const out = new Uint8Array(length);
   let x = seed >>> 0 || 1;
   for (let i = 0; i < length; i++) {
-    x ^= x << 13; x ^= x >>> 17; x ^= x << 5;
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
     out[i] = x & 0xff;
   }
   return out;
@@ -233,7 +241,8 @@ writeFileSync(
     `${meta.unit}; ${SAMPLES} samples of ${SECONDS} s each, systems interleaved sample by sample.\n\n` +
     `- *PowerStore WASM* is \`encode\`/\`decode\`, returning new arrays; *into buffers* is \`encodeInto\`/\`decodeInto\` with buffers allocated once, which is how *@ronomon* works (in place, asynchronously on libuv's thread pool, one operation at a time). "vs portable" compares the into-buffers figures, the same harness around both kernels.\n` +
     `- *decode-1-lost*: data fragment 0 lost; *decode-k-lost*: all k data fragments lost, rebuilt from parity.\n\n` +
-    table + '\n',
+    table +
+    '\n',
 );
 console.log(table);
 console.log(`\nwrote ${join(args.out, `${name}.json`)} and ${name}.md`);

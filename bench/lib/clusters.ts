@@ -71,7 +71,10 @@ export function placePowerStore(dir: string, at: readonly { readonly host: strin
   at.forEach((a, i) => {
     // Rewritten in place, so the secret file keeps its 0600 mode.
     const file = join(dir, `server-${i + 1}.json`);
-    writeFileSync(file, JSON.stringify({ ...(JSON.parse(readFileSync(file, 'utf8')) as object), host: a.host, port: a.port }, null, 2) + '\n');
+    writeFileSync(
+      file,
+      JSON.stringify({ ...(JSON.parse(readFileSync(file, 'utf8')) as object), host: a.host, port: a.port }, null, 2) + '\n',
+    );
   });
 }
 
@@ -115,9 +118,15 @@ export async function startPowerStore(t: number, fsync: boolean, net: Network = 
   const n = 3 * t + 1;
   const hosts = Array.from({ length: n }, (_, i) => net.host(`ps${i + 1}`));
   const base = await net.basePort(n);
-  const init = spawnSync(process.execPath, [SERVER_CLI, 'init', '--t', String(t), '--dir', dir, '--base-port', String(base)], { encoding: 'utf8' });
+  const init = spawnSync(process.execPath, [SERVER_CLI, 'init', '--t', String(t), '--dir', dir, '--base-port', String(base)], {
+    encoding: 'utf8',
+  });
   if (init.status !== 0) throw new Error(`powerstore-server init failed: ${init.stderr}`);
-  if (net.profile.topology !== 'loopback') placePowerStore(dir, hosts.map((h, i) => ({ host: h.address, port: base + i })));
+  if (net.profile.topology !== 'loopback')
+    placePowerStore(
+      dir,
+      hosts.map((h, i) => ({ host: h.address, port: base + i })),
+    );
   const cluster = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')) as { servers: { url: string }[] };
   const writer = { cluster, identity: JSON.parse(readFileSync(join(dir, 'admin.json'), 'utf8')) as object };
   const children: ChildProcess[] = [];
@@ -125,12 +134,25 @@ export async function startPowerStore(t: number, fsync: boolean, net: Network = 
   try {
     for (let id = 1; id <= n; id++) {
       const log = openSync(join(dir, `server-${id}.log`), 'a');
-      const args = [SERVER_CLI, 'start', '--config', join(dir, `server-${id}.json`), '--data', join(dir, `data-${id}`), '--log-level', 'warn'];
+      const args = [
+        SERVER_CLI,
+        'start',
+        '--config',
+        join(dir, `server-${id}.json`),
+        '--data',
+        join(dir, `data-${id}`),
+        '--log-level',
+        'warn',
+      ];
       if (!fsync) args.push('--unsafe-no-fsync');
       children.push(track(net.spawn(hosts[id - 1]!, process.execPath, args, { stdio: ['ignore', log, log] })));
       closeSync(log);
     }
-    await Promise.all(cluster.servers.map((s, i) => waitHealthy(`${s.url.replace(/^ws/, 'http')}/healthz`, children[i]!, `powerstore server ${i + 1} (log in ${dir})`)));
+    await Promise.all(
+      cluster.servers.map((s, i) =>
+        waitHealthy(`${s.url.replace(/^ws/, 'http')}/healthz`, children[i]!, `powerstore server ${i + 1} (log in ${dir})`),
+      ),
+    );
   } catch (e) {
     await stop();
     throw e;
@@ -139,7 +161,12 @@ export async function startPowerStore(t: number, fsync: boolean, net: Network = 
 }
 
 /** M-ABD: 2t + 1 replicas on hosts `abd<i>`; single: one server on host `single`. */
-export async function startBaseline(system: 'm-abd' | 'single', t: number, fsync: boolean, net: Network = LOOPBACK): Promise<RunningSystem> {
+export async function startBaseline(
+  system: 'm-abd' | 'single',
+  t: number,
+  fsync: boolean,
+  net: Network = LOOPBACK,
+): Promise<RunningSystem> {
   const dir = mkdtempSync(join(tmpdir(), `powerstore-bench-${system}-`));
   const n = system === 'single' ? 1 : 2 * t + 1;
   const hosts: NetHost[] = Array.from({ length: n }, (_, i) => net.host(system === 'single' ? 'single' : `abd${i + 1}`));
@@ -150,7 +177,16 @@ export async function startBaseline(system: 'm-abd' | 'single', t: number, fsync
   try {
     for (let i = 0; i < n; i++) {
       const log = openSync(join(dir, `server-${i + 1}.log`), 'a');
-      const args = [...TSX_EXEC_ARGV, join(ROOT, 'bench/baselines/server.ts'), '--host', hosts[i]!.address, '--port', String(base + i), '--data', join(dir, `data-${i + 1}`)];
+      const args = [
+        ...TSX_EXEC_ARGV,
+        join(ROOT, 'bench/baselines/server.ts'),
+        '--host',
+        hosts[i]!.address,
+        '--port',
+        String(base + i),
+        '--data',
+        join(dir, `data-${i + 1}`),
+      ];
       if (!fsync) args.push('--unsafe-no-fsync');
       children.push(track(net.spawn(hosts[i]!, process.execPath, args, { stdio: ['ignore', log, log], cwd: ROOT })));
       closeSync(log);

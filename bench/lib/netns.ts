@@ -48,27 +48,34 @@ const MBIT = 1e6;
 
 /** The profiles `--net` accepts. */
 export const NET_PROFILES: Readonly<Record<NetProfileName, NetProfile>> = {
-  loopback: { name: 'loopback', topology: 'loopback', description: 'every process on the machine\'s loopback (127.0.0.1), unshaped: bytes are free, the CPU is the limit' },
+  loopback: {
+    name: 'loopback',
+    topology: 'loopback',
+    description: "every process on the machine's loopback (127.0.0.1), unshaped: bytes are free, the CPU is the limit",
+  },
   '1gbit': {
     name: '1gbit',
     topology: 'switched',
     rateBit: GBIT,
-    description: 'switched LAN: every server and load worker in its own network namespace, one veth link per host to a bridge, each link shaped to 1 Gbit/s each way with tbf',
+    description:
+      'switched LAN: every server and load worker in its own network namespace, one veth link per host to a bridge, each link shaped to 1 Gbit/s each way with tbf',
     omits: 'no propagation delay, jitter or loss (netem is not available; links are shaped, not delayed)',
   },
   'shared-1gbit': {
     name: 'shared-1gbit',
     topology: 'shared',
     rateBit: GBIT,
-    description: 'one shared 1 Gbit/s link: every server and load worker in one network namespace whose loopback is shaped to 1 Gbit/s with tbf',
+    description:
+      'one shared 1 Gbit/s link: every server and load worker in one network namespace whose loopback is shaped to 1 Gbit/s with tbf',
     omits: 'no propagation delay, jitter or loss; all traffic of all hosts shares one link',
   },
   'wan-100mbit': {
     name: 'wan-100mbit',
     topology: 'switched',
     rateBit: 100 * MBIT,
-    description: 'as 1gbit, with every host link shaped to 100 Mbit/s each way (the paper\'s WAN bandwidth)',
-    omits: 'bandwidth only: no WAN latency (the paper\'s tens of milliseconds), jitter or loss, since netem is not available; latency-bound effects (round trips) are not reproduced',
+    description: "as 1gbit, with every host link shaped to 100 Mbit/s each way (the paper's WAN bandwidth)",
+    omits:
+      "bandwidth only: no WAN latency (the paper's tens of milliseconds), jitter or loss, since netem is not available; latency-bound effects (round trips) are not reproduced",
   },
 };
 
@@ -115,7 +122,8 @@ export function tbfConfig(rateBit: number, hz: number = kernelHz()): TbfConfig {
   const burstBytes = Math.max(Math.ceil(rateBytes / hz), 96 * 1024);
   const limitBytes = burstBytes + Math.max(Math.ceil(rateBytes * 0.02), 2 * FRAME_BYTES);
   // The invariants the comment promises, checked rather than trusted.
-  if (burstBytes < rateBytes / hz || burstBytes < MAX_PACKET_BYTES || limitBytes - burstBytes < FRAME_BYTES) throw new Error('tbfConfig: inconsistent burst/limit');
+  if (burstBytes < rateBytes / hz || burstBytes < MAX_PACKET_BYTES || limitBytes - burstBytes < FRAME_BYTES)
+    throw new Error('tbfConfig: inconsistent burst/limit');
   return { rateBit, burstBytes, limitBytes, hz };
 }
 
@@ -124,7 +132,10 @@ export function tbfConfig(rateBit: number, hz: number = kernelHz()): TbfConfig {
  * neither is readable, the smallest common value, so the burst errs on the large side.
  */
 export function kernelHz(): number {
-  const sources: (() => string)[] = [() => gunzipSync(readFileSync('/proc/config.gz')).toString('utf8'), () => readFileSync(`/boot/config-${release()}`, 'utf8')];
+  const sources: (() => string)[] = [
+    () => gunzipSync(readFileSync('/proc/config.gz')).toString('utf8'),
+    () => readFileSync(`/boot/config-${release()}`, 'utf8'),
+  ];
   for (const read of sources) {
     try {
       const m = /^CONFIG_HZ=(\d+)$/m.exec(read());
@@ -259,7 +270,10 @@ function pickSubnet(): number {
   for (let k = 0; k < 512; k++) {
     const x = (process.pid + k * 7919) % 32768;
     // 10.64.0.0–10.191.255.0, then 172.16.0.0/12 should all of those be routed.
-    const base = k < 256 ? ipToInt(`10.${64 + (Math.floor(x / 256) % 128)}.${x % 256}.0`) : ipToInt(`172.${16 + (Math.floor(x / 256) % 16)}.${x % 256}.0`);
+    const base =
+      k < 256
+        ? ipToInt(`10.${64 + (Math.floor(x / 256) % 128)}.${x % 256}.0`)
+        : ipToInt(`172.${16 + (Math.floor(x / 256) % 16)}.${x % 256}.0`);
     if (!taken.some((p) => overlaps([base, 24], p))) return base;
   }
   throw new Error('no free private /24 for the bench network: every candidate overlaps an address or route of this machine');
@@ -323,7 +337,7 @@ export interface NetworkOptions {
  * clear reason when it cannot (not root, iproute2 missing, no veth/bridge/tbf in the
  * kernel), after undoing what it had built.
  */
-export function createNetwork(profile: NetProfileName | string, options: NetworkOptions = {}): Network {
+export function createNetwork(profile: string, options: NetworkOptions = {}): Network {
   const p = netProfile(profile);
   if (p.topology === 'loopback') return loopbackNetwork();
   const why = netUnavailable();
@@ -387,13 +401,35 @@ class NsNetwork implements Network {
 
   #shape(s: Shaped): void {
     const t = this.tbf;
-    sh('tc', [...(s.netns ? ['-n', s.netns] : []), 'qdisc', 'replace', 'dev', s.dev, 'root', 'tbf', 'rate', `${t.rateBit}bit`, 'burst', String(t.burstBytes), 'limit', String(t.limitBytes)], 'the kernel needs the tbf qdisc (CONFIG_NET_SCH_TBF)');
+    sh(
+      'tc',
+      [
+        ...(s.netns ? ['-n', s.netns] : []),
+        'qdisc',
+        'replace',
+        'dev',
+        s.dev,
+        'root',
+        'tbf',
+        'rate',
+        `${t.rateBit}bit`,
+        'burst',
+        String(t.burstBytes),
+        'limit',
+        String(t.limitBytes),
+      ],
+      'the kernel needs the tbf qdisc (CONFIG_NET_SCH_TBF)',
+    );
     this.#shaped.push(s);
   }
 
   /** A veth pair from the root namespace (`this.#rootLink`) or a host namespace into `peerNs`. */
   #veth(name: string, netns: string | undefined, peer: string, peerNs: string): void {
-    sh('ip', ['link', 'add', name, ...(netns ? ['netns', netns] : []), 'type', 'veth', 'peer', 'name', peer, 'netns', peerNs], 'the kernel needs veth (CONFIG_VETH)');
+    sh(
+      'ip',
+      ['link', 'add', name, ...(netns ? ['netns', netns] : []), 'type', 'veth', 'peer', 'name', peer, 'netns', peerNs],
+      'the kernel needs veth (CONFIG_VETH)',
+    );
   }
 
   build(): void {
@@ -431,7 +467,8 @@ class NsNetwork implements Network {
 
   host(role: string): NetHost {
     if (this.#closed) throw new Error('network closed');
-    if (!/^[a-z][a-z0-9]{0,11}$/.test(role)) throw new Error(`host role ${JSON.stringify(role)}: lower-case letters and digits, at most 12`);
+    if (!/^[a-z][a-z0-9]{0,11}$/.test(role))
+      throw new Error(`host role ${JSON.stringify(role)}: lower-case letters and digits, at most 12`);
     let h = this.#hosts.get(role);
     if (h) return h;
     if (this.profile.topology === 'shared') {
@@ -474,7 +511,9 @@ class NsNetwork implements Network {
   qdiscs(): QdiscStat[] {
     if (this.#closed) return [];
     return this.#shaped.map((s) => {
-      const [q] = JSON.parse(sh('tc', [...(s.netns ? ['-n', s.netns] : []), '-s', '-j', 'qdisc', 'show', 'dev', s.dev, 'root'])) as TcQdisc[];
+      const [q] = JSON.parse(
+        sh('tc', [...(s.netns ? ['-n', s.netns] : []), '-s', '-j', 'qdisc', 'show', 'dev', s.dev, 'root']),
+      ) as TcQdisc[];
       return qdiscStat(s.link, q);
     });
   }
@@ -491,7 +530,12 @@ class NsNetwork implements Network {
       tbf: { burstBytes: this.tbf.burstBytes, limitBytes: this.tbf.limitBytes, hz: this.tbf.hz },
       subnet: this.subnet,
       hosts: this.profile.topology === 'shared' ? 'all in one namespace' : [...this.#hosts.keys()],
-      qdiscTotals: { links: q.length, sentBytes: sum((s) => s.sentBytes), drops: sum((s) => s.drops), overlimits: sum((s) => s.overlimits) },
+      qdiscTotals: {
+        links: q.length,
+        sentBytes: sum((s) => s.sentBytes),
+        drops: sum((s) => s.drops),
+        overlimits: sum((s) => s.overlimits),
+      },
     };
   }
 
@@ -502,7 +546,8 @@ class NsNetwork implements Network {
     const errors: string[] = [];
     const attempt = (args: string[]) => {
       const r = spawnSync(bin('ip'), args, { encoding: 'utf8' });
-      if (r.status !== 0 && !/Cannot find device|No such file|does not exist/.test(r.stderr)) errors.push(`ip ${args.join(' ')}: ${r.stderr.trim()}`);
+      if (r.status !== 0 && !/Cannot find device|No such file|does not exist/.test(r.stderr))
+        errors.push(`ip ${args.join(' ')}: ${r.stderr.trim()}`);
     };
     // Deleting one end of a veth pair deletes the other; deleting a namespace deletes its
     // virtual links even while a straggling process keeps the namespace itself alive.
@@ -524,14 +569,24 @@ interface TcQdisc {
 function qdiscStat(link: string, q: TcQdisc | undefined): QdiscStat {
   if (!q || q.kind !== 'tbf') throw new Error(`${link}: no tbf qdisc installed`);
   // tc's JSON gives the rate in bytes per second.
-  return { link, rateBit: (q.options?.rate ?? 0) * 8, burstBytes: q.options?.burst ?? 0, sentBytes: q.bytes ?? 0, packets: q.packets ?? 0, drops: q.drops ?? 0, overlimits: q.overlimits ?? 0 };
+  return {
+    link,
+    rateBit: (q.options?.rate ?? 0) * 8,
+    burstBytes: q.options?.burst ?? 0,
+    sentBytes: q.bytes ?? 0,
+    packets: q.packets ?? 0,
+    drops: q.drops ?? 0,
+    overlimits: q.overlimits ?? 0,
+  };
 }
 
 /**
  * The tbf qdiscs of one link end, parsed from `tc -s qdisc show` (text, as an operator
  * reads it): for checks that do not trust this module's own bookkeeping.
  */
-export function parseTcQdiscs(text: string): { kind: string; dev?: string; rateBit?: number; burstBytes?: number; sentBytes?: number; drops?: number }[] {
+export function parseTcQdiscs(
+  text: string,
+): { kind: string; dev?: string; rateBit?: number; burstBytes?: number; sentBytes?: number; drops?: number }[] {
   const out: { kind: string; dev?: string; rateBit?: number; burstBytes?: number; sentBytes?: number; drops?: number }[] = [];
   const units: Record<string, number> = { '': 1, K: 1e3, M: 1e6, G: 1e9, T: 1e12 };
   const sizeUnits: Record<string, number> = { b: 1, Kb: 1024, Mb: 1024 * 1024 };
@@ -555,7 +610,12 @@ export function parseTcQdiscs(text: string): { kind: string; dev?: string; rateB
 /** Names of namespaces and root-namespace links now present that start with `<tag>-`: what {@link Network.close} must leave none of. */
 export function leftovers(tag: string): string[] {
   const mine = (name: string) => name.startsWith(`${tag}-`);
-  const ns = existsSync('/run/netns') || existsSync('/var/run/netns') ? sh('ip', ['netns', 'list']).split('\n').map((l) => l.split(' ')[0] ?? '') : [];
+  const ns =
+    existsSync('/run/netns') || existsSync('/var/run/netns')
+      ? sh('ip', ['netns', 'list'])
+          .split('\n')
+          .map((l) => l.split(' ')[0] ?? '')
+      : [];
   const links = (JSON.parse(sh('ip', ['-j', 'link', 'show'])) as { ifname: string }[]).map((l) => l.ifname);
   return [...ns.filter(mine).map((n) => `netns ${n}`), ...links.filter(mine).map((l) => `link ${l}`)];
 }
@@ -604,7 +664,9 @@ export async function measureTcp(net: Network, from: readonly NetHost[], to: Net
   const children: ChildProcess[] = [];
   const timer = setTimeout(() => children.forEach((c) => c.kill('SIGKILL')), timeoutMs);
   try {
-    const receiver = net.spawn(to, process.execPath, ['-e', RECEIVER, to.address, String(port), String(from.length)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const receiver = net.spawn(to, process.execPath, ['-e', RECEIVER, to.address, String(port), String(from.length)], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     children.push(receiver);
     let out = '';
     receiver.stdout!.on('data', (d: Buffer) => (out += d.toString()));
@@ -622,11 +684,19 @@ export async function measureTcp(net: Network, from: readonly NetHost[], to: Net
     );
     done.catch(() => {}); // awaited below; this only keeps an early failure from being "unhandled"
     await listening;
-    const senders = from.map((h) => net.spawn(h, process.execPath, ['-e', SENDER, to.address, String(port), String(bytes)], { stdio: ['ignore', 'ignore', 'inherit'] }));
+    const senders = from.map((h) =>
+      net.spawn(h, process.execPath, ['-e', SENDER, to.address, String(port), String(bytes)], { stdio: ['ignore', 'ignore', 'inherit'] }),
+    );
     children.push(...senders);
     const r = await done;
     if (r.bytes !== bytes * from.length) throw new Error(`received ${r.bytes} of ${bytes * from.length} bytes`);
-    return { from: from.map((h) => h.role), to: to.role, bytes: r.bytes, ms: Math.round(r.ms * 10) / 10, mbitPerSec: Math.round((r.bytes * 8) / (r.ms / 1000) / 1e5) / 10 };
+    return {
+      from: from.map((h) => h.role),
+      to: to.role,
+      bytes: r.bytes,
+      ms: Math.round(r.ms * 10) / 10,
+      mbitPerSec: Math.round((r.bytes * 8) / (r.ms / 1000) / 1e5) / 10,
+    };
   } finally {
     clearTimeout(timer);
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');

@@ -65,8 +65,13 @@ export interface Peak {
   readonly vsSingle?: number;
 }
 
-const cellKey = (r: { net: NetProfileName; t: number; valueBytes: number; op: Op; keys: KeyPattern; fsync: boolean }) => `${r.net}|${r.t}|${r.valueBytes}|${r.op}|${r.keys}|${r.fsync}`;
+const cellKey = (r: { net: NetProfileName; t: number; valueBytes: number; op: Op; keys: KeyPattern; fsync: boolean }) =>
+  `${r.net}|${r.t}|${r.valueBytes}|${r.op}|${r.keys}|${r.fsync}`;
 const size = (b: number) => (b >= 1048576 ? `${b / 1048576} MiB` : `${b / 1024} KiB`);
+
+/** A meta field as text (they are strings and numbers). */
+const str = (v: unknown): string =>
+  typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' ? String(v) : (JSON.stringify(v) ?? '');
 
 export function peaks(rows: readonly Row[]): Peak[] {
   const best = new Map<string, Row>(); // cell|system|rep → best row
@@ -124,17 +129,35 @@ function markdown(results: BenchResults, ps: Peak[], svgName: string): string {
   const m = results.meta;
   const lines: string[] = [];
   lines.push('# PowerStore vs M-ABD vs single server', '');
-  lines.push(`Produced by \`${String(m['invocation'] ?? '')}\` (args: \`${String(m['command'])}\`), ${String(m['started'])} → ${String(m['finished'])}; Node ${String(m['node'])}, ${String(m['cpus'])} cores (${String(m['cpuModel'])}), ${String(m['memGiB'])} GiB, shared with other users, so absolute numbers are noisy: compare ratios from the same run.`, '');
-  if (m['wsZeroMask']) lines.push(`**${String(m['wsZeroMask'])}.**`, '');
+  lines.push(
+    `Produced by \`${str(m['invocation'])}\` (args: \`${str(m['command'])}\`), ${str(m['started'])} → ${str(m['finished'])}; Node ${str(m['node'])}, ${str(m['cpus'])} cores (${str(m['cpuModel'])}), ${str(m['memGiB'])} GiB, shared with other users, so absolute numbers are noisy: compare ratios from the same run.`,
+    '',
+  );
+  if (m['wsZeroMask']) lines.push(`**${str(m['wsZeroMask'])}.**`, '');
   lines.push(netLine(m['net']), '');
-  if (m['partial']) lines.push('**Partial: written while the run was still going (it writes after every t/fsync group); the profile comes at the end.**', '');
-  lines.push(`Closed-loop clients (one operation at a time each), ladder ${JSON.stringify(m['ladder'])}, each step ${String(m['warmupMs'])} ms warm-up + ${String(m['measureMs'])} ms measured; systems take turns at every step. Peak = the best step; with several repetitions, the median of the repetitions' peaks, and the ratio column is the median of per-repetition ratios. ${String(m['mbDefinition'])}.`, '');
+  if (m['partial'])
+    lines.push(
+      '**Partial: written while the run was still going (it writes after every t/fsync group); the profile comes at the end.**',
+      '',
+    );
+  lines.push(
+    `Closed-loop clients (one operation at a time each), ladder ${JSON.stringify(m['ladder'])}, each step ${str(m['warmupMs'])} ms warm-up + ${str(m['measureMs'])} ms measured; systems take turns at every step. Peak = the best step; with several repetitions, the median of the repetitions' peaks, and the ratio column is the median of per-repetition ratios. ${str(m['mbDefinition'])}.`,
+    '',
+  );
   lines.push(`![throughput against latency](${svgName})`, '');
   lines.push('## Peaks', '');
-  lines.push('| net | t | value | op | keys | fsync | system | peak op/s | MB/s | clients | p50 ms | p99 ms | × M-ABD | × single | reps (peak op/s) |');
+  lines.push(
+    '| net | t | value | op | keys | fsync | system | peak op/s | MB/s | clients | p50 ms | p99 ms | × M-ABD | × single | reps (peak op/s) |',
+  );
   lines.push('|---|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|');
   const sorted = [...ps].sort(
-    (a, b) => Number(b.fsync) - Number(a.fsync) || a.t - b.t || a.keys.localeCompare(b.keys) || a.valueBytes - b.valueBytes || a.op.localeCompare(b.op) || SYSTEM_ORDER.indexOf(a.system) - SYSTEM_ORDER.indexOf(b.system),
+    (a, b) =>
+      Number(b.fsync) - Number(a.fsync) ||
+      a.t - b.t ||
+      a.keys.localeCompare(b.keys) ||
+      a.valueBytes - b.valueBytes ||
+      a.op.localeCompare(b.op) ||
+      SYSTEM_ORDER.indexOf(a.system) - SYSTEM_ORDER.indexOf(b.system),
   );
   for (const p of sorted) {
     lines.push(
@@ -142,7 +165,11 @@ function markdown(results: BenchResults, ps: Peak[], svgName: string): string {
     );
   }
   if (results.profile) {
-    lines.push('', `## Profile (t = 1, 256 KiB, one client, one operation at a time; mean ms per operation; net ${results.profile.net ?? 'loopback'})`, '');
+    lines.push(
+      '',
+      `## Profile (t = 1, 256 KiB, one client, one operation at a time; mean ms per operation; net ${results.profile.net ?? 'loopback'})`,
+      '',
+    );
     lines.push(results.profile.method, '');
     for (const side of ['client', 'server'] as const) {
       const table = results.profile[side];
@@ -150,28 +177,50 @@ function markdown(results: BenchResults, ps: Peak[], svgName: string): string {
       lines.push(`### ${side}`, '');
       lines.push(`| system | op | total ms | ${stages.join(' | ')} |`);
       lines.push(`|---|---|---:|${stages.map(() => '---:').join('|')}|`);
-      for (const r of table) lines.push(`| ${r.system} | ${r.op} | ${r.totalMs} | ${stages.map((s) => (r.stages[s] === undefined ? '' : String(r.stages[s]))).join(' | ')} |`);
+      for (const r of table)
+        lines.push(
+          `| ${r.system} | ${r.op} | ${r.totalMs} | ${stages.map((s) => (r.stages[s] === undefined ? '' : String(r.stages[s]))).join(' | ')} |`,
+        );
       lines.push('');
     }
     const m = results.profile.wsMask;
-    lines.push(`ws, one client→server frame of ${m.frameBytes / 1024} KiB on loopback (ms per frame, mean of ${m.frames}): random mask (as the clients send) ${m.randomMask.sendMs} in send(), ${m.randomMask.totalMs} until delivered; all-zero mask (ws skips masking) ${m.zeroMask.sendMs} / ${m.zeroMask.totalMs}; bufferutil ${m.bufferutil ? 'installed' : 'not installed, so ws masks byte by byte in JavaScript'}.`, '');
+    lines.push(
+      `ws, one client→server frame of ${m.frameBytes / 1024} KiB on loopback (ms per frame, mean of ${m.frames}): random mask (as the clients send) ${m.randomMask.sendMs} in send(), ${m.randomMask.totalMs} until delivered; all-zero mask (ws skips masking) ${m.zeroMask.sendMs} / ${m.zeroMask.totalMs}; bufferutil ${m.bufferutil ? 'installed' : 'not installed, so ws masks byte by byte in JavaScript'}.`,
+      '',
+    );
   }
   lines.push('', '## All steps', '');
   lines.push('| net | t | value | op | keys | fsync | rep | system | clients | op/s | MB/s | p50 ms | p99 ms | errors |');
   lines.push('|---|---|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|');
   for (const r of results.rows) {
-    lines.push(`| ${r.net} | ${r.t} | ${size(r.valueBytes)} | ${r.op} | ${r.keys} | ${r.fsync ? 'on' : 'off'} | ${r.rep} | ${r.system} | ${r.clients} | ${r.opsPerSec} | ${r.mbPerSec} | ${r.p50Ms} | ${r.p99Ms} | ${r.errors} |`);
+    lines.push(
+      `| ${r.net} | ${r.t} | ${size(r.valueBytes)} | ${r.op} | ${r.keys} | ${r.fsync ? 'on' : 'off'} | ${r.rep} | ${r.system} | ${r.clients} | ${r.opsPerSec} | ${r.mbPerSec} | ${r.p50Ms} | ${r.p99Ms} | ${r.errors} |`,
+    );
   }
   return lines.join('\n') + '\n';
 }
 
 /** The results' network paragraph, from meta.net (lib/netns.ts's describe(), plus run.ts's link check). */
 function netLine(net: unknown): string {
-  const n = (net ?? {}) as { profile?: string; description?: string; omits?: string; tbf?: { burstBytes: number; limitBytes: number; hz: number }; rateMbit?: number; linkCheck?: { mbitPerSec: number; from: string[]; to: string }; qdiscTotals?: { drops: number; overlimits: number; sentBytes: number } };
+  const n = (net ?? {}) as {
+    profile?: string;
+    description?: string;
+    omits?: string;
+    tbf?: { burstBytes: number; limitBytes: number; hz: number };
+    rateMbit?: number;
+    linkCheck?: { mbitPerSec: number; from: string[]; to: string };
+    qdiscTotals?: { drops: number; overlimits: number; sentBytes: number };
+  };
   const parts = [`**Network: \`${n.profile ?? 'loopback'}\`** — ${n.description ?? 'loopback'}.`];
   if (n.tbf) parts.push(`tbf rate ${n.rateMbit} Mbit/s, burst ${n.tbf.burstBytes} B, limit ${n.tbf.limitBytes} B (HZ ${n.tbf.hz}).`);
-  if (n.linkCheck) parts.push(`Link check before the run: bulk TCP ${n.linkCheck.from.join(', ')} → ${n.linkCheck.to} at ${n.linkCheck.mbitPerSec} Mbit/s of payload.`);
-  if (n.qdiscTotals) parts.push(`Shaped qdiscs over the run (after the check): ${(n.qdiscTotals.sentBytes / 1e9).toFixed(2)} GB sent (summed over the shaped qdiscs: on the switched profiles a byte leaves two, its sender's and the switch's port towards its receiver), ${n.qdiscTotals.drops} packets dropped (queue full), ${n.qdiscTotals.overlimits} overlimits (packets held back by the rate).`);
+  if (n.linkCheck)
+    parts.push(
+      `Link check before the run: bulk TCP ${n.linkCheck.from.join(', ')} → ${n.linkCheck.to} at ${n.linkCheck.mbitPerSec} Mbit/s of payload.`,
+    );
+  if (n.qdiscTotals)
+    parts.push(
+      `Shaped qdiscs over the run (after the check): ${(n.qdiscTotals.sentBytes / 1e9).toFixed(2)} GB sent (summed over the shaped qdiscs: on the switched profiles a byte leaves two, its sender's and the switch's port towards its receiver), ${n.qdiscTotals.drops} packets dropped (queue full), ${n.qdiscTotals.overlimits} overlimits (packets held back by the rate).`,
+    );
   if (n.omits) parts.push(`Not emulated: ${n.omits}.`);
   return parts.join(' ');
 }
@@ -181,7 +230,9 @@ function svg(rows: readonly Row[]): string {
   // The headline cell: t = 1, 256 KiB, distinct keys, fsync on (else the first cell there is).
   const pick = rows.find((r) => r.t === 1 && r.valueBytes === 262144 && r.keys === 'distinct' && r.fsync) ?? rows[0];
   if (!pick) return '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>';
-  const cellRows = rows.filter((r) => r.t === pick.t && r.valueBytes === pick.valueBytes && r.keys === pick.keys && r.fsync === pick.fsync && r.rep === 1);
+  const cellRows = rows.filter(
+    (r) => r.t === pick.t && r.valueBytes === pick.valueBytes && r.keys === pick.keys && r.fsync === pick.fsync && r.rep === 1,
+  );
   const ops = [...new Set(cellRows.map((r) => r.op))];
   const W = 420;
   const H = 320;
@@ -194,8 +245,12 @@ function svg(rows: readonly Row[]): string {
     const x = (v: number) => pad.l + (v / xMax) * (W - pad.l - pad.r);
     const y = (v: number) => H - pad.b - (v / yMax) * (H - pad.t - pad.b);
     const g: string[] = [`<g transform="translate(${i * W},0)">`];
-    g.push(`<text x="${W / 2}" y="20" text-anchor="middle" font-weight="bold">${op}, t=${pick.t}, ${size(pick.valueBytes)}, fsync ${pick.fsync ? 'on' : 'off'}, net ${pick.net}</text>`);
-    g.push(`<line x1="${pad.l}" y1="${H - pad.b}" x2="${W - pad.r}" y2="${H - pad.b}" stroke="#000"/><line x1="${pad.l}" y1="${pad.t}" x2="${pad.l}" y2="${H - pad.b}" stroke="#000"/>`);
+    g.push(
+      `<text x="${W / 2}" y="20" text-anchor="middle" font-weight="bold">${op}, t=${pick.t}, ${size(pick.valueBytes)}, fsync ${pick.fsync ? 'on' : 'off'}, net ${pick.net}</text>`,
+    );
+    g.push(
+      `<line x1="${pad.l}" y1="${H - pad.b}" x2="${W - pad.r}" y2="${H - pad.b}" stroke="#000"/><line x1="${pad.l}" y1="${pad.t}" x2="${pad.l}" y2="${H - pad.b}" stroke="#000"/>`,
+    );
     for (let k = 0; k <= 4; k++) {
       const xv = (xMax / 4) * k;
       const yv = (yMax / 4) * k;
@@ -204,17 +259,27 @@ function svg(rows: readonly Row[]): string {
       g.push(`<line x1="${pad.l}" y1="${y(yv)}" x2="${W - pad.r}" y2="${y(yv)}" stroke="#eee"/>`);
     }
     g.push(`<text x="${(W + pad.l) / 2}" y="${H - 8}" text-anchor="middle" font-size="12">throughput (op/s)</text>`);
-    g.push(`<text x="14" y="${(H - pad.b + pad.t) / 2}" text-anchor="middle" font-size="12" transform="rotate(-90 14 ${(H - pad.b + pad.t) / 2})">median latency (ms)</text>`);
+    g.push(
+      `<text x="14" y="${(H - pad.b + pad.t) / 2}" text-anchor="middle" font-size="12" transform="rotate(-90 14 ${(H - pad.b + pad.t) / 2})">median latency (ms)</text>`,
+    );
     for (const s of SYSTEM_ORDER) {
       const line = pts.filter((r) => r.system === s).sort((a, b) => a.clients - b.clients);
       if (line.length === 0) continue;
-      g.push(`<polyline fill="none" stroke="${COLORS[s]}" stroke-width="2" points="${line.map((r) => `${x(r.opsPerSec).toFixed(1)},${y(r.p50Ms).toFixed(1)}`).join(' ')}"/>`);
-      for (const r of line) g.push(`<circle cx="${x(r.opsPerSec).toFixed(1)}" cy="${y(r.p50Ms).toFixed(1)}" r="3" fill="${COLORS[s]}"><title>${s} ${r.clients} clients: ${r.opsPerSec} op/s, p50 ${r.p50Ms} ms</title></circle>`);
+      g.push(
+        `<polyline fill="none" stroke="${COLORS[s]}" stroke-width="2" points="${line.map((r) => `${x(r.opsPerSec).toFixed(1)},${y(r.p50Ms).toFixed(1)}`).join(' ')}"/>`,
+      );
+      for (const r of line)
+        g.push(
+          `<circle cx="${x(r.opsPerSec).toFixed(1)}" cy="${y(r.p50Ms).toFixed(1)}" r="3" fill="${COLORS[s]}"><title>${s} ${r.clients} clients: ${r.opsPerSec} op/s, p50 ${r.p50Ms} ms</title></circle>`,
+        );
     }
     g.push('</g>');
     panels.push(g.join(''));
   });
-  const legend = SYSTEM_ORDER.map((s, i) => `<g transform="translate(${20 + i * 140},${H + 8})"><rect width="14" height="4" y="-4" fill="${COLORS[s]}"/><text x="20" y="0" font-size="12">${s}</text></g>`).join('');
+  const legend = SYSTEM_ORDER.map(
+    (s, i) =>
+      `<g transform="translate(${20 + i * 140},${H + 8})"><rect width="14" height="4" y="-4" fill="${COLORS[s]}"/><text x="20" y="0" font-size="12">${s}</text></g>`,
+  ).join('');
   const width = Math.max(1, ops.length) * W;
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${H + 24}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="#fff"/>${panels.join('')}${legend}<text x="${width - 10}" y="${H + 16}" text-anchor="end" font-size="10" fill="#555">points: client counts of repetition 1 (hover for values)</text></svg>\n`;
 }

@@ -65,7 +65,9 @@ class PowerStoreKv implements KvClient {
     // allowInsecure: the bench's servers speak plaintext ws:// like the baselines'; on an
     // emulated network (run.ts --net) they sit at 10.x addresses, which connect() would
     // otherwise refuse as "not loopback". No effect on loopback.
-    return new PowerStoreKv(await connect({ cluster: writer.cluster, identity: writer.identity, timeoutMs: OP_TIMEOUT_MS, allowInsecure: true }));
+    return new PowerStoreKv(
+      await connect({ cluster: writer.cluster, identity: writer.identity, timeoutMs: OP_TIMEOUT_MS, allowInsecure: true }),
+    );
   }
   put(key: string, value: Uint8Array): Promise<void> {
     return this.store.put(key, value);
@@ -150,7 +152,8 @@ async function run(req: RunRequest): Promise<RunResult> {
         try {
           if (isRead) {
             const got = await c.get(key);
-            if (!got || got.length !== req.valueBytes) throw new Error(`read ${got?.length ?? 'nothing'} bytes, expected ${req.valueBytes}`);
+            if (!got || got.length !== req.valueBytes)
+              throw new Error(`read ${got?.length ?? 'nothing'} bytes, expected ${req.valueBytes}`);
           } else {
             await c.put(key, value);
           }
@@ -172,7 +175,15 @@ process.on('message', (m: ParentMessage) => {
   if (m.type === 'run') {
     run(m).then(
       (r) => process.send!(r),
-      (e: unknown) => process.send!({ type: 'result', id: m.id, reads: [], writes: [], errors: 1, firstError: String((e as Error).stack ?? e) } satisfies RunResult),
+      (e: unknown) =>
+        process.send!({
+          type: 'result',
+          id: m.id,
+          reads: [],
+          writes: [],
+          errors: 1,
+          firstError: String((e as Error).stack ?? e),
+        } satisfies RunResult),
     );
   } else if (m.type === 'go') {
     goWaiters.get(m.id)?.();

@@ -11,11 +11,23 @@ import { createNetwork } from '../lib/netns.js';
 import { runProfile } from './profile.js';
 
 const { values } = parseArgs({
-  options: { t: { type: 'string', default: '1' }, bytes: { type: 'string', default: '262144' }, ops: { type: 'string', default: '30' }, net: { type: 'string', default: 'loopback' }, out: { type: 'string' } },
+  options: {
+    t: { type: 'string', default: '1' },
+    bytes: { type: 'string', default: '262144' },
+    ops: { type: 'string', default: '30' },
+    net: { type: 'string', default: 'loopback' },
+    out: { type: 'string' },
+  },
 });
 const net = createNetwork(values.net);
 try {
-  const result = await runProfile({ t: Number(values.t), valueBytes: Number(values.bytes), ops: Number(values.ops), net, log: (s) => console.log(s) });
+  const result = await runProfile({
+    t: Number(values.t),
+    valueBytes: Number(values.bytes),
+    ops: Number(values.ops),
+    net,
+    log: (s) => console.log(s),
+  });
   if (values.out) writeFileSync(values.out, JSON.stringify(result, null, 1) + '\n');
 } finally {
   net.close();

@@ -125,7 +125,10 @@ class PsDriver {
             ws.on('message', (data: Buffer, isBinary: boolean) => {
               if (!isBinary) return;
               const t0 = performance.now();
-              const m = decodeMessage(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), { n: this.n, maxFragmentLength: DEFAULT_MAX_FRAME_BYTES });
+              const m = decodeMessage(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), {
+                n: this.n,
+                maxFragmentLength: DEFAULT_MAX_FRAME_BYTES,
+              });
               this.clock['framing'] = (this.clock['framing'] ?? 0) + performance.now() - t0;
               if (m.opId !== this.#opId) return; // a slow server's answer to a finished operation
               this.#queue.push({ from: i, reply: m as Reply });
@@ -198,7 +201,11 @@ async function profilePowerStore(o: ProfileOptions, value: Uint8Array): Promise<
   const base = await net.basePort(config.n);
   // The library's initCluster, from the same sources as the loader and ps-server.ts use.
   const init = await initCluster({ t: o.t, dir, basePort: base });
-  if (net.profile.topology !== 'loopback') placePowerStore(dir, hosts.map((h, i) => ({ host: h.address, port: base + i })));
+  if (net.profile.topology !== 'loopback')
+    placePowerStore(
+      dir,
+      hosts.map((h, i) => ({ host: h.address, port: base + i })),
+    );
   const cluster = loadClusterFile(init.clusterFile);
   const admin = identityFromJson(JSON.parse(readFileSync(init.adminFile, 'utf8')));
   const children: ChildProcess[] = [];
@@ -206,7 +213,22 @@ async function profilePowerStore(o: ProfileOptions, value: Uint8Array): Promise<
   try {
     for (let id = 1; id <= config.n; id++) {
       children.push(
-        track(net.spawn(hosts[id - 1]!, process.execPath, [...TSX_EXEC_ARGV, ...(process.env.PS_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.PS_CPU_PROF}`] : []), join(ROOT, 'bench/profile/ps-server.ts'), '--config', join(dir, `server-${id}.json`), '--data', join(dir, `data-${id}`)], { cwd: ROOT, stdio: 'inherit' })),
+        track(
+          net.spawn(
+            hosts[id - 1]!,
+            process.execPath,
+            [
+              ...TSX_EXEC_ARGV,
+              ...(process.env.PS_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.PS_CPU_PROF}`] : []),
+              join(ROOT, 'bench/profile/ps-server.ts'),
+              '--config',
+              join(dir, `server-${id}.json`),
+              '--data',
+              join(dir, `data-${id}`),
+            ],
+            { cwd: ROOT, stdio: 'inherit' },
+          ),
+        ),
       );
     }
     const urls = cluster.servers.map((s) => s.url);
@@ -229,12 +251,20 @@ async function profilePowerStore(o: ProfileOptions, value: Uint8Array): Promise<
     const crypto = timedCrypto(createCryptoProvider(), clock);
     const codec = timedCodec(await createCodec({ k: config.t + 1, n: config.n }), clock);
     const random = (n: number) => globalThis.crypto.getRandomValues(new Uint8Array(n));
-    const session = new WriterSession({ crypto, cluster: cluster.identity, signer: await crypto.signerFromSeed(admin.seed), instance: random(16) });
+    const session = new WriterSession({
+      crypto,
+      cluster: cluster.identity,
+      signer: await crypto.signerFromSeed(admin.seed),
+      instance: random(16),
+    });
     const verifier = new CertificateVerifier(crypto, cluster.identity);
     const driver = new PsDriver(clock, config.n);
     await driver.open(urls);
     const key = 'profile/powerstore';
-    const write = () => driver.run(new WriteOperation({ config, session, crypto, codec, random, now: Date.now }, key, { kind: 'value', value }, driver.nextOpId()));
+    const write = () =>
+      driver.run(
+        new WriteOperation({ config, session, crypto, codec, random, now: Date.now }, key, { kind: 'value', value }, driver.nextOpId()),
+      );
     const read = () => driver.run(new ReadOperation({ config, crypto, codec, verifier }, key, driver.nextOpId()));
     const client: ProfileRow[] = [];
     const server: ProfileRow[] = [];
@@ -248,7 +278,8 @@ async function profilePowerStore(o: ProfileOptions, value: Uint8Array): Promise<
       const t0 = performance.now();
       for (let i = 0; i < o.ops; i++) {
         const r = await f();
-        if (op === 'read' && (r as { value?: Uint8Array }).value?.length !== value.length) throw new Error('profile read returned the wrong value');
+        if (op === 'read' && (r as { value?: Uint8Array }).value?.length !== value.length)
+          throw new Error('profile read returned the wrong value');
       }
       const total = performance.now() - t0;
       const stats = await Promise.all(control.map((ws) => serverCommand(ws, 'stats')));
@@ -260,21 +291,36 @@ async function profilePowerStore(o: ProfileOptions, value: Uint8Array): Promise<
       client.push({ system: 'powerstore', op, totalMs: round(total / o.ops, 3), stages: mean(c, o.ops) });
       const sum: Clock = {};
       let cpu = 0;
-      for (const s of stats) for (const [k, v] of Object.entries(s)) if (k === 'cpuMs') cpu += v; else if (k !== 'requests') sum[k] = (sum[k] ?? 0) + v;
-      server.push({ system: 'powerstore', op, totalMs: round(Object.values(sum).reduce((a, v) => a + v, 0) / o.ops / config.n, 3), stages: mean(sum, o.ops, config.n), cpuMs: round(cpu / o.ops / config.n, 3) });
+      for (const s of stats)
+        for (const [k, v] of Object.entries(s))
+          if (k === 'cpuMs') cpu += v;
+          else if (k !== 'requests') sum[k] = (sum[k] ?? 0) + v;
+      server.push({
+        system: 'powerstore',
+        op,
+        totalMs: round(Object.values(sum).reduce((a, v) => a + v, 0) / o.ops / config.n, 3),
+        stages: mean(sum, o.ops, config.n),
+        cpuMs: round(cpu / o.ops / config.n, 3),
+      });
     }
     driver.close();
     return { client, server };
   } finally {
     for (const ws of control) ws.close();
-    await Promise.all(children.map((ch) => new Promise<void>((r) => (ch.exitCode !== null ? r() : (ch.once('exit', () => r()), ch.kill('SIGTERM'))))));
+    await Promise.all(
+      children.map((ch) => new Promise<void>((r) => (ch.exitCode !== null ? r() : (ch.once('exit', () => r()), ch.kill('SIGTERM'))))),
+    );
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
 // ---- baselines ----------------------------------------------------------------------
 
-async function profileBaseline(system: 'm-abd' | 'single', o: ProfileOptions, value: Uint8Array): Promise<{ client: ProfileRow[]; server: ProfileRow[] }> {
+async function profileBaseline(
+  system: 'm-abd' | 'single',
+  o: ProfileOptions,
+  value: Uint8Array,
+): Promise<{ client: ProfileRow[]; server: ProfileRow[] }> {
   const sys = await startBaseline(system, o.t, true, o.net);
   let kv: KvClient | undefined;
   try {
@@ -308,7 +354,13 @@ async function profileBaseline(system: 'm-abd' | 'single', o: ProfileOptions, va
       delete sum['requests'];
       delete sum['cpuMs'];
       sum['other'] = handle - Object.values(sum).reduce((a, v) => a + v, 0);
-      server.push({ system, op, totalMs: round(handle / o.ops / sys.urls.length, 3), stages: mean(sum, o.ops, sys.urls.length), cpuMs: round(cpu / o.ops / sys.urls.length, 3) });
+      server.push({
+        system,
+        op,
+        totalMs: round(handle / o.ops / sys.urls.length, 3),
+        stages: mean(sum, o.ops, sys.urls.length),
+        cpuMs: round(cpu / o.ops / sys.urls.length, 3),
+      });
     }
     return { client, server };
   } finally {
@@ -319,7 +371,8 @@ async function profileBaseline(system: 'm-abd' | 'single', o: ProfileOptions, va
 
 export async function runProfile(o: ProfileOptions): Promise<ProfileResult> {
   const value = new Uint8Array(o.valueBytes);
-  for (let off = 0; off < value.length; off += 65536) globalThis.crypto.getRandomValues(value.subarray(off, Math.min(value.length, off + 65536)));
+  for (let off = 0; off < value.length; off += 65536)
+    globalThis.crypto.getRandomValues(value.subarray(off, Math.min(value.length, off + 65536)));
   const ps = await profilePowerStore(o, value);
   const abd = await profileBaseline('m-abd', o, value);
   const single = await profileBaseline('single', o, value);
@@ -334,8 +387,22 @@ export async function runProfile(o: ProfileOptions): Promise<ProfileResult> {
     net: o.net?.profile.name ?? 'loopback',
     wsMask,
   };
-  for (const r of result.client) o.log(`client ${r.system.padEnd(10)} ${r.op.padEnd(5)} ${r.totalMs.toFixed(2)} ms: ${Object.entries(r.stages).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}`);
-  for (const r of result.server) o.log(`server ${r.system.padEnd(10)} ${r.op.padEnd(5)} ${r.totalMs.toFixed(2)} ms (cpu ${r.cpuMs?.toFixed(2) ?? '?'} ms): ${Object.entries(r.stages).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}`);
-  o.log(`ws send of a 256 KiB client frame: random mask ${wsMask.randomMask.sendMs} ms in send(), ${wsMask.randomMask.totalMs} ms per frame delivered; zero mask ${wsMask.zeroMask.sendMs} / ${wsMask.zeroMask.totalMs} ms (bufferutil ${wsMask.bufferutil ? 'installed' : 'not installed'})`);
+  for (const r of result.client)
+    o.log(
+      `client ${r.system.padEnd(10)} ${r.op.padEnd(5)} ${r.totalMs.toFixed(2)} ms: ${Object.entries(r.stages)
+        .map(([k, v]) => `${k} ${v.toFixed(2)}`)
+        .join(', ')}`,
+    );
+  for (const r of result.server)
+    o.log(
+      `server ${r.system.padEnd(10)} ${r.op.padEnd(5)} ${r.totalMs.toFixed(2)} ms (cpu ${r.cpuMs?.toFixed(2) ?? '?'} ms): ${Object.entries(
+        r.stages,
+      )
+        .map(([k, v]) => `${k} ${v.toFixed(2)}`)
+        .join(', ')}`,
+    );
+  o.log(
+    `ws send of a 256 KiB client frame: random mask ${wsMask.randomMask.sendMs} ms in send(), ${wsMask.randomMask.totalMs} ms per frame delivered; zero mask ${wsMask.zeroMask.sendMs} / ${wsMask.zeroMask.totalMs} ms (bufferutil ${wsMask.bufferutil ? 'installed' : 'not installed'})`,
+  );
   return result;
 }

@@ -14,7 +14,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
-import { WebSocketServer, type RawData } from 'ws';
+import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { Server, decodeMessage, encodeMessage, type KeyRecord, type Request, type ServerStorage } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { DEFAULT_MAX_FRAME_BYTES, LevelStorage, loadServerConfig } from 'powerstore-server';
@@ -104,30 +104,36 @@ const http = createServer((_req, res) => res.writeHead(200).end('ok\n'));
 const wss = new WebSocketServer({ noServer: true, maxPayload: DEFAULT_MAX_FRAME_BYTES, perMessageDeflate: false, clientTracking: false });
 http.on('upgrade', (req, socket, head) =>
   wss.handleUpgrade(req, socket, head, (ws) => {
-    ws.on('message', async (data: RawData, isBinary: boolean) => {
-      const buf = data as Buffer;
-      if (!isBinary) {
-        const cmd = buf.toString();
-        if (cmd === 'reset') reset();
-        ws.send(JSON.stringify({ requests, cpuMs: cpuMs(), ...clock }));
-        return;
-      }
-      const t0 = performance.now();
-      const m = decodeMessage(new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength), { n: cfg.cluster.config.n, maxFragmentLength: DEFAULT_MAX_FRAME_BYTES });
-      const t1 = performance.now();
-      add(clock, 'decode', t1 - t0);
-      const mine: Clock = {};
-      const reply = await perRequest.run(mine, () => server.handle(m as Request));
-      const t2 = performance.now();
-      add(mine, 'other', t2 - t1 - Object.values(mine).reduce((a, v) => a + v, 0));
-      for (const [k, v] of Object.entries(mine)) add(clock, k, v);
-      const out = encodeMessage(reply);
-      add(clock, 'encode', performance.now() - t2);
-      requests++;
-      ws.send(out, { binary: true });
-    });
+    ws.on('message', (data: RawData, isBinary: boolean) => void onMessage(ws, data, isBinary));
   }),
 );
+
+async function onMessage(ws: WebSocket, data: RawData, isBinary: boolean): Promise<void> {
+  const buf = data as Buffer;
+  if (!isBinary) {
+    const cmd = buf.toString();
+    if (cmd === 'reset') reset();
+    ws.send(JSON.stringify({ requests, cpuMs: cpuMs(), ...clock }));
+    return;
+  }
+  const t0 = performance.now();
+  const m = decodeMessage(new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength), {
+    n: cfg.cluster.config.n,
+    maxFragmentLength: DEFAULT_MAX_FRAME_BYTES,
+  });
+  const t1 = performance.now();
+  add(clock, 'decode', t1 - t0);
+  const mine: Clock = {};
+  const reply = await perRequest.run(mine, () => server.handle(m as Request));
+  const t2 = performance.now();
+  add(mine, 'other', t2 - t1 - Object.values(mine).reduce((a, v) => a + v, 0));
+  for (const [k, v] of Object.entries(mine)) add(clock, k, v);
+  const out = encodeMessage(reply);
+  add(clock, 'encode', performance.now() - t2);
+  requests++;
+  ws.send(out, { binary: true });
+}
+
 http.listen(cfg.port, cfg.host);
 const stop = () => {
   http.close();

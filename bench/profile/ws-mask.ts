@@ -28,7 +28,10 @@ export async function measureMasking(frameBytes = 256 * 1024, frames = 100): Pro
   const frame = new Uint8Array(frameBytes);
   globalThis.crypto.getRandomValues(frame.subarray(0, Math.min(frameBytes, 65536)));
   const run = async (zero: boolean) => {
-    const ws = new WebSocket(`ws://127.0.0.1:${port}`, { perMessageDeflate: false, ...(zero ? { generateMask: (m: Buffer) => void m.fill(0) } : {}) });
+    const ws = new WebSocket(`ws://127.0.0.1:${port}`, {
+      perMessageDeflate: false,
+      ...(zero ? { generateMask: (m: Buffer) => void m.fill(0) } : {}),
+    });
     await new Promise<void>((r, j) => ws.once('open', () => r()).once('error', j));
     got = 0;
     let sendMs = 0;
@@ -49,7 +52,10 @@ export async function measureMasking(frameBytes = 256 * 1024, frames = 100): Pro
     const zeroA = await run(true);
     const randomB = await run(false);
     const zeroB = await run(true);
-    const mid = (a: { sendMs: number; totalMs: number }, b: { sendMs: number; totalMs: number }) => ({ sendMs: round((a.sendMs + b.sendMs) / 2, 3), totalMs: round((a.totalMs + b.totalMs) / 2, 3) });
+    const mid = (a: { sendMs: number; totalMs: number }, b: { sendMs: number; totalMs: number }) => ({
+      sendMs: round((a.sendMs + b.sendMs) / 2, 3),
+      totalMs: round((a.totalMs + b.totalMs) / 2, 3),
+    });
     let bufferutil = false;
     try {
       // Resolved from ws's own location: that is where ws looks for it (as a peer).

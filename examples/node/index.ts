@@ -7,7 +7,7 @@ import { connect, Identity } from '@powerstore/client';
 
 const dir = process.env.POWERSTORE_DIR ?? '.powerstore';
 const identity = await Identity.generate(); // keep identity.toJSON() (a secret) to write as it again
-const store = await connect({ cluster: JSON.parse(readFileSync(`${dir}/cluster.json`, 'utf8')), identity });
+const store = await connect({ cluster: JSON.parse(readFileSync(`${dir}/cluster.json`, 'utf8')) as object, identity });
 
 const key = `${store.namespace}examples/greeting`; // ~<owner id>/…: this identity's own keys
 await store.put(key, 'Hello, Byzantine world!');

@@ -29,7 +29,9 @@ if (!existsSync(cli)) {
   process.exit(1);
 }
 
-const cluster = spawn(process.execPath, [cli, 'dev', '--dir', dir, '--base-port', values['base-port'], '--log-level', 'warn'], { stdio: 'inherit' });
+const cluster = spawn(process.execPath, [cli, 'dev', '--dir', dir, '--base-port', values['base-port'], '--log-level', 'warn'], {
+  stdio: 'inherit',
+});
 let stopping = false;
 cluster.once('exit', (code) => {
   if (!stopping) {

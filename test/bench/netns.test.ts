@@ -6,7 +6,17 @@
  */
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { bin, createNetwork, leftovers, measureTcp, netUnavailable, parseTcQdiscs, tbfConfig, type NetHost, type Network } from '../../bench/lib/netns.js';
+import {
+  bin,
+  createNetwork,
+  leftovers,
+  measureTcp,
+  netUnavailable,
+  parseTcQdiscs,
+  tbfConfig,
+  type NetHost,
+  type Network,
+} from '../../bench/lib/netns.js';
 
 const unavailable = netUnavailable();
 if (unavailable) console.log(`test/bench/netns.test.ts skipped: ${unavailable}`);
@@ -52,7 +62,8 @@ describe('tbf parameters', () => {
   });
 
   it('parses tc -s qdisc show', () => {
-    const text = 'qdisc tbf 8001: root refcnt 2 rate 100Mbit burst 96Kb lat 41.9ms \n Sent 1234 bytes 5 pkt (dropped 2, overlimits 0 requeues 0) \n backlog 0b 0p requeues 0\n';
+    const text =
+      'qdisc tbf 8001: root refcnt 2 rate 100Mbit burst 96Kb lat 41.9ms \n Sent 1234 bytes 5 pkt (dropped 2, overlimits 0 requeues 0) \n backlog 0b 0p requeues 0\n';
     expect(parseTcQdiscs(text)).toEqual([{ kind: 'tbf', rateBit: 100e6, burstBytes: 98304, sentBytes: 1234, drops: 2 }]);
   });
 });
@@ -65,7 +76,11 @@ describe.skipIf(unavailable !== undefined)('bench network namespaces (root)', ()
       expect(a.netns).not.toBe(b.netns);
       expect(a.address).not.toBe(b.address);
       // One 256 KiB frame's worth, each way, and from the bench process (health checks, profile).
-      for (const [from, to] of [[a, b], [b, a], [net.self, a]] as [NetHost, NetHost][]) {
+      for (const [from, to] of [
+        [a, b],
+        [b, a],
+        [net.self, a],
+      ] as [NetHost, NetHost][]) {
         const r = await measureTcp(net, [from], to, FRAME);
         expect(r.bytes).toBe(FRAME);
       }

@@ -104,22 +104,26 @@ describe('client suite in Chromium (esbuild bundle of the browser build, identit
   });
 
   for (const name of caseNames) {
-    it(name, async () => {
-      await checked(name, async () => {
-        const outcome = await page.evaluate(
-          async ({ name, env }) => {
-            const suite = (globalThis as unknown as { clientSuite: { runCase: typeof runCase } }).clientSuite;
-            try {
-              await suite.runCase(name, env);
-              return { ok: true as const };
-            } catch (e) {
-              return { ok: false as const, error: e instanceof Error ? `${e.name}: ${e.message}` : String(e) };
-            }
-          },
-          { name, env: { ...env, identity: 'browser' as const, prefix: `chromium/${name}` } },
-        );
-        if (!outcome.ok) throw new Error(`in Chromium: ${outcome.error}`);
-      });
-    }, 60_000);
+    it(
+      name,
+      async () => {
+        await checked(name, async () => {
+          const outcome = await page.evaluate(
+            async ({ name, env }) => {
+              const suite = (globalThis as unknown as { clientSuite: { runCase: typeof runCase } }).clientSuite;
+              try {
+                await suite.runCase(name, env);
+                return { ok: true as const };
+              } catch (e) {
+                return { ok: false as const, error: e instanceof Error ? `${e.name}: ${e.message}` : String(e) };
+              }
+            },
+            { name, env: { ...env, identity: 'browser' as const, prefix: `chromium/${name}` } },
+          );
+          if (!outcome.ok) throw new Error(`in Chromium: ${outcome.error}`);
+        });
+      },
+      60_000,
+    );
   }
 });

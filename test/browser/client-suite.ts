@@ -202,7 +202,10 @@ export const clientSuite: Record<string, SuiteCase> = {
   async 'writes only its own namespace: another key fails with NOT_AUTHORIZED'(env) {
     await withStores(env, async (open, keyOf, identity) => {
       const store = await open();
-      assert(store.namespace === identity.namespace && identity.namespace === `~${identity.ownerId}/`, `namespace ${String(store.namespace)}`);
+      assert(
+        store.namespace === identity.namespace && identity.namespace === `~${identity.ownerId}/`,
+        `namespace ${String(store.namespace)}`,
+      );
       for (const key of [`${env.prefix}/outside`, `~${'a'.repeat(32)}/${env.prefix}`]) {
         const code = await errorCode(store.put(key, 'v'), `put ${key}`);
         assert(code === 'NOT_AUTHORIZED', `put ${key}: ${code}`);
@@ -216,7 +219,10 @@ export const clientSuite: Record<string, SuiteCase> = {
   async 'a browser identity never exposes its private key'(env) {
     await withStores(env, async (_open, _keyOf, identity) => {
       if (env.identity !== 'browser') return;
-      const code = await errorCode(Promise.resolve().then(() => identity.toJSON()), 'toJSON of a browser identity');
+      const code = await errorCode(
+        Promise.resolve().then(() => identity.toJSON()),
+        'toJSON of a browser identity',
+      );
       assert(code === 'INVALID_ARGUMENT', `toJSON: ${code}`);
       const again = await openBrowserIdentity(`suite:${env.prefix}`);
       assert(again.publicKey === identity.publicKey, 'the identity was not kept in IndexedDB');
@@ -295,7 +301,10 @@ export const clientSuite: Record<string, SuiteCase> = {
         equalBytes(await store.get(key), value, `read ${i + 1}`);
       }
       const flagged = store.servers().filter((s) => s.misbehaving !== undefined);
-      assert(flagged.length === 1 && flagged[0]!.id === 2, `misbehaving servers: ${JSON.stringify(flagged.map((s) => [s.id, s.misbehaving]))}`);
+      assert(
+        flagged.length === 1 && flagged[0]!.id === 2,
+        `misbehaving servers: ${JSON.stringify(flagged.map((s) => [s.id, s.misbehaving]))}`,
+      );
       assert(/fragment/.test(flagged[0]!.misbehaving!), `reason: ${flagged[0]!.misbehaving}`);
       equalBytes(await store.get(key), value, 'read after the server was caught');
       const stat = await store.stat(key);
@@ -316,10 +325,16 @@ export const clientSuite: Record<string, SuiteCase> = {
         equalBytes(await store.get(key), value, `read ${i + 1}`);
       }
       const flagged = store.servers().filter((s) => s.misbehaving !== undefined);
-      assert(flagged.length === 1 && flagged[0]!.id === 2, `misbehaving servers: ${JSON.stringify(flagged.map((s) => [s.id, s.misbehaving]))}`);
+      assert(
+        flagged.length === 1 && flagged[0]!.id === 2,
+        `misbehaving servers: ${JSON.stringify(flagged.map((s) => [s.id, s.misbehaving]))}`,
+      );
       const reason = flagged[0]!.misbehaving!;
       // A browser has the whole message and says how large it was; Node's ws stops at the frame's header.
-      const expected = env.identity === 'browser' ? /^sent a frame of \d{7} bytes, over the limit of 196608$/ : /^sent a frame over the limit of 196608 bytes$/;
+      const expected =
+        env.identity === 'browser'
+          ? /^sent a frame of \d{7} bytes, over the limit of 196608$/
+          : /^sent a frame over the limit of 196608 bytes$/;
       assert(expected.test(reason), `reason: ${reason}`);
       equalBytes(await store.get(key), value, 'read after the server was caught');
       const stat = await store.stat(key);

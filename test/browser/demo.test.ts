@@ -104,7 +104,9 @@ function content(length: number, seed: number): Buffer {
 /** Stores a file through the page's file input and waits until it is listed. */
 async function storeFile(page: Page, name: string, buffer: Buffer): Promise<void> {
   await page.setInputFiles('[data-testid="file-input"]', { name, mimeType: 'application/octet-stream', buffer });
-  await page.waitForSelector(`[data-testid="upload"][data-name="${name}"][data-state="done"], [data-testid="upload"][data-name="${name}"][data-state="failed"]`);
+  await page.waitForSelector(
+    `[data-testid="upload"][data-name="${name}"][data-state="done"], [data-testid="upload"][data-name="${name}"][data-state="failed"]`,
+  );
   const state = await page.getAttribute(`[data-testid="upload"][data-name="${name}"]`, 'data-state');
   if (state !== 'done') throw new Error(`storing ${name} failed: ${await page.textContent('[data-testid="error"]')}`);
   await page.waitForSelector(`[data-testid="file-row"][data-name="${name}"]`);
@@ -128,7 +130,9 @@ async function listed(page: Page): Promise<string[]> {
 describe('the demo web app', () => {
   it('stores a file, reads it back byte for byte, deletes one, and keeps the list across reloads', async () => {
     const page = await openDemo();
-    expect(await page.locator('[data-testid="server-1"], [data-testid="server-2"], [data-testid="server-3"], [data-testid="server-4"]').count()).toBe(4);
+    expect(
+      await page.locator('[data-testid="server-1"], [data-testid="server-2"], [data-testid="server-3"], [data-testid="server-4"]').count(),
+    ).toBe(4);
     await page.waitForFunction(() => document.querySelectorAll('[data-testid^="server-"][data-state="connected"]').length === 4);
 
     // The page made its own identity and writes in its namespace.
@@ -164,12 +168,28 @@ describe('the demo web app', () => {
   }, 60_000);
 
   it('fetched nothing but its own files and the public cluster.json, and its site holds no secret', () => {
-    const paths = [...new Set(requested.map((u) => new URL(u)).filter((u) => u.protocol.startsWith('http')).map((u) => u.pathname))];
+    const paths = [
+      ...new Set(
+        requested
+          .map((u) => new URL(u))
+          .filter((u) => u.protocol.startsWith('http'))
+          .map((u) => u.pathname),
+      ),
+    ];
     expect(paths.filter((p) => !/^\/(index\.html)?$|^\/assets\/|^\/cluster\.json$|^\/byzantine\//.test(p))).toEqual([]);
     // The only data the site holds is the public cluster file (twice: / and /byzantine/).
     const data = readdirRecursive(siteDir).filter((f) => !/\.(html|js|css|wasm)$/.test(f));
     expect(data.map((f) => f.slice(siteDir.length)).sort()).toEqual(['/byzantine/cluster.json', '/cluster.json']);
-    for (const f of data) expect(Object.keys(JSON.parse(readFileSync(f, 'utf8'))).sort()).toEqual(['admin', 'id', 'n', 'policy', 'servers', 't', 'version']);
+    for (const f of data)
+      expect(Object.keys(JSON.parse(readFileSync(f, 'utf8')) as object).sort()).toEqual([
+        'admin',
+        'id',
+        'n',
+        'policy',
+        'servers',
+        't',
+        'version',
+      ]);
   });
 
   it('keeps storing and reading with a server killed, and shows that server as disconnected', async () => {
@@ -207,7 +227,8 @@ describe('the demo web app', () => {
     expect(await page.isVisible('[data-testid="server-2"] [data-testid="server-misbehaving"]')).toBe(true);
     expect(await page.textContent('[data-testid="server-2"] [data-testid="server-reason"]')).toMatch(/fragment/);
     // The honest servers are up and never blamed (on a loaded machine one may show as slow).
-    for (const id of [1, 3, 4]) expect(['connected', 'slow']).toContain(await page.getAttribute(`[data-testid="server-${id}"]`, 'data-state'));
+    for (const id of [1, 3, 4])
+      expect(['connected', 'slow']).toContain(await page.getAttribute(`[data-testid="server-${id}"]`, 'data-state'));
     expect((await download(page, 'during-crash.bin')).equals(content(200_000, 2))).toBe(true);
     expect(await listed(page)).toEqual(['attacked.bin', 'during-crash.bin', 'notes.bin', 'readme.txt']);
 
@@ -248,5 +269,7 @@ describe('a Vite app importing @powerstore/client with no configuration', () => 
 });
 
 function readdirRecursive(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? readdirRecursive(join(dir, e.name)) : [join(dir, e.name)]));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? readdirRecursive(join(dir, e.name)) : [join(dir, e.name)],
+  );
 }

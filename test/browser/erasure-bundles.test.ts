@@ -24,7 +24,14 @@ const page = (script: string) =>
 
 const bundlers: Record<string, (out: string) => Promise<void>> = {
   async esbuild(out) {
-    await esbuild.build({ entryPoints: [entry], bundle: true, format: 'esm', platform: 'browser', outfile: join(out, 'app.js'), logLevel: 'silent' });
+    await esbuild.build({
+      entryPoints: [entry],
+      bundle: true,
+      format: 'esm',
+      platform: 'browser',
+      outfile: join(out, 'app.js'),
+      logLevel: 'silent',
+    });
     writeFileSync(join(out, 'index.html'), page('./app.js'));
   },
   async vite(out) {
@@ -76,7 +83,10 @@ describe.each(Object.keys(bundlers))('bundled by %s', (name) => {
       await tab.waitForFunction(() => document.title === 'ready', undefined, { timeout: 20_000 });
       for (const c of CASES) {
         const result = await tab.evaluate(
-          (args) => (globalThis as unknown as { runCodec: (a: typeof args) => Promise<{ fragments: number[][]; roundTrip: boolean }> }).runCodec(args),
+          (args) =>
+            (globalThis as unknown as { runCodec: (a: typeof args) => Promise<{ fragments: number[][]; roundTrip: boolean }> }).runCodec(
+              args,
+            ),
           c,
         );
         const codec = await createCodec({ k: c.k, n: c.n });

@@ -33,6 +33,19 @@ function run(args: readonly string[], options: { input?: Uint8Array; env?: Recor
 
 /** Keys per owner and server (init --quota-keys). */
 const QUOTA_KEYS = 6;
+/** What `powerstore id --json` prints. */
+interface IdJson {
+  readonly namespace: string;
+  readonly ownerId: string;
+  readonly publicKey: string;
+  readonly file: string;
+}
+/** What `powerstore stat --json` prints (the fields these tests read). */
+interface StatJson {
+  readonly writer: { readonly publicKey: string; readonly ownerId: string };
+  readonly timestamp: { readonly num: number };
+}
+const parse = <T>(text: string | Buffer): T => JSON.parse(text.toString()) as T;
 /** A home of its own for `powerstore id`: $XDG_CONFIG_HOME/powerstore/identity.json. */
 let home: string;
 const env = () => ({ XDG_CONFIG_HOME: home });
@@ -73,16 +86,16 @@ it('reads standard input and writes standard output, with cluster and identity f
 it('id creates a 0600 identity once and prints it; @/ keys land in its namespace; others may read them', async () => {
   const created = await run(['id', '--json'], { env: env() });
   expect(created.code, created.stderr).toBe(0);
-  const me = JSON.parse(created.stdout.toString());
+  const me = parse<IdJson>(created.stdout);
   expect(me.namespace).toBe(`~${me.ownerId}/`);
   expect(statSync(me.file).mode & 0o777).toBe(0o600);
-  expect(JSON.parse((await run(['id', '--json'], { env: env() })).stdout.toString()).publicKey).toBe(me.publicKey);
+  expect(parse<IdJson>((await run(['id', '--json'], { env: env() })).stdout).publicKey).toBe(me.publicKey);
   const cl = ['--cluster', join(cluster.dir, 'cluster.json')];
   const put = await run([...cl, 'put', '@/notes/today', '-'], { input: Buffer.from('mine'), env: env() });
   expect(put.code, put.stderr).toBe(0);
   expect(put.stderr).toContain(`under "${me.namespace}notes/today"`);
   expect((await run([...files(), 'get', `${me.namespace}notes/today`])).stdout.toString()).toBe('mine');
-  const stat = JSON.parse((await run([...cl, 'stat', '@/notes/today', '--json'], { env: env() })).stdout.toString());
+  const stat = parse<StatJson>((await run([...cl, 'stat', '@/notes/today', '--json'], { env: env() })).stdout);
   expect(stat.writer).toMatchObject({ publicKey: me.publicKey, ownerId: me.ownerId });
   // Outside its namespace, without a grant: exit 6, and nothing was sent.
   const refused = await run([...cl, 'put', 'photos/not-mine', '-'], { input: Buffer.from('x'), env: env() });
@@ -92,13 +105,17 @@ it('id creates a 0600 identity once and prints it; @/ keys land in its namespace
 
 it('grant lets another identity write a prefix of the granter’s namespace; the grant names the cluster and expiry', async () => {
   const cl = ['--cluster', join(cluster.dir, 'cluster.json')];
-  const me = JSON.parse((await run(['id', '--json'], { env: env() })).stdout.toString());
+  const me = parse<IdJson>((await run(['id', '--json'], { env: env() })).stdout);
   const bobFile = join(home, 'bob.json');
-  const bob = JSON.parse((await run(['--identity', bobFile, 'id', '--json'])).stdout.toString());
+  const bob = parse<IdJson>((await run(['--identity', bobFile, 'id', '--json'])).stdout);
   const grantFile = join(home, 'grant.json');
   const issued = await run([...cl, 'grant', bob.publicKey, '@/shared/', '--expires', '1h', '--out', grantFile], { env: env() });
   expect(issued.code, issued.stderr).toBe(0);
-  expect(JSON.parse(readFileSync(grantFile, 'utf8'))).toMatchObject({ kind: 'powerstore-grant', prefix: `${me.namespace}shared/`, grantee: bob.publicKey });
+  expect(JSON.parse(readFileSync(grantFile, 'utf8'))).toMatchObject({
+    kind: 'powerstore-grant',
+    prefix: `${me.namespace}shared/`,
+    grantee: bob.publicKey,
+  });
   const asBob = [...cl, '--identity', bobFile, '--grant', grantFile];
   expect((await run([...asBob, 'put', `${me.namespace}shared/from-bob`, '-'], { input: Buffer.from('hi') })).code).toBe(0);
   expect((await run([...asBob, 'put', `${me.namespace}private`, '-'], { input: Buffer.from('no') })).code).toBe(6);
@@ -119,7 +136,7 @@ it('reports stat, deletes with rm, and exits 3 for a missing key', async () => {
   await run([...files(), 'put', 'doomed', '-'], { input: Buffer.from('x') });
   const stat = await run([...files(), 'stat', 'doomed', '--json']);
   expect(stat.code).toBe(0);
-  const s = JSON.parse(stat.stdout.toString());
+  const s = parse<StatJson>(stat.stdout);
   expect(s).toMatchObject({ key: 'doomed', exists: true, size: 1, misbehaving: [] });
   expect(s.timestamp.num).toBeGreaterThan(0);
   expect((await run([...files(), 'rm', 'doomed'])).code).toBe(0);
@@ -134,7 +151,10 @@ it('reports stat, deletes with rm, and exits 3 for a missing key', async () => {
 it('exits 5 without an identity for a write, 2 on a usage error, 5 on a broken cluster file', async () => {
   // From a directory with no .powerstore/ and a home with no identity to fall back on.
   const empty = mkdtempSync(join(tmpdir(), 'powerstore-cli-cwd-'));
-  const noIdentity = await run(['--cluster', join(cluster.dir, 'cluster.json'), 'put', 'k', '-'], { cwd: empty, env: { XDG_CONFIG_HOME: empty } });
+  const noIdentity = await run(['--cluster', join(cluster.dir, 'cluster.json'), 'put', 'k', '-'], {
+    cwd: empty,
+    env: { XDG_CONFIG_HOME: empty },
+  });
   rmSync(empty, { recursive: true, force: true });
   expect(noIdentity.code).toBe(5);
   expect(noIdentity.stderr).toContain("writing needs an identity: run 'powerstore id'");
@@ -150,7 +170,13 @@ it('exits 5 for a cluster or grant file that is JSON but not valid, and 2 for ot
   const json = cluster.clusterJson() as { servers: { publicKey: string }[] };
   // A 16-byte server key: the servers refuse this file, so the CLI must too.
   const shortKey = join(home, 'short-key-cluster.json');
-  writeFileSync(shortKey, JSON.stringify({ ...json, servers: json.servers.map((s, i) => (i === 1 ? { ...s, publicKey: Buffer.alloc(16, 1).toString('base64url') } : s)) }));
+  writeFileSync(
+    shortKey,
+    JSON.stringify({
+      ...json,
+      servers: json.servers.map((s, i) => (i === 1 ? { ...s, publicKey: Buffer.alloc(16, 1).toString('base64url') } : s)),
+    }),
+  );
   const badCluster = await run(['--cluster', shortKey, 'get', 'k']);
   expect(badCluster.code).toBe(5);
   expect(badCluster.stderr).toContain('field "servers[1].publicKey"');
@@ -169,19 +195,29 @@ it('a broken identity file is reported by file, line and column, never with a pi
   const file = join(home, 'broken-identity.json');
   await run(['--identity', file, 'id']);
   const text = readFileSync(file, 'utf8');
-  const secret = String(JSON.parse(text).secretKey);
+  const secret = parse<{ secretKey: string }>(text).secretKey;
   const at = text.indexOf(secret);
   // Every 10-character piece of the key, as in the file, in base64 and in hex.
   const bytes = Buffer.from(secret, 'base64url');
-  const pieces = [secret, bytes.toString('base64'), bytes.toString('hex')].flatMap((t) => Array.from({ length: t.length - 9 }, (_, i) => t.slice(i, i + 10)));
-  for (const content of [text.slice(0, at + 20), text.replace(`"${secret}"`, `"${secret}",`), text.replace(`"${secret}"`, `"${secret}" x`), `["${secret}",]`]) {
+  const pieces = [secret, bytes.toString('base64'), bytes.toString('hex')].flatMap((t) =>
+    Array.from({ length: t.length - 9 }, (_, i) => t.slice(i, i + 10)),
+  );
+  for (const content of [
+    text.slice(0, at + 20),
+    text.replace(`"${secret}"`, `"${secret}",`),
+    text.replace(`"${secret}"`, `"${secret}" x`),
+    `["${secret}",]`,
+  ]) {
     writeFileSync(file, content, { mode: 0o600 });
     for (const args of [['id'], ['--cluster', join(cluster.dir, 'cluster.json'), 'put', '@/k', '-']]) {
       const r = await run(['--identity', file, ...args]);
       expect(r.code, content).toBe(5);
       expect(r.stderr).toContain(`the identity file ${file} is not valid JSON`);
       if (!content.startsWith('[')) expect(r.stderr).toMatch(/\(at line \d+, column \d+\)/);
-      expect(pieces.filter((p) => r.stderr.includes(p) || r.stdout.toString().includes(p)), r.stderr).toEqual([]);
+      expect(
+        pieces.filter((p) => r.stderr.includes(p) || r.stdout.toString().includes(p)),
+        r.stderr,
+      ).toEqual([]);
     }
   }
   // The key in the wrong field: named, not quoted.
@@ -198,7 +234,7 @@ it('warns in one line, and goes on, when others may read the identity file', asy
   chmodSync(file, 0o644);
   const r = await run(['--identity', file, 'id', '--json']);
   expect(r.code).toBe(0);
-  expect(JSON.parse(r.stdout.toString()).file).toBe(file);
+  expect(parse<IdJson>(r.stdout).file).toBe(file);
   const lines = r.stderr.split('\n').filter(Boolean);
   expect(lines).toHaveLength(1);
   expect(lines[0]).toContain(file);

@@ -19,7 +19,13 @@ const stores: Store[] = [];
 
 /** A store with a fresh identity (or the given one; `false` for none). */
 async function open(
-  options: { identity?: Identity | false; grants?: object[]; timeoutMs?: number; maxValueBytes?: number; servers?: { id: number; url: string; publicKey: string }[] } = {},
+  options: {
+    identity?: Identity | false;
+    grants?: object[];
+    timeoutMs?: number;
+    maxValueBytes?: number;
+    servers?: { id: number; url: string; publicKey: string }[];
+  } = {},
 ) {
   const identity = options.identity === undefined ? await Identity.generate() : options.identity;
   const store = await connect({
@@ -80,7 +86,14 @@ describe('reads and writes', () => {
     await store.delete(k(store, 'greeting'));
     expect(await store.get(k(store, 'greeting'))).toBeUndefined();
     const stat = await store.stat(k(store, 'big'));
-    expect(stat).toMatchObject({ exists: true, deleted: false, size: big.length, rounds: 2, misbehaving: [], writer: { publicKey: store.publicKey, ownerId: store.ownerId } });
+    expect(stat).toMatchObject({
+      exists: true,
+      deleted: false,
+      size: big.length,
+      rounds: 2,
+      misbehaving: [],
+      writer: { publicKey: store.publicKey, ownerId: store.ownerId },
+    });
     expect(stat.answered.length).toBeGreaterThanOrEqual(3);
     expect(await store.stat(k(store, 'greeting'))).toMatchObject({ exists: false, deleted: true });
   });
@@ -113,7 +126,10 @@ describe('reads and writes', () => {
     const identity = await Identity.generate();
     const [a, b] = [await open({ identity }), await open({ identity })];
     const key = k(a, 'shared');
-    await Promise.all([...Array.from({ length: 4 }, (_, i) => a.put(key, `a${i}`)), ...Array.from({ length: 4 }, (_, i) => b.put(key, `b${i}`))]);
+    await Promise.all([
+      ...Array.from({ length: 4 }, (_, i) => a.put(key, `a${i}`)),
+      ...Array.from({ length: 4 }, (_, i) => b.put(key, `b${i}`)),
+    ]);
     const reads = new Set(await Promise.all(Array.from({ length: 6 }, () => a.get(key).then(text))));
     expect(reads.size).toBe(1);
   });
@@ -122,7 +138,10 @@ describe('reads and writes', () => {
     const reader = await open({ identity: false });
     const writer = await open();
     const before = await requestsServed();
-    await expect(reader.put('x', 'y')).rejects.toMatchObject({ code: 'NO_IDENTITY', message: expect.stringContaining('identity') });
+    await expect(reader.put('x', 'y')).rejects.toMatchObject({
+      code: 'NO_IDENTITY',
+      message: expect.stringContaining('identity') as string,
+    });
     expect(await code(reader.delete('x'))).toBe('NO_IDENTITY');
     expect(await code(writer.put('shared/x', 'y'))).toBe('NOT_AUTHORIZED');
     expect(await code(writer.put(`~${'a'.repeat(32)}/x`, 'y'))).toBe('NOT_AUTHORIZED');
@@ -139,7 +158,11 @@ describe('reads and writes', () => {
     const asBob = await open({ identity: bob, grants: [grant] });
     await asBob.put(k(owner, 'photos/cat.jpg'), 'meow');
     expect(text(await owner.get(k(owner, 'photos/cat.jpg')))).toBe('meow');
-    expect((await owner.stat(k(owner, 'photos/cat.jpg'))).writer).toMatchObject({ publicKey: bob.publicKey, ownerId: bob.ownerId, grant: grant.id });
+    expect((await owner.stat(k(owner, 'photos/cat.jpg'))).writer).toMatchObject({
+      publicKey: bob.publicKey,
+      ownerId: bob.ownerId,
+      grant: grant.id,
+    });
     expect(await code(asBob.put(k(owner, 'notes/x'), 'no'))).toBe('NOT_AUTHORIZED');
     // An owner can only grant inside its namespace.
     expect(await code(owner.grant(bob.publicKey, 'shared/', 'never'))).toBe('INVALID_ARGUMENT');
@@ -152,7 +175,9 @@ describe('reads and writes', () => {
   it('refuses grants of another cluster and identities that are not one', async () => {
     const other = { ...grantLike(), cluster: 'a'.repeat(26) };
     expect(await code(connect({ cluster: clusterFile, identity: await Identity.generate(), grants: [other] }))).toBe('INVALID_ARGUMENT');
-    expect(await code(connect({ cluster: clusterFile, identity: { kind: 'powerstore-identity', version: 2, publicKey: 'x', secretKey: 'y' } }))).toBe('INVALID_ARGUMENT');
+    expect(
+      await code(connect({ cluster: clusterFile, identity: { kind: 'powerstore-identity', version: 2, publicKey: 'x', secretKey: 'y' } })),
+    ).toBe('INVALID_ARGUMENT');
   });
 
   it(`a write over the owner's quota (${QUOTA_KEYS} keys) fails with QUOTA_EXCEEDED and stores nothing`, async () => {
@@ -222,7 +247,10 @@ describe('servers failing', () => {
   it('fails connect with QUORUM_UNREACHABLE when no server listens', async () => {
     const dead = clusterFile.servers.map((s) => ({ ...s, url: 'ws://127.0.0.1:9' }));
     const err = await connect({ cluster: { ...clusterFile, servers: dead }, timeoutMs: 1_500 }).catch((e: unknown) => e);
-    expect(err).toMatchObject({ code: 'QUORUM_UNREACHABLE', message: expect.stringContaining('need 3 of 4 servers, 0 reachable') });
+    expect(err).toMatchObject({
+      code: 'QUORUM_UNREACHABLE',
+      message: expect.stringContaining('need 3 of 4 servers, 0 reachable') as string,
+    });
   });
 });
 
@@ -257,7 +285,7 @@ describe('a Byzantine server', () => {
   });
 });
 
-describe('values over a reader\'s maxValueBytes', () => {
+describe("values over a reader's maxValueBytes", () => {
   it('fail promptly with VALUE_TOO_LARGE, blame no server, and leave the store working', async () => {
     const writer = await open();
     // Fragments of 512 KiB: over the reader's frame limit (32 KiB + 64 KiB), so the servers'
@@ -274,7 +302,10 @@ describe('values over a reader\'s maxValueBytes', () => {
       const started = Date.now();
       const err = (await reader.get(key).catch((e: unknown) => e)) as PowerStoreError;
       expect(err).toBeInstanceOf(PowerStoreError);
-      expect({ code: err.code, message: err.message }).toMatchObject({ code: 'VALUE_TOO_LARGE', message: expect.stringContaining('maxValueBytes') });
+      expect({ code: err.code, message: err.message }).toMatchObject({
+        code: 'VALUE_TOO_LARGE',
+        message: expect.stringContaining('maxValueBytes') as string,
+      });
       expect(Date.now() - started).toBeLessThan(5_000);
     }
     expect(reader.servers().filter((s) => s.misbehaving)).toEqual([]);
@@ -305,6 +336,8 @@ describe('a server that refuses every request', () => {
     expect(flagged[0]!.misbehaving).toMatch(/^refused a [A-Z]+ that 3 other servers accepted \(INTERNAL: disk on fire x+…\)$/);
     expect(flagged[0]!.misbehaving!.length).toBeLessThan(220);
     const stat = await store.stat(key);
-    expect(stat.misbehaving).toEqual([{ id: 3, reason: expect.stringMatching(/^refused a (COLLECT|FILTER) that 3 other servers/) }]);
+    expect(stat.misbehaving).toEqual([
+      { id: 3, reason: expect.stringMatching(/^refused a (COLLECT|FILTER) that 3 other servers/) as string },
+    ]);
   });
 });

@@ -39,21 +39,22 @@ const history = fc
   .map((raw) => {
     // Distinct times: call = 2 * (slot) spread, ret after call.
     let time = 0;
-    const events = raw.flatMap((o, i) => [{ i, at: o.start * 2, call: true }, { i, at: o.start * 2 + 2 * o.length + 1, call: false }]);
+    const events = raw.flatMap((o, i) => [
+      { i, at: o.start * 2, call: true },
+      { i, at: o.start * 2 + 2 * o.length + 1, call: false },
+    ]);
     events.sort((a, b) => a.at - b.at || a.i - b.i);
     const call = new Map<number, number>();
     const ret = new Map<number, number>();
     for (const e of events) (e.call ? call : ret).set(e.i, ++time);
-    return raw.map(
-      (o, i): RegisterOp => ({
-        key: 'k',
-        client: `c${i}`,
-        kind: o.kind,
-        value: o.value,
-        call: call.get(i)!,
-        ret: o.kind === 'write' && o.crashed ? undefined : ret.get(i)!,
-      }),
-    );
+    return raw.map((o, i): RegisterOp => ({
+      key: 'k',
+      client: `c${i}`,
+      kind: o.kind,
+      value: o.value,
+      call: call.get(i)!,
+      ret: o.kind === 'write' && o.crashed ? undefined : ret.get(i)!,
+    }));
   });
 
 describe('linearizability checker', () => {

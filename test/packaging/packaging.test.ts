@@ -66,7 +66,11 @@ function userEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
 }
 
 /** Runs a command to completion (killed after `timeoutMs`), collecting its output. */
-function run(cmd: string, args: readonly string[], opts: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs?: number; input?: Uint8Array }): Promise<Result> {
+function run(
+  cmd: string,
+  args: readonly string[],
+  opts: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs?: number; input?: Uint8Array },
+): Promise<Result> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { cwd: opts.cwd, env: opts.env ?? userEnv() });
     let stdout = '';
@@ -115,10 +119,14 @@ beforeAll(async () => {
   app = join(work, 'app');
   mkdirSync(app);
   // One at a time: pnpm reads the whole workspace for each pack.
-  for (const dir of Object.keys(PACKAGES)) await ok('pnpm', ['pack', '--pack-destination', packs], { cwd: join(ROOT, dir), timeoutMs: 120_000 });
+  for (const dir of Object.keys(PACKAGES))
+    await ok('pnpm', ['pack', '--pack-destination', packs], { cwd: join(ROOT, dir), timeoutMs: 120_000 });
   const tarballs = readdirSync(packs).filter((f) => f.endsWith('.tgz'));
   expect(tarballs).toHaveLength(Object.keys(PACKAGES).length);
-  writeFileSync(join(app, 'package.json'), `${JSON.stringify({ name: 'powerstore-packaging-app', private: true, type: 'module' }, null, 2)}\n`);
+  writeFileSync(
+    join(app, 'package.json'),
+    `${JSON.stringify({ name: 'powerstore-packaging-app', private: true, type: 'module' }, null, 2)}\n`,
+  );
   // All tarballs in one install: the @powerstore/* versions they depend on are satisfied
   // by each other, everything else comes from the registry.
   await ok('npm', ['install', '--no-audit', '--no-fund', ...tarballs.map((t) => join(packs, t))], { cwd: app, timeoutMs: 300_000 });
@@ -135,10 +143,16 @@ describe('published packages', () => {
         const r = await ok('npm', ['pack', '--dry-run', '--json'], { cwd: join(ROOT, dir), timeoutMs: 120_000 });
         const files = (JSON.parse(r.stdout) as { files: { path: string }[] }[])[0]!.files.map((f) => f.path);
         const allowed = (f: string) => ['README.md', 'LICENSE', 'package.json', ...extra].includes(f) || f.startsWith('dist/');
-        expect(files.filter((f) => !allowed(f)), dir).toEqual([]);
+        expect(
+          files.filter((f) => !allowed(f)),
+          dir,
+        ).toEqual([]);
         for (const f of ['README.md', 'LICENSE', 'package.json', ...extra]) expect(files, `${dir} ships ${f}`).toContain(f);
         // Declaration maps could only point at src/, which is not shipped (tsconfig.base.json).
-        expect(files.filter((f) => f.endsWith('.d.ts.map')), `${dir}: stale declaration maps; delete dist/ and rebuild`).toEqual([]);
+        expect(
+          files.filter((f) => f.endsWith('.d.ts.map')),
+          `${dir}: stale declaration maps; delete dist/ and rebuild`,
+        ).toEqual([]);
       }),
     );
   }, 240_000);
@@ -174,7 +188,8 @@ describe('published packages', () => {
           if (e.isDirectory()) walk(path);
           // Only outputs of current sources: a working tree's dist/ may still hold outputs of
           // removed ones (a fresh clone, as CI and publishing use, has none).
-          else if (e.name.endsWith('.js.map') && existsSync(join(ROOT, dir, path.replace(/^dist\//, 'src/').replace(/\.js\.map$/, '.ts')))) maps.push(join(installed(name), path));
+          else if (e.name.endsWith('.js.map') && existsSync(join(ROOT, dir, path.replace(/^dist\//, 'src/').replace(/\.js\.map$/, '.ts'))))
+            maps.push(join(installed(name), path));
         }
       };
       walk('dist');
@@ -182,7 +197,10 @@ describe('published packages', () => {
       for (const file of maps) {
         const map = JSON.parse(readFileSync(file, 'utf8')) as { sources: string[]; sourcesContent?: (string | null)[] };
         expect(map.sourcesContent?.length, file).toBe(map.sources.length);
-        expect(map.sourcesContent!.every((s) => typeof s === 'string' && s.length > 0), file).toBe(true);
+        expect(
+          map.sourcesContent!.every((s) => typeof s === 'string' && s.length > 0),
+          file,
+        ).toBe(true);
       }
     }
   });
@@ -201,7 +219,11 @@ describe('published packages', () => {
 
     const base = await freeBasePort(4);
     const dir = join(app, 'cluster');
-    const dev = spawn(bin('powerstore-server'), ['dev', '--dir', dir, '--base-port', String(base)], { cwd: app, env: userEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    const dev = spawn(bin('powerstore-server'), ['dev', '--dir', dir, '--base-port', String(base)], {
+      cwd: app,
+      env: userEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let devOutput = '';
     dev.stdout.on('data', (d: Buffer) => (devOutput += d.toString()));
     dev.stderr.on('data', (d: Buffer) => (devOutput += d.toString()));
@@ -222,9 +244,14 @@ describe('published packages', () => {
       }
 
       // A second server on a data directory a running server holds: one line saying so.
-      const locked = await run(bin('powerstore-server'), ['start', '--config', join(dir, 'server-2.json'), '--data', join(dir, 'data-1')], { cwd: app, timeoutMs: 60_000 });
+      const locked = await run(bin('powerstore-server'), ['start', '--config', join(dir, 'server-2.json'), '--data', join(dir, 'data-1')], {
+        cwd: app,
+        timeoutMs: 60_000,
+      });
       expect(locked.code, locked.stderr).toBe(1);
-      expect(locked.stderr).toContain(`STORAGE_FAILED: cannot open LevelDB at ${join(dir, 'data-1')}: another process (a running server?) holds its lock`);
+      expect(locked.stderr).toContain(
+        `STORAGE_FAILED: cannot open LevelDB at ${join(dir, 'data-1')}: another process (a running server?) holds its lock`,
+      );
 
       // The client, from a plain Node script of the user's.
       writeFileSync(
@@ -313,7 +340,10 @@ export const misspelt: unknown = conect;
   it('bundle with Vite into a page with no configuration', async () => {
     const web = join(app, 'web');
     mkdirSync(web, { recursive: true });
-    writeFileSync(join(web, 'index.html'), '<!doctype html>\n<html><head><meta charset="utf-8" /><title>loading</title></head>\n<body><script type="module" src="./main.js"></script></body></html>\n');
+    writeFileSync(
+      join(web, 'index.html'),
+      '<!doctype html>\n<html><head><meta charset="utf-8" /><title>loading</title></head>\n<body><script type="module" src="./main.js"></script></body></html>\n',
+    );
     writeFileSync(
       join(web, 'main.js'),
       `import { connect, Identity, openBrowserIdentity } from '@powerstore/client';
@@ -322,7 +352,10 @@ document.title = 'ready';
 `,
     );
     const vite = join(ROOT, 'node_modules/vite/bin/vite.js');
-    const r = await ok(process.execPath, [vite, 'build', web, '--outDir', join(web, 'dist'), '--emptyOutDir', '--logLevel', 'warn'], { cwd: app, timeoutMs: 180_000 });
+    const r = await ok(process.execPath, [vite, 'build', web, '--outDir', join(web, 'dist'), '--emptyOutDir', '--logLevel', 'warn'], {
+      cwd: app,
+      timeoutMs: 180_000,
+    });
     const html = readFileSync(join(web, 'dist', 'index.html'), 'utf8');
     const script = /src="\/(assets\/[^"]+\.js)"/.exec(html)?.[1];
     expect(script, html).toBeDefined();

@@ -33,51 +33,57 @@ function exportHistory(name: string, ops: readonly RegisterOp[]) {
 }
 
 describe('Porcupine cross-check', () => {
-  it.skipIf(!goAvailable)('Porcupine and test/lincheck agree on simulated, mutant and hand-made histories', async () => {
-    const ours = new Map<string, boolean>();
-    const add = (name: string, ops: readonly RegisterOp[]) => {
-      exportHistory(name, ops);
-      ours.set(name, checkLinearizable(ops).ok);
-    };
-    for (let seed = 1; seed <= 60; seed++) add(`sim-${seed}`, (await simulate({ seed, t: (seed % 3) + 1 })).history);
-    // Mutants whose caught violation is non-linearizability give illegal histories.
-    for (const mutant of MUTANTS) {
-      const hunt = await huntMutant(mutant, 1, 600);
-      if (!hunt) continue;
-      const report = await simulate({ seed: hunt.seed, t: hunt.t, protocol: mutant.protocol, hostile: true });
-      add(`mutant-${mutant.name}`, report.history);
-    }
-    // A mutant is usually caught first by another checker (a forgery accepted, a read that
-    // never finishes) on a history that is still linearizable; these mutants also produce
-    // non-linearizable ones within a few seeds, which is what the cross-check needs.
-    for (const name of ILLEGAL_MUTANTS) {
-      const mutant = MUTANTS.find((m) => m.name === name)!;
-      for (let seed = 1; seed <= 60; seed++) {
-        const report = await simulate({ seed, t: tForSeed(seed), protocol: mutant.protocol, hostile: true });
-        if (!checkLinearizable(report.history).ok) {
-          add(`mutant-${name}-illegal`, report.history);
-          break;
+  it.skipIf(!goAvailable)(
+    'Porcupine and test/lincheck agree on simulated, mutant and hand-made histories',
+    async () => {
+      const ours = new Map<string, boolean>();
+      const add = (name: string, ops: readonly RegisterOp[]) => {
+        exportHistory(name, ops);
+        ours.set(name, checkLinearizable(ops).ok);
+      };
+      for (let seed = 1; seed <= 60; seed++) add(`sim-${seed}`, (await simulate({ seed, t: (seed % 3) + 1 })).history);
+      // Mutants whose caught violation is non-linearizability give illegal histories.
+      for (const mutant of MUTANTS) {
+        const hunt = await huntMutant(mutant, 1, 600);
+        if (!hunt) continue;
+        const report = await simulate({ seed: hunt.seed, t: hunt.t, protocol: mutant.protocol, hostile: true });
+        add(`mutant-${mutant.name}`, report.history);
+      }
+      // A mutant is usually caught first by another checker (a forgery accepted, a read that
+      // never finishes) on a history that is still linearizable; these mutants also produce
+      // non-linearizable ones within a few seeds, which is what the cross-check needs.
+      for (const name of ILLEGAL_MUTANTS) {
+        const mutant = MUTANTS.find((m) => m.name === name)!;
+        for (let seed = 1; seed <= 60; seed++) {
+          const report = await simulate({ seed, t: tForSeed(seed), protocol: mutant.protocol, hostile: true });
+          if (!checkLinearizable(report.history).ok) {
+            add(`mutant-${name}-illegal`, report.history);
+            break;
+          }
         }
       }
-    }
-    for (const [name, ops] of Object.entries(LINEARIZABLE)) add(`good-${name.replaceAll(' ', '-')}`, ops);
-    for (const [name, ops] of Object.entries(NOT_LINEARIZABLE)) add(`bad-${name.replaceAll(' ', '-')}`, ops);
+      for (const [name, ops] of Object.entries(LINEARIZABLE)) add(`good-${name.replaceAll(' ', '-')}`, ops);
+      for (const [name, ops] of Object.entries(NOT_LINEARIZABLE)) add(`bad-${name.replaceAll(' ', '-')}`, ops);
 
-    const out = execFileSync(go, ['run', '.', dir], { cwd: here, encoding: 'utf8', env: { ...process.env, GOFLAGS: '-mod=readonly' } });
-    const theirs = new Map(
-      out
-        .trim()
-        .split('\n')
-        .map((line) => {
-          const [file, verdict] = line.split(' ');
-          return [file!.replace(/\.json$/, ''), verdict] as const;
-        }),
-    );
-    expect(theirs.size).toBe(ours.size);
-    const disagreements = [...ours].filter(([name, ok]) => theirs.get(name) !== (ok ? 'ok' : 'illegal'));
-    expect(disagreements).toEqual([]);
-    // Both kinds of verdict occurred, so agreement means something.
-    expect([...ours.values()].filter((ok) => !ok).length).toBeGreaterThanOrEqual(Object.keys(NOT_LINEARIZABLE).length + ILLEGAL_MUTANTS.length);
-    expect([...ours.values()].filter((ok) => ok).length).toBeGreaterThan(60);
-  }, 300_000);
+      const out = execFileSync(go, ['run', '.', dir], { cwd: here, encoding: 'utf8', env: { ...process.env, GOFLAGS: '-mod=readonly' } });
+      const theirs = new Map(
+        out
+          .trim()
+          .split('\n')
+          .map((line) => {
+            const [file, verdict] = line.split(' ');
+            return [file!.replace(/\.json$/, ''), verdict] as const;
+          }),
+      );
+      expect(theirs.size).toBe(ours.size);
+      const disagreements = [...ours].filter(([name, ok]) => theirs.get(name) !== (ok ? 'ok' : 'illegal'));
+      expect(disagreements).toEqual([]);
+      // Both kinds of verdict occurred, so agreement means something.
+      expect([...ours.values()].filter((ok) => !ok).length).toBeGreaterThanOrEqual(
+        Object.keys(NOT_LINEARIZABLE).length + ILLEGAL_MUTANTS.length,
+      );
+      expect([...ours.values()].filter((ok) => ok).length).toBeGreaterThan(60);
+    },
+    300_000,
+  );
 });

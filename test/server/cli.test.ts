@@ -14,6 +14,11 @@ import WebSocket from 'ws';
 import { decodeMessage, encodeMessage } from '@powerstore/protocol';
 import { CLI, cli, ensureBuilt, freeBasePort, ROOT } from './harness.js';
 
+/** The fields of cluster.json these tests read. */
+interface ClusterJson {
+  readonly servers: readonly { readonly url: string }[];
+}
+
 const root = mkdtempSync(join(tmpdir(), 'powerstore-cli-'));
 beforeAll(ensureBuilt, 240_000);
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -30,7 +35,16 @@ describe('powerstore-server CLI', () => {
     for (const flag of ['--base-port', '--force', '--writers', '--quota-bytes', '--quota-keys']) expect(init.stdout).toContain(flag);
     expect(cli(['usage', '--help']).stdout).toContain('--owner');
     const start = cli(['start', '--help']);
-    for (const flag of ['--config', '--cluster', '--data', '--tls-cert', '--tls-key', '--max-frame-bytes', '--max-connections', '--max-inflight-per-connection']) {
+    for (const flag of [
+      '--config',
+      '--cluster',
+      '--data',
+      '--tls-cert',
+      '--tls-key',
+      '--max-frame-bytes',
+      '--max-connections',
+      '--max-inflight-per-connection',
+    ]) {
       expect(start.stdout).toContain(flag);
     }
     expect(start.stdout).toMatch(/--unsafe-no-fsync\s+FOR BENCHMARKS ONLY/);
@@ -45,7 +59,9 @@ describe('powerstore-server CLI', () => {
     expect(cli(['start', '--no-such-option']).status).toBe(2);
     const version = cli(['--version']);
     expect(version.status).toBe(0);
-    expect(version.stdout.trim()).toBe(JSON.parse(readFileSync(join(ROOT, 'packages/server/package.json'), 'utf8')).version);
+    expect(version.stdout.trim()).toBe(
+      (JSON.parse(readFileSync(join(ROOT, 'packages/server/package.json'), 'utf8')) as { version: string }).version,
+    );
   });
 
   it('init writes the files with secret modes and refuses to overwrite without --force', () => {
@@ -55,9 +71,14 @@ describe('powerstore-server CLI', () => {
     expect(statSync(join(dir, 'server-2.json')).mode & 0o777).toBe(0o600);
     expect(statSync(join(dir, 'admin.json')).mode & 0o777).toBe(0o600);
     expect(r.stdout).toContain('admin.json');
-    const cluster = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8'));
+    const cluster = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')) as ClusterJson;
     expect(cluster).toMatchObject({ version: 2, policy: { writers: 'open' } });
-    expect(cluster.servers.map((s: { url: string }) => s.url)).toEqual(['ws://127.0.0.1:9301', 'ws://127.0.0.1:9302', 'ws://127.0.0.1:9303', 'ws://127.0.0.1:9304']);
+    expect(cluster.servers.map((s: { url: string }) => s.url)).toEqual([
+      'ws://127.0.0.1:9301',
+      'ws://127.0.0.1:9302',
+      'ws://127.0.0.1:9303',
+      'ws://127.0.0.1:9304',
+    ]);
     const again = cli(['init', '--t', '1', '--dir', dir]);
     expect(again.status).toBe(2);
     expect(again.stderr).toContain('CONFIG_EXISTS');
@@ -70,12 +91,9 @@ describe('powerstore-server CLI', () => {
     const dir = fresh();
     const r = cli(['init', '--t', '1', '--dir', dir, '--host', '10.1.2.3']);
     expect(r.status, r.stderr).toBe(0);
-    expect(JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')).servers.map((s: { url: string }) => s.url)).toEqual([
-      'wss://10.1.2.3:7001',
-      'wss://10.1.2.3:7002',
-      'wss://10.1.2.3:7003',
-      'wss://10.1.2.3:7004',
-    ]);
+    expect((JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')) as ClusterJson).servers.map((s: { url: string }) => s.url)).toEqual(
+      ['wss://10.1.2.3:7001', 'wss://10.1.2.3:7002', 'wss://10.1.2.3:7003', 'wss://10.1.2.3:7004'],
+    );
     expect(r.stdout).toContain('because 10.1.2.3 is not a loopback address');
     expect(r.stdout).toContain('--tls-cert <cert.pem> --tls-key <key.pem>');
     expect(r.stdout).toContain('openssl req -x509');
@@ -83,7 +101,7 @@ describe('powerstore-server CLI', () => {
     expect(r.stderr).toBe('');
     const plain = cli(['init', '--t', '1', '--dir', dir, '--host', '10.1.2.3', '--insecure', '--force']);
     expect(plain.status, plain.stderr).toBe(0);
-    expect(JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')).servers[0].url).toBe('ws://10.1.2.3:7001');
+    expect((JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')) as ClusterJson).servers[0]!.url).toBe('ws://10.1.2.3:7001');
     expect(plain.stderr).toMatch(/^powerstore-server: warning: ws:\/\/ URLs to 10\.1\.2\.3 are plaintext.*--allow-insecure/);
     expect(plain.stdout).not.toContain('--tls-cert');
     // Loopback: ws:// and nothing more to say.
@@ -102,11 +120,17 @@ describe('powerstore-server CLI', () => {
     expect(cli(['init', '--t', '1', '--dir', dir, '--base-port', String(base)]).status).toBe(0);
     const file = join(dir, 'server-1.json');
     const text = readFileSync(file, 'utf8');
-    const secret = String(JSON.parse(text).secretKey);
+    const secret = (JSON.parse(text) as { secretKey: string }).secretKey;
     const bytes = Buffer.from(secret, 'base64url');
-    const pieces = [secret, bytes.toString('base64'), bytes.toString('hex')].flatMap((t) => Array.from({ length: t.length - 9 }, (_, i) => t.slice(i, i + 10)));
+    const pieces = [secret, bytes.toString('base64'), bytes.toString('hex')].flatMap((t) =>
+      Array.from({ length: t.length - 9 }, (_, i) => t.slice(i, i + 10)),
+    );
     const leaks = (out: string) => pieces.filter((p) => out.includes(p));
-    for (const content of [text.slice(0, text.indexOf(secret) + 20), text.replace(`"${secret}"`, `"${secret}",`), JSON.stringify({ ...JSON.parse(text), port: secret })]) {
+    for (const content of [
+      text.slice(0, text.indexOf(secret) + 20),
+      text.replace(`"${secret}"`, `"${secret}",`),
+      JSON.stringify({ ...JSON.parse(text), port: secret }),
+    ]) {
       writeFileSync(file, content);
       const bad = cli(['start', '--config', file, '--data', join(dir, 'data-1'), '--log-level', 'trace']);
       expect(bad.status).toBe(2);
@@ -116,7 +140,9 @@ describe('powerstore-server CLI', () => {
     writeFileSync(file, text);
     // Readable by everyone: the server starts, and says so.
     chmodSync(file, 0o644);
-    const child = spawn(process.execPath, [CLI, 'start', '--config', file, '--data', join(dir, 'data-1'), '--log-level', 'trace'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, 'start', '--config', file, '--data', join(dir, 'data-1'), '--log-level', 'trace'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -150,7 +176,13 @@ describe('powerstore-server CLI', () => {
     expect(bad.status).toBe(2);
     expect(bad.stderr).toContain(`${file}: field "secretKey"`);
     // Server 2's key in server 1's file: not the key cluster.json lists for server 1.
-    writeFileSync(file, JSON.stringify({ ...JSON.parse(good), secretKey: JSON.parse(readFileSync(join(dir, 'server-2.json'), 'utf8')).secretKey }));
+    writeFileSync(
+      file,
+      JSON.stringify({
+        ...(JSON.parse(good) as object),
+        secretKey: (JSON.parse(readFileSync(join(dir, 'server-2.json'), 'utf8')) as { secretKey: string }).secretKey,
+      }),
+    );
     expect(cli(['start', '--config', file, '--data', join(dir, 'data')]).stderr).toContain('is not the key');
     writeFileSync(file, good);
     // Server 2's files on server 1's data directory.
@@ -177,12 +209,36 @@ describe('powerstore-server CLI', () => {
     mkdirSync(dir);
     const cert = join(dir, 'cert.pem');
     const key = join(dir, 'key.pem');
-    const ssl = spawnSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1'], { encoding: 'utf8' });
+    const ssl = spawnSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:P-256',
+        '-nodes',
+        '-keyout',
+        key,
+        '-out',
+        cert,
+        '-days',
+        '1',
+        '-subj',
+        '/CN=127.0.0.1',
+      ],
+      { encoding: 'utf8' },
+    );
     if (ssl.status !== 0) throw new Error(`openssl failed: ${ssl.stderr}`);
     const base = await freeBasePort(4);
     expect(cli(['init', '--t', '1', '--dir', dir, '--base-port', String(base), '--tls']).status).toBe(0);
-    expect(JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')).servers[0].url).toBe(`wss://127.0.0.1:${base}`);
-    const child = spawn(process.execPath, [CLI, 'start', '--config', join(dir, 'server-1.json'), '--data', join(dir, 'data-1'), '--tls-cert', cert, '--tls-key', key], { stdio: 'ignore' });
+    expect((JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')) as ClusterJson).servers[0]!.url).toBe(`wss://127.0.0.1:${base}`);
+    const child = spawn(
+      process.execPath,
+      [CLI, 'start', '--config', join(dir, 'server-1.json'), '--data', join(dir, 'data-1'), '--tls-cert', cert, '--tls-key', key],
+      { stdio: 'ignore' },
+    );
     try {
       let status = 0;
       for (let i = 0; i < 200 && status !== 200; i++) {
@@ -215,7 +271,9 @@ describe('powerstore-server CLI', () => {
     mkdirSync(site, { recursive: true });
     writeFileSync(join(site, 'index.html'), '<h1>demo</h1>');
     const base = await freeBasePort(5);
-    const dev = spawn(process.execPath, [CLI, 'dev', '--dir', dir, '--base-port', String(base + 1), '--static', site], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const dev = spawn(process.execPath, [CLI, 'dev', '--dir', dir, '--base-port', String(base + 1), '--static', site], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     dev.stdout.on('data', (d: Buffer) => (out += d.toString()));
     dev.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -227,7 +285,7 @@ describe('powerstore-server CLI', () => {
       expect((await fetch(`http://127.0.0.1:${base + id}/healthz`)).status).toBe(200);
     }
     expect(await (await fetch(`http://127.0.0.1:${base}/`)).text()).toBe('<h1>demo</h1>');
-    expect((await (await fetch(`http://127.0.0.1:${base}/cluster.json`)).json()).n).toBe(4);
+    expect(((await (await fetch(`http://127.0.0.1:${base}/cluster.json`)).json()) as { n: number }).n).toBe(4);
     // The page gets no secret: no admin identity, no server key, under any name.
     for (const name of ['admin.json', 'server-1.json', 'writer.json', '..%2fadmin.json', '..%2f..%2fadmin.json']) {
       expect((await fetch(`http://127.0.0.1:${base}/${name}`)).status, name).not.toBe(200);

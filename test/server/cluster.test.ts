@@ -97,7 +97,7 @@ describe('4-server cluster over WebSockets', () => {
     }
     expect(metricValue(text, 'powerstore_keys')).toBeGreaterThanOrEqual(8);
     expect(metricValue(text, 'powerstore_history_entries')).toBeGreaterThan(0);
-    expect(metricValue(text, 'powerstore_bytes_received_total')).toBeGreaterThan(8 * 1024 * 1024 / 2);
+    expect(metricValue(text, 'powerstore_bytes_received_total')).toBeGreaterThan((8 * 1024 * 1024) / 2);
     expect(metricValue(text, 'powerstore_bytes_sent_total')).toBeGreaterThan(0);
     expect(metricValue(text, 'powerstore_request_duration_seconds_count', { type: 'STORE' })).toBeGreaterThan(0);
     expect(metricValue(text, 'powerstore_storage_commit_group_size_count')).toBeGreaterThan(0);

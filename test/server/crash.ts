@@ -75,7 +75,7 @@ export async function runCrashCycles(options: {
     let reads = 0;
     let durableChecked = 0;
     let stop = false;
-    let failure: unknown;
+    let failure: Error | undefined;
 
     const writerLoop = async (c: TestClient, w: number) => {
       for (let i = 0; !stop && i < 1_000_000; i++) {
@@ -108,7 +108,7 @@ export async function runCrashCycles(options: {
       }
     };
     const load = Promise.all([...clients.slice(0, writerCount).map((c, w) => writerLoop(c, w)), readerLoop()]).catch((err: unknown) => {
-      failure = err;
+      failure = err instanceof Error ? err : new Error(String(err));
       stop = true;
     });
 
@@ -131,7 +131,10 @@ export async function runCrashCycles(options: {
       const storage = await LevelStorage.open({ path: join(cluster.dir, `data-${victim}`), n });
       try {
         for (const { key, ts } of storeAcks[victim - 1]!.values()) {
-          const { entry, collected } = await storage.withKey(key, async (r) => ({ entry: await r.getEntry(ts), collected: await r.getCollected() }));
+          const { entry, collected } = await storage.withKey(key, async (r) => ({
+            entry: await r.getEntry(ts),
+            collected: await r.getCollected(),
+          }));
           if (!entry && !(collected && compareTimestamps(ts, collected) <= 0)) {
             throw new DurabilityViolation(`cycle ${cycle}: server ${victim} acknowledged STORE ${key}@${timestampKey(ts)} but lost it`);
           }
@@ -140,7 +143,9 @@ export async function runCrashCycles(options: {
         for (const [key, ts] of completeAcks[victim - 1]!) {
           const lc = await storage.withKey(key, (r) => r.getLc());
           if (!lc || compareTimestamps(lc.ts, ts) < 0) {
-            throw new DurabilityViolation(`cycle ${cycle}: server ${victim} acknowledged COMPLETE ${key}@${timestampKey(ts)} but has lc ${lc ? timestampKey(lc.ts) : 'c0'}`);
+            throw new DurabilityViolation(
+              `cycle ${cycle}: server ${victim} acknowledged COMPLETE ${key}@${timestampKey(ts)} but has lc ${lc ? timestampKey(lc.ts) : 'c0'}`,
+            );
           }
           durableChecked++;
         }
@@ -148,14 +153,21 @@ export async function runCrashCycles(options: {
         // must still equal what the key records add up to.
         const counted = await storage.recount();
         const kept = { keys: storage.keyCount, entries: storage.historyEntryCount, owners: new Map(storage.owners()) };
-        if (JSON.stringify([counted.keys, counted.entries, [...counted.owners].sort()]) !== JSON.stringify([kept.keys, kept.entries, [...kept.owners].sort()])) {
-          throw new DurabilityViolation(`cycle ${cycle}: server ${victim}'s persisted totals ${JSON.stringify([kept.keys, kept.entries, [...kept.owners]])} differ from its records ${JSON.stringify([counted.keys, counted.entries, [...counted.owners]])}`);
+        if (
+          JSON.stringify([counted.keys, counted.entries, [...counted.owners].sort()]) !==
+          JSON.stringify([kept.keys, kept.entries, [...kept.owners].sort()])
+        ) {
+          throw new DurabilityViolation(
+            `cycle ${cycle}: server ${victim}'s persisted totals ${JSON.stringify([kept.keys, kept.entries, [...kept.owners]])} differ from its records ${JSON.stringify([counted.keys, counted.entries, [...counted.owners]])}`,
+          );
         }
       } finally {
         await storage.close();
       }
       await cluster.start(victim);
-      log(`cycle ${cycle}: killed server ${victim}; ${during} writes completed while it was down; ${durableChecked} acks verified on disk so far; restarted`);
+      log(
+        `cycle ${cycle}: killed server ${victim}; ${during} writes completed while it was down; ${durableChecked} acks verified on disk so far; restarted`,
+      );
     }
     await sleep(300);
     stop = true;

@@ -38,7 +38,7 @@ interface Running {
   readonly op: ClientOperation<unknown>;
   chain: Promise<void>;
   resolve(v: unknown): void;
-  reject(e: unknown): void;
+  reject(e: Error): void;
   done: boolean;
 }
 
@@ -114,7 +114,10 @@ export class ClusterClient {
       };
       this.#running.set(op.opId, entry);
       // Replies are fed one at a time: the state machines must be awaited between inputs.
-      entry.chain = op.start().then((step) => this.#step(entry, op.opId, step), (e: unknown) => this.#fail(entry, op.opId, e));
+      entry.chain = op.start().then(
+        (step) => this.#step(entry, op.opId, step),
+        (e: unknown) => this.#fail(entry, op.opId, e),
+      );
     });
   }
 
@@ -133,7 +136,7 @@ export class ClusterClient {
   #fail(entry: Running, opId: number, e: unknown): void {
     entry.done = true;
     this.#running.delete(opId);
-    entry.reject(e);
+    entry.reject(e instanceof Error ? e : new Error(String(e)));
   }
 
   /** Sends raw bytes to server `i` if it is reachable; otherwise drops them. */
@@ -170,14 +173,13 @@ export class ClusterClient {
       this.onReply?.(i, reply);
       const entry = this.#running.get(reply.opId);
       if (!entry) return;
-      entry.chain = entry.chain.then(
-        () =>
-          entry.done
-            ? undefined
-            : entry.op.onReply(i, reply).then(
-                (step) => this.#step(entry, reply.opId, step),
-                (e: unknown) => this.#fail(entry, reply.opId, e),
-              ),
+      entry.chain = entry.chain.then(() =>
+        entry.done
+          ? undefined
+          : entry.op.onReply(i, reply).then(
+              (step) => this.#step(entry, reply.opId, step),
+              (e: unknown) => this.#fail(entry, reply.opId, e),
+            ),
       );
     });
     return ws;
@@ -199,7 +201,13 @@ export class TestClient {
   readonly session: WriterSession | undefined;
   readonly verifier: CertificateVerifier;
 
-  private constructor(cluster: ClusterClient, config: ClusterConfig, codec: ErasureCodec, session: WriterSession | undefined, verifier: CertificateVerifier) {
+  private constructor(
+    cluster: ClusterClient,
+    config: ClusterConfig,
+    codec: ErasureCodec,
+    session: WriterSession | undefined,
+    verifier: CertificateVerifier,
+  ) {
     this.cluster = cluster;
     this.config = config;
     this.codec = codec;
@@ -208,10 +216,16 @@ export class TestClient {
   }
 
   /** Connects to `target`'s servers; a `signer` makes it a writer (with a fresh random instance id). */
-  static async open(target: { readonly urls: readonly string[]; readonly cluster: Cluster }, signer?: Signer, grants: readonly Grant[] = []): Promise<TestClient> {
+  static async open(
+    target: { readonly urls: readonly string[]; readonly cluster: Cluster },
+    signer?: Signer,
+    grants: readonly Grant[] = [],
+  ): Promise<TestClient> {
     const { config, identity } = target.cluster;
     const codec = await createCodec({ k: config.t + 1, n: config.n });
-    const session = signer ? new WriterSession({ crypto, cluster: identity, signer, instance: new Uint8Array(randomBytes(16)), grants }) : undefined;
+    const session = signer
+      ? new WriterSession({ crypto, cluster: identity, signer, instance: new Uint8Array(randomBytes(16)), grants })
+      : undefined;
     const cluster = new ClusterClient(target.urls, config);
     await cluster.connect();
     return new TestClient(cluster, config, codec, session, session?.verifier ?? new CertificateVerifier(crypto, identity));
@@ -220,7 +234,12 @@ export class TestClient {
   write(key: string, value: WriteValue, timeoutMs = 10_000): Promise<WriteResult> {
     if (!this.session) throw new Error('not a writer');
     const random = (n: number) => new Uint8Array(randomBytes(n));
-    const op = new WriteOperation({ config: this.config, crypto, codec: this.codec, random, session: this.session, now: Date.now }, key, value, this.cluster.opId());
+    const op = new WriteOperation(
+      { config: this.config, crypto, codec: this.codec, random, session: this.session, now: Date.now },
+      key,
+      value,
+      this.cluster.opId(),
+    );
     return this.cluster.run(op, timeoutMs).finally(() => op.abandon());
   }
 

@@ -20,7 +20,12 @@ export interface CampaignReport extends FuzzReport {
 
 /** Runs `count` frames from `seed`; throws {@link FuzzFailure} on any violation. */
 export async function fuzzCampaign(count: number, seed: number, log?: (line: string) => void): Promise<CampaignReport> {
-  const cluster = await CliCluster.create(1, ['--max-frame-bytes', String(FUZZ_MAX_FRAME_BYTES), '--max-buffered-bytes', String(FUZZ_MAX_FRAME_BYTES * 8)]);
+  const cluster = await CliCluster.create(1, [
+    '--max-frame-bytes',
+    String(FUZZ_MAX_FRAME_BYTES),
+    '--max-buffered-bytes',
+    String(FUZZ_MAX_FRAME_BYTES * 8),
+  ]);
   try {
     await cluster.startAll();
     const rss = async () => metricValue(await cluster.metrics(1), 'powerstore_process_resident_memory_bytes') / 2 ** 20;
@@ -43,7 +48,8 @@ export async function fuzzCampaign(count: number, seed: number, log?: (line: str
       const value = new TextEncoder().encode(`after ${count} fuzz frames`);
       await client.write('after-fuzz', { kind: 'value', value });
       const read = await client.read('after-fuzz');
-      if (new TextDecoder().decode(read.value) !== `after ${count} fuzz frames`) throw new FuzzFailure('read after fuzzing returned the wrong value');
+      if (new TextDecoder().decode(read.value) !== `after ${count} fuzz frames`)
+        throw new FuzzFailure('read after fuzzing returned the wrong value');
     } finally {
       client.close();
     }
@@ -55,7 +61,8 @@ export async function fuzzCampaign(count: number, seed: number, log?: (line: str
     }
     if (open > 0) throw new FuzzFailure(`${open} connections still open after the campaign`);
     const metrics = await cluster.metrics(1);
-    if (rssAfter > 512 || rssAfter - rssBefore > 200) throw new FuzzFailure(`resident memory grew from ${rssBefore.toFixed(0)} to ${rssAfter.toFixed(0)} MiB`);
+    if (rssAfter > 512 || rssAfter - rssBefore > 200)
+      throw new FuzzFailure(`resident memory grew from ${rssBefore.toFixed(0)} to ${rssAfter.toFixed(0)} MiB`);
     return {
       ...report,
       rssBeforeMiB: rssBefore,

@@ -61,7 +61,14 @@ export async function signedMessages(config: ClusterConfig, cluster: ClusterIden
     const fragments = codec.encode(value);
     const cc = await computeCrossChecksum(crypto, fragments, value.length, i % 7 === 0 && value.length === 0);
     const nonce = new Uint8Array(32).fill(i);
-    const cert = await signCertificate(crypto, cluster.id, signer, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), tombstone: cc.tombstone, grant: undefined });
+    const cert = await signCertificate(crypto, cluster.id, signer, {
+      key,
+      ts,
+      nonceHash: nonceHash(crypto, nonce),
+      ccDigest: crossChecksumDigest(crypto, cc),
+      tombstone: cc.tombstone,
+      grant: undefined,
+    });
     const candidate = { ts, nonce, cert, proof: [0, 1, 2].map((server) => ({ server, signature: new Uint8Array(64).fill(i) })) };
     out.push({ type: 'STORE', key, opId: i, ts, stripe: 0, fragment: fragments[0]!, cc, cert });
     out.push(i % 2 ? { type: 'COMPLETE', key, opId: i, candidate } : { type: 'FILTER', key, opId: i, stripe: 0, candidates: [candidate] });
@@ -80,8 +87,17 @@ function validFrame(ctx: Context): fc.Arbitrary<Uint8Array> {
   const writerId = bytes(32);
   const ts = fc.record({ num: fc.nat(50), writerId });
   const vec = fc.array(hash, { minLength: n, maxLength: n });
-  const cert = fc.record({ nonceHash: hash, ccDigest: hash, signer: hash, signature: bytes(64), tombstone: fc.boolean(), grant: fc.constant(undefined) });
-  const proof = fc.uniqueArray(fc.nat(n - 1), { maxLength: n }).map((ss) => ss.sort((a, b) => a - b).map((server) => ({ server, signature: new Uint8Array(64) })));
+  const cert = fc.record({
+    nonceHash: hash,
+    ccDigest: hash,
+    signer: hash,
+    signature: bytes(64),
+    tombstone: fc.boolean(),
+    grant: fc.constant(undefined),
+  });
+  const proof = fc
+    .uniqueArray(fc.nat(n - 1), { maxLength: n })
+    .map((ss) => ss.sort((a, b) => a - b).map((server) => ({ server, signature: new Uint8Array(64) })));
   const candidate = fc.record({ ts, nonce: hash, cert, proof });
   const fragmentAndCc = fc.nat(3000).chain((valueLength) =>
     fc.record({
@@ -93,8 +109,16 @@ function validFrame(ctx: Context): fc.Arbitrary<Uint8Array> {
     fc.record({ type: fc.constant('CLOCK' as const), key, opId }),
     fc.record({ type: fc.constant('COLLECT' as const), key, opId }),
     fc.record({ type: fc.constant('COMPLETE' as const), key, opId, candidate }),
-    fc.record({ type: fc.constant('FILTER' as const), key, opId, stripe: fc.constantFrom(0, 0, 1), candidates: fc.array(candidate, { maxLength: n }) }),
-    fc.tuple(key, opId, ts, fragmentAndCc, cert).map(([k, o, s, fc_, c]) => ({ type: 'STORE' as const, key: k, opId: o, ts: s, stripe: 0, ...fc_, cert: c })),
+    fc.record({
+      type: fc.constant('FILTER' as const),
+      key,
+      opId,
+      stripe: fc.constantFrom(0, 0, 1),
+      candidates: fc.array(candidate, { maxLength: n }),
+    }),
+    fc
+      .tuple(key, opId, ts, fragmentAndCc, cert)
+      .map(([k, o, s, fc_, c]) => ({ type: 'STORE' as const, key: k, opId: o, ts: s, stripe: 0, ...fc_, cert: c })),
     // Replies sent to a server are not requests.
     fc.record({ type: fc.constant('COMPLETE_ACK' as const), key, opId, ts }),
   );
@@ -266,5 +290,12 @@ export async function runFuzz(options: {
     ws.removeAllListeners('close');
     ws.terminate();
   }
-  return { frames: sent, replies, byOutcome, oversizedClosed, abandonedConnections: churned, seconds: (performance.now() - started) / 1000 };
+  return {
+    frames: sent,
+    replies,
+    byOutcome,
+    oversizedClosed,
+    abandonedConnections: churned,
+    seconds: (performance.now() - started) / 1000,
+  };
 }

@@ -45,7 +45,11 @@ let writer: TestClient;
 
 beforeAll(async () => {
   await ensureBuilt();
-  cluster = await CliCluster.create(1, ['--max-connections', String(MAX_CONNECTIONS), '--max-inflight-per-connection', String(MAX_INFLIGHT)], ['--quota-keys', String(QUOTA_KEYS)]);
+  cluster = await CliCluster.create(
+    1,
+    ['--max-connections', String(MAX_CONNECTIONS), '--max-inflight-per-connection', String(MAX_INFLIGHT)],
+    ['--quota-keys', String(QUOTA_KEYS)],
+  );
   await cluster.startAll();
   writer = await TestClient.open(cluster, cluster.admin);
 }, 240_000);
@@ -124,13 +128,25 @@ async function lcOf(raw: Raw, key: string): Promise<Candidate | undefined> {
 }
 
 /** STOREs (one per server) of `value` (a delete when `undefined`) for `key`, signed by `signer`; `contradict` signs the opposite delete flag. */
-async function stores(signer: Signer, key: string, value: Uint8Array | undefined, options: { num?: number; grant?: Grant; nonce?: Uint8Array; contradict?: boolean } = {}) {
+async function stores(
+  signer: Signer,
+  key: string,
+  value: Uint8Array | undefined,
+  options: { num?: number; grant?: Grant; nonce?: Uint8Array; contradict?: boolean } = {},
+) {
   const ts = { num: options.num ?? 1, writerId: makeWriterId(writerTagOf(crypto, signer.publicKey), rand(16)) };
   const fragments = codec.encode(value ?? new Uint8Array(0));
   const cc = await computeCrossChecksum(crypto, fragments, value?.length ?? 0, value === undefined);
   const nonce = options.nonce ?? rand(32);
   const tombstone = cc.tombstone !== (options.contradict ?? false);
-  const cert = await signCertificate(crypto, cluster.cluster.identity.id, signer, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), tombstone, grant: options.grant });
+  const cert = await signCertificate(crypto, cluster.cluster.identity.id, signer, {
+    key,
+    ts,
+    nonceHash: nonceHash(crypto, nonce),
+    ccDigest: crossChecksumDigest(crypto, cc),
+    tombstone,
+    grant: options.grant,
+  });
   const requests: StoreRequest[] = fragments.map((fragment) => ({ type: 'STORE', key, opId: opId++, ts, stripe: 0, fragment, cc, cert }));
   return { ts, nonce, cert, requests };
 }
@@ -165,14 +181,29 @@ describe('writes nobody may make are refused by every server; state unchanged', 
     const own = await stores(mallory, key, forged, { num: w.ts.num });
     for (const [i, raw] of raws.entries()) {
       // The completed write's certificate with another value: it does not cover it.
-      expect(await raw.request({ type: 'STORE', key, opId: opId++, ts: w.ts, stripe: 0, fragment: fragments[i]!, cc, cert: lc.cert })).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
+      expect(
+        await raw.request({ type: 'STORE', key, opId: opId++, ts: w.ts, stripe: 0, fragment: fragments[i]!, cc, cert: lc.cert }),
+      ).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
       // The genuine certificate and cross-checksum, another fragment.
       const e = entries[i]!;
-      expect(await raw.request({ type: 'STORE', key, opId: opId++, ts: w.ts, stripe: 0, fragment: e.fragment.map((b) => b ^ 0xff), cc: e.cc, cert: e.cert })).toMatchObject({ type: 'ERROR', code: 'INVALID_ARGUMENT' });
+      expect(
+        await raw.request({
+          type: 'STORE',
+          key,
+          opId: opId++,
+          ts: w.ts,
+          stripe: 0,
+          fragment: e.fragment.map((b) => b ^ 0xff),
+          cc: e.cc,
+          cert: e.cert,
+        }),
+      ).toMatchObject({ type: 'ERROR', code: 'INVALID_ARGUMENT' });
       // Mallory's own certificate for a key outside her namespace.
       expect(await raw.request(own.requests[i]!)).toMatchObject({ type: 'ERROR', code: 'NOT_AUTHORIZED' });
       // Control: the genuine STORE again, byte for byte: acknowledged (an idempotent retry).
-      expect(await raw.request({ type: 'STORE', key, opId: opId++, ts: w.ts, stripe: 0, fragment: e.fragment, cc: e.cc, cert: e.cert })).toMatchObject({ type: 'STORE_ACK' });
+      expect(
+        await raw.request({ type: 'STORE', key, opId: opId++, ts: w.ts, stripe: 0, fragment: e.fragment, cc: e.cc, cert: e.cert }),
+      ).toMatchObject({ type: 'STORE_ACK' });
     }
     expect(await metricSum('powerstore_auth_rejected_total', { type: 'STORE' })).toBe(rejectedBefore + 2 * cluster.config.n);
     expect(await lcOf(raws[0]!, key)).toEqual(lc);
@@ -186,9 +217,17 @@ describe('writes nobody may make are refused by every server; state unchanged', 
     const ns = namespacePrefix(ownerIdOf(crypto, owner.publicKey));
     const raws = await everyServer();
     const noGrant = await stores(bob, `${ns}x`, text('bob'));
-    const expired = await signGrant(crypto, cluster.cluster.identity, owner, { grantee: bob.publicKey, prefix: ns, expiresAt: Date.now() - 60_000 });
+    const expired = await signGrant(crypto, cluster.cluster.identity, owner, {
+      grantee: bob.publicKey,
+      prefix: ns,
+      expiresAt: Date.now() - 60_000,
+    });
     const late = await stores(bob, `${ns}x`, text('bob'), { grant: expired });
-    const live = await signGrant(crypto, cluster.cluster.identity, owner, { grantee: bob.publicKey, prefix: ns, expiresAt: Date.now() + 3_600_000 });
+    const live = await signGrant(crypto, cluster.cluster.identity, owner, {
+      grantee: bob.publicKey,
+      prefix: ns,
+      expiresAt: Date.now() + 3_600_000,
+    });
     const granted = await stores(bob, `${ns}x`, text('bob'), { grant: live });
     const mine = await stores(owner, `${ns}y`, text('owner'));
     for (const [i, raw] of raws.entries()) {
@@ -213,13 +252,19 @@ describe('writes nobody may make are refused by every server; state unchanged', 
       if (ack.type === 'STORE_ACK' && proof.length < 3) proof.push({ server: i, signature: ack.receipt });
     }
     const complete = (candidate: Candidate) => raws[0]!.request({ type: 'COMPLETE', key, opId: opId++, candidate });
-    expect(await complete({ ts: w.ts, nonce: w.nonce, cert: w.cert, proof: proof.slice(0, 2) })).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
+    expect(await complete({ ts: w.ts, nonce: w.nonce, cert: w.cert, proof: proof.slice(0, 2) })).toMatchObject({
+      type: 'ERROR',
+      code: 'UNAUTHENTICATED',
+    });
     expect(await complete({ ts: w.ts, nonce: rand(32), cert: w.cert, proof })).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
     expect(await lcOf(raws[0]!, key)).toBeUndefined();
     expect(await complete({ ts: w.ts, nonce: w.nonce, cert: w.cert, proof })).toMatchObject({ type: 'COMPLETE_ACK' });
     expect((await lcOf(raws[0]!, key))?.ts.num).toBe(1);
     // The accepted candidate with its delete flag flipped: the signature does not cover it.
-    expect(await complete({ ts: w.ts, nonce: w.nonce, cert: { ...w.cert, tombstone: true }, proof })).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
+    expect(await complete({ ts: w.ts, nonce: w.nonce, cert: { ...w.cert, tombstone: true }, proof })).toMatchObject({
+      type: 'ERROR',
+      code: 'UNAUTHENTICATED',
+    });
     expect((await lcOf(raws[0]!, key))?.cert.tombstone).toBe(false);
     for (const r of raws) r.close();
   });
@@ -256,7 +301,10 @@ describe('writes nobody may make are refused by every server; state unchanged', 
     expect(await lcOf(raw, 'wb')).toEqual(before);
     expect(metricValue(await cluster.metrics(1), 'powerstore_invalid_candidates_total')).toBe(invalidBefore + 2);
     // The genuine candidate of 'wb' under another key name: certificates bind the key.
-    expect(await raw.request({ type: 'COMPLETE', key: 'target', opId: opId++, candidate: before })).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
+    expect(await raw.request({ type: 'COMPLETE', key: 'target', opId: opId++, candidate: before })).toMatchObject({
+      type: 'ERROR',
+      code: 'UNAUTHENTICATED',
+    });
     const f = await raw.request({ type: 'FILTER', key: 'target', opId: opId++, stripe: 0, candidates: [before] });
     expect(f.type === 'FILTER_ACK' && f.ts.num).toBe(0);
     expect(await lcOf(raw, 'target')).toBeUndefined();
@@ -271,11 +319,15 @@ describe('policy: quotas and revocation', () => {
     const ownerId = ownerIdOf(crypto, owner.publicKey);
     const c = await TestClient.open(cluster, owner);
     for (let i = 0; i < QUOTA_KEYS; i++) await c.write(`${namespacePrefix(ownerId)}k${i}`, { kind: 'value', value: rand(1000) });
-    await expect(c.write(`${namespacePrefix(ownerId)}one-too-many`, { kind: 'value', value: rand(10) })).rejects.toMatchObject({ code: 'QUOTA_EXCEEDED' });
+    await expect(c.write(`${namespacePrefix(ownerId)}one-too-many`, { kind: 'value', value: rand(10) })).rejects.toMatchObject({
+      code: 'QUOTA_EXCEEDED',
+    });
     // Rewriting a key it has is not a new key: still allowed.
     await c.write(`${namespacePrefix(ownerId)}k0`, { kind: 'value', value: rand(10) });
     expect((await c.read(`${namespacePrefix(ownerId)}one-too-many`)).value).toBeUndefined();
-    const usage = (await (await fetch(`${cluster.http(1)}/usage`)).json()) as { owners: { owner: string; keys: number; bytes: number; quota: { keys?: number } }[] };
+    const usage = (await (await fetch(`${cluster.http(1)}/usage`)).json()) as {
+      owners: { owner: string; keys: number; bytes: number; quota: { keys?: number } }[];
+    };
     expect(usage.owners.find((o) => o.owner === ownerId)).toMatchObject({ keys: QUOTA_KEYS, quota: { keys: QUOTA_KEYS } });
     expect(metricValue(await cluster.metrics(1), 'powerstore_owner_keys', { owner: ownerId })).toBe(QUOTA_KEYS);
     expect(metricValue(await cluster.metrics(1), 'powerstore_owner_bytes', { owner: ownerId })).toBeGreaterThan(QUOTA_KEYS * 500);
@@ -290,8 +342,11 @@ describe('policy: quotas and revocation', () => {
     const key = `${namespacePrefix(ownerIdOf(crypto, owner.publicKey))}kept`;
     const c = await TestClient.open(cluster, owner);
     await c.write(key, { kind: 'value', value: text('written before revocation') });
-    const json = JSON.parse(readFileSync(cluster.clusterFile, 'utf8'));
-    writeFileSync(cluster.clusterFile, JSON.stringify({ ...json, policy: { ...json.policy, revoked: { keys: [encodePublicKey(owner.publicKey)], grants: [] } } }));
+    const json = JSON.parse(readFileSync(cluster.clusterFile, 'utf8')) as { policy: object };
+    writeFileSync(
+      cluster.clusterFile,
+      JSON.stringify({ ...json, policy: { ...json.policy, revoked: { keys: [encodePublicKey(owner.publicKey)], grants: [] } } }),
+    );
     for (let id = 1; id <= cluster.config.n; id++) cluster.process(id)!.kill('SIGHUP');
     const deadline = Date.now() + 10_000;
     let code: string | undefined;
@@ -321,7 +376,11 @@ describe('transport limits', () => {
     expect(await raw.request(new Uint8Array([2, 0x42, 0, 0]))).toMatchObject({ type: 'ERROR', code: 'UNKNOWN_TYPE' });
     expect(await raw.request(new Uint8Array(0))).toMatchObject({ type: 'ERROR', code: 'INVALID_FRAME' });
     expect(await raw.request('{"type":"CLOCK"}')).toMatchObject({ type: 'ERROR', code: 'INVALID_FRAME' });
-    expect(await raw.request({ type: 'COMPLETE_ACK', key: 'x', opId: 5, ts: { num: 1, writerId: rand(32) } })).toMatchObject({ type: 'ERROR', code: 'INVALID_ARGUMENT', opId: 5 });
+    expect(await raw.request({ type: 'COMPLETE_ACK', key: 'x', opId: 5, ts: { num: 1, writerId: rand(32) } })).toMatchObject({
+      type: 'ERROR',
+      code: 'INVALID_ARGUMENT',
+      opId: 5,
+    });
     // A fragment longer than the value it claims to be part of.
     const bad = (await stores(cluster.admin, 'shape', text('abc'))).requests[0]!;
     expect(await raw.request({ ...bad, fragment: rand(500) })).toMatchObject({ type: 'ERROR', code: 'INVALID_ARGUMENT' });

@@ -11,7 +11,16 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readFileSync } from 'node:fs';
 import WebSocket from 'ws';
-import { decodeMessage, encodeMessage, identityFromJson, type Candidate, type Cluster, type ClusterConfig, type Message, type Signer } from '@powerstore/protocol';
+import {
+  decodeMessage,
+  encodeMessage,
+  identityFromJson,
+  type Candidate,
+  type Cluster,
+  type ClusterConfig,
+  type Message,
+  type Signer,
+} from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { loadClusterFile } from '../../packages/server/src/index.js';
 
@@ -53,7 +62,10 @@ export async function ensureBuiltProjects(projects: readonly string[]): Promise<
     }
   }
   try {
-    const r = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', ...projects], { cwd: ROOT, encoding: 'utf8' });
+    const r = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', ...projects], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
     if (r.status !== 0) throw new Error(`tsc -b failed:\n${r.stdout}\n${r.stderr}`);
   } finally {
     rmSync(lock, { recursive: true, force: true });
@@ -137,7 +149,16 @@ export class CliCluster {
     const log = openSync(join(this.dir, `server-${id}.log`), 'a');
     const child = spawn(
       process.execPath,
-      [CLI, 'start', '--config', join(this.dir, `server-${id}.json`), '--data', join(this.dir, `data-${id}`), ...this.#startArgs, ...extraArgs],
+      [
+        CLI,
+        'start',
+        '--config',
+        join(this.dir, `server-${id}.json`),
+        '--data',
+        join(this.dir, `data-${id}`),
+        ...this.#startArgs,
+        ...extraArgs,
+      ],
       { stdio: ['ignore', log, log] },
     );
     closeSync(log);
@@ -262,7 +283,9 @@ export function openWebSocket(url: string, localAddress = '127.0.0.1'): Promise<
 
 /** Sends `m` over `ws` and resolves with the next frame, decoded for a cluster of `n`. */
 export function requestOnce(ws: WebSocket, m: Message, n: number): Promise<Message> {
-  const reply = new Promise<Message>((resolve) => ws.once('message', (data: Buffer) => resolve(decodeMessage(new Uint8Array(data), { n }))));
+  const reply = new Promise<Message>((resolve) =>
+    ws.once('message', (data: Buffer) => resolve(decodeMessage(new Uint8Array(data), { n }))),
+  );
   ws.send(encodeMessage(m));
   return reply;
 }

@@ -25,7 +25,9 @@ beforeAll(async () => {
   cluster = await CliCluster.create(1, ['--unsafe-no-fsync', '--history-keep', String(KEEP), '--log-level', 'warn']);
   await cluster.startAll();
   const admin = await Identity.fromJSON(JSON.parse(readFileSync(join(cluster.dir, 'admin.json'), 'utf8')));
-  stores = await Promise.all(Array.from({ length: WRITERS }, () => connect({ cluster: cluster.clusterJson(), identity: admin, timeoutMs: 30_000 })));
+  stores = await Promise.all(
+    Array.from({ length: WRITERS }, () => connect({ cluster: cluster.clusterJson(), identity: admin, timeoutMs: 30_000 })),
+  );
 }, 240_000);
 
 afterAll(async () => {
@@ -120,7 +122,11 @@ describe('bounded history', () => {
     await everyServerAt(key, 2, store);
     await cluster.stop(false);
     const after = await Promise.all([1, 2, 3, 4].map((id) => compactedFiles(id)));
-    for (const [i, f] of after.entries()) expect(f.contents.some((c) => c.includes(marker)), `server ${i + 1} still holds the marker`).toBe(false);
+    for (const [i, f] of after.entries())
+      expect(
+        f.contents.some((c) => c.includes(marker)),
+        `server ${i + 1} still holds the marker`,
+      ).toBe(false);
     await cluster.startAll();
   }, 240_000);
 });

@@ -14,7 +14,14 @@ let values;
 try {
   // pnpm passes the `--` separator through.
   const args = process.argv.slice(2).filter((a, i) => !(i === 0 && a === '--'));
-  ({ values } = parseArgs({ args, options: { minutes: { type: 'string', default: '2' }, clients: { type: 'string', default: '4' }, help: { type: 'boolean', short: 'h' } } }));
+  ({ values } = parseArgs({
+    args,
+    options: {
+      minutes: { type: 'string', default: '2' },
+      clients: { type: 'string', default: '4' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  }));
 } catch (err) {
   console.error(`${(err as Error).message}\n${usage}`);
   process.exit(2);
@@ -33,9 +40,19 @@ await ensureBuilt();
 const MiB = 1024 * 1024;
 const r = await runHostileSoak({ minutes, honestClients: clients, log: (line) => console.log(`soak: ${line}`) });
 const budget = DEFAULT_LIMITS.maxBufferedBytes + 2 * DEFAULT_LIMITS.maxFrameBytes;
-console.log(`soak: attackers: ${Object.entries(r.attacks).map(([k, n]) => `${k} ${n}`).join(', ')}`);
-console.log(`soak: servers enforced: ${Object.entries(r.enforced).map(([k, n]) => `${k} ${n}`).join(', ')}`);
-console.log(`soak: peak RSS per server: ${r.peakRss.map((b) => `${(b / MiB).toFixed(0)} MiB`).join(', ')} (budget ${(budget / MiB).toFixed(0)} MiB + the process)`);
+console.log(
+  `soak: attackers: ${Object.entries(r.attacks)
+    .map(([k, n]) => `${k} ${n}`)
+    .join(', ')}`,
+);
+console.log(
+  `soak: servers enforced: ${Object.entries(r.enforced)
+    .map(([k, n]) => `${k} ${n}`)
+    .join(', ')}`,
+);
+console.log(
+  `soak: peak RSS per server: ${r.peakRss.map((b) => `${(b / MiB).toFixed(0)} MiB`).join(', ')} (budget ${(budget / MiB).toFixed(0)} MiB + the process)`,
+);
 console.log(`soak: honest without attackers: ${describe(r.quiet)}`);
 console.log(`soak: honest under attack:      ${describe(r.hostile)}`);
 // The process itself (V8 heap, LevelDB caches) is allowed 160 MiB beside the budget.

@@ -76,7 +76,8 @@ export async function runHostileSoak(options: HostileSoakOptions): Promise<Hosti
     }, 250);
     const admin = await Identity.fromJSON(JSON.parse(readFileSync(`${cluster.dir}/admin.json`, 'utf8')));
     const clusterJson = cluster.clusterJson();
-    for (let i = 0; i < (options.honestClients ?? 4); i++) stores.push(await connect({ cluster: clusterJson, identity: admin, timeoutMs: 30_000 }));
+    for (let i = 0; i < (options.honestClients ?? 4); i++)
+      stores.push(await connect({ cluster: clusterJson, identity: admin, timeoutMs: 30_000 }));
     const big = `${stores[0]!.namespace}soak/big`;
     await stores[0]!.put(big, new Uint8Array(randomBytes(16 * MiB)));
     const candidate = await collectLc(cluster.urls[0]!, big, cluster.config.n);
@@ -86,12 +87,17 @@ export async function runHostileSoak(options: HostileSoakOptions): Promise<Hosti
     const quiet = await honestLoad(stores, phaseMs);
     log(`quiet: ${describe(quiet)}`);
 
-    log(`hostile phase: the same clients for ${(phaseMs / 1000).toFixed(0)} s beside paused readers, a connection flood, slowloris, idlers and garbage`);
+    log(
+      `hostile phase: the same clients for ${(phaseMs / 1000).toFixed(0)} s beside paused readers, a connection flood, slowloris, idlers and garbage`,
+    );
     const attacks: Record<string, number> = {};
     const count = (k: string, n = 1) => (attacks[k] = (attacks[k] ?? 0) + n);
     const until = Date.now() + phaseMs;
     const attackers = [
-      ...cluster.urls.flatMap((url) => [pausedReaders(url, '127.0.0.2', big, candidate, until, count), pausedReaders(url, '127.0.0.3', big, candidate, until, count)]),
+      ...cluster.urls.flatMap((url) => [
+        pausedReaders(url, '127.0.0.2', big, candidate, until, count),
+        pausedReaders(url, '127.0.0.3', big, candidate, until, count),
+      ]),
       ...cluster.urls.map((url) => flood(url, '127.0.0.4', until, count)),
       ...cluster.urls.map((url) => slowloris(url, '127.0.0.5', until, count)),
       ...cluster.urls.map((url) => idlers(url, '127.0.0.6', until, count)),
@@ -116,7 +122,9 @@ export async function runHostileSoak(options: HostileSoakOptions): Promise<Hosti
 
 /** One line for a phase. */
 export function describe(p: PhaseReport): string {
-  const kinds = Object.entries(p.errorKinds).map(([k, n]) => `${n}× ${k}`).join('; ');
+  const kinds = Object.entries(p.errorKinds)
+    .map(([k, n]) => `${n}× ${k}`)
+    .join('; ');
   return `${p.operations} operations, p50 ${p.p50Ms.toFixed(1)} ms, p99 ${p.p99Ms.toFixed(1)} ms, ${p.errors} errors${kinds ? ` (${kinds})` : ''}`;
 }
 
@@ -261,7 +269,7 @@ async function garbage(url: string, address: string, until: number, count: Count
     }
     ws.on('message', () => count('garbage answered'));
     for (let i = 0; i < 50 && ws.readyState === ws.OPEN; i++) {
-      ws.send(randomBytes(1 + (i * 37) % 2000));
+      ws.send(randomBytes(1 + ((i * 37) % 2000)));
       count('garbage frames');
       await sleep(20);
     }

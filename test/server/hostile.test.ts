@@ -28,12 +28,18 @@ let store: Store;
 beforeAll(async () => {
   await ensureBuilt();
   cluster = await CliCluster.create(1, [
-    '--max-buffered-bytes', String(BUDGET),
-    '--max-buffered-bytes-per-address', String(BUDGET_PER_ADDRESS),
-    '--max-connections-per-address', String(PER_ADDRESS),
-    '--send-timeout-ms', String(SEND_TIMEOUT_MS),
-    '--frame-timeout-ms', String(FRAME_TIMEOUT_MS),
-    '--idle-timeout-ms', String(IDLE_TIMEOUT_MS),
+    '--max-buffered-bytes',
+    String(BUDGET),
+    '--max-buffered-bytes-per-address',
+    String(BUDGET_PER_ADDRESS),
+    '--max-connections-per-address',
+    String(PER_ADDRESS),
+    '--send-timeout-ms',
+    String(SEND_TIMEOUT_MS),
+    '--frame-timeout-ms',
+    String(FRAME_TIMEOUT_MS),
+    '--idle-timeout-ms',
+    String(IDLE_TIMEOUT_MS),
   ]);
   await cluster.startAll();
   const admin = await Identity.fromJSON(JSON.parse(readFileSync(`${cluster.dir}/admin.json`, 'utf8')));
@@ -103,7 +109,9 @@ describe('hostile clients cannot exhaust a server; honest clients stay served', 
     expect(new TextDecoder().decode(await store.get(`${store.namespace}small`))).toBe('still served');
     const honestMs = Date.now() - started;
     sample();
-    const buffered = await Promise.all(cluster.urls.map(async (_, i) => metricValue(await cluster.metrics(i + 1), 'powerstore_buffered_bytes')));
+    const buffered = await Promise.all(
+      cluster.urls.map(async (_, i) => metricValue(await cluster.metrics(i + 1), 'powerstore_buffered_bytes')),
+    );
     for (const b of buffered) expect(b).toBeLessThanOrEqual(BUDGET);
     // The address's share admits a few of its requests at a time; each stalled socket is
     // closed after SEND_TIMEOUT_MS, which lets the next ones through to stall in turn.
@@ -114,9 +122,10 @@ describe('hostile clients cannot exhaust a server; honest clients stay served', 
       (await metricSum('powerstore_connections_closed_total', { reason: 'send_timeout' })) +
       (await metricSum('powerstore_connections_closed_total', { reason: 'heartbeat_timeout' })) -
       timeoutsBefore;
-    for (const deadline = Date.now() + 150_000; Date.now() < deadline && (await closedByServers()) < attackers.length; ) {
+    for (const deadline = Date.now() + 150_000; Date.now() < deadline && (await closedByServers()) < attackers.length;) {
       sample();
-      for (let id = 1; id <= 4; id++) expect(metricValue(await cluster.metrics(id), 'powerstore_buffered_bytes')).toBeLessThanOrEqual(BUDGET);
+      for (let id = 1; id <= 4; id++)
+        expect(metricValue(await cluster.metrics(id), 'powerstore_buffered_bytes')).toBeLessThanOrEqual(BUDGET);
       await sleep(500);
     }
     // Every attacker was closed for not reading, and its memory given back.
@@ -220,7 +229,10 @@ describe('hostile clients cannot exhaust a server; honest clients stay served', 
 /** A client-to-server binary frame (clients must mask), for payloads under 64 KiB. */
 function maskedFrame(payload: Uint8Array): Buffer {
   const mask = randomBytes(4);
-  const header = payload.length < 126 ? Buffer.from([0x82, 0x80 | payload.length]) : Buffer.from([0x82, 0x80 | 126, payload.length >> 8, payload.length & 0xff]);
+  const header =
+    payload.length < 126
+      ? Buffer.from([0x82, 0x80 | payload.length])
+      : Buffer.from([0x82, 0x80 | 126, payload.length >> 8, payload.length & 0xff]);
   const body = Buffer.from(payload.map((b, i) => b ^ mask[i % 4]!));
   return Buffer.concat([header, mask, body]);
 }

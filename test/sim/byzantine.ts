@@ -147,7 +147,8 @@ export class ByzantineServer {
       }
       case 'corrupt-cert': {
         const reply = await honest();
-        if (reply.type === 'FILTER_ACK' && reply.entry) return [{ reply: { ...reply, entry: { ...reply.entry, cert: this.#corruptCert(reply.entry.cert) } } }];
+        if (reply.type === 'FILTER_ACK' && reply.entry)
+          return [{ reply: { ...reply, entry: { ...reply.entry, cert: this.#corruptCert(reply.entry.cert) } } }];
         return [{ reply: this.#mapCandidate(reply, (c) => ({ ...c, cert: this.#corruptCert(c.cert) })) }];
       }
       case 'equivocate': {
@@ -172,7 +173,9 @@ export class ByzantineServer {
       case 'lying-ack':
         if (req.type === 'STORE') {
           // A genuine signature over a write it never stored.
-          const receipt = await this.signer.sign(receiptMessage(this.ctx.crypto, this.ctx.clusterId, req.key, req.ts, req.cert, this.index));
+          const receipt = await this.signer.sign(
+            receiptMessage(this.ctx.crypto, this.ctx.clusterId, req.key, req.ts, req.cert, this.index),
+          );
           return [{ reply: { type: 'STORE_ACK', key: req.key, opId: req.opId, ts: req.ts, receipt } }];
         }
         if (req.type === 'COMPLETE') return [{ reply: { type: 'COMPLETE_ACK', key: req.key, opId: req.opId, ts: req.candidate.ts } }];

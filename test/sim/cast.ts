@@ -53,7 +53,14 @@ export interface Cast {
 
 export async function makeCast(crypto: CryptoProvider, prng: Prng, n: number): Promise<Cast> {
   const signer = () => crypto.signerFromSeed(prng.bytes(32));
-  const [admin, owner, grantee, expiring, mallory, revoked] = await Promise.all([signer(), signer(), signer(), signer(), signer(), signer()]);
+  const [admin, owner, grantee, expiring, mallory, revoked] = await Promise.all([
+    signer(),
+    signer(),
+    signer(),
+    signer(),
+    signer(),
+    signer(),
+  ]);
   const servers = await Promise.all(Array.from({ length: n }, signer));
   const cluster: ClusterIdentity = { id: prng.bytes(16), admin: admin.publicKey, servers: servers.map((s) => s.publicKey) };
   const prefix = namespacePrefix(ownerIdOf(crypto, owner.publicKey));

@@ -84,7 +84,8 @@ export class Checker {
     }
     const nums = this.#numsByKey.get(key) ?? new Set<number>();
     this.#numsByKey.set(key, nums);
-    if (ts.num !== 1 && !nums.has(ts.num - 1)) this.violations.push(`timestamp skipped: ${client} wrote ${key} at num ${ts.num}, but num ${ts.num - 1} was never used`);
+    if (ts.num !== 1 && !nums.has(ts.num - 1))
+      this.violations.push(`timestamp skipped: ${client} wrote ${key} at num ${ts.num}, but num ${ts.num - 1} was never used`);
     nums.add(ts.num);
     this.#writtenByTs.set(k, { op, id, bytes });
   }
@@ -105,11 +106,15 @@ export class Checker {
    * a fresh timestamp, and the version it abandoned counts towards δ like any other.
    */
   #checkMoreRounds(op: MutableOp, client: string, kind: string, rounds: number, usual: number): void {
-    const overlapping = this.history.filter((w) => w !== op && w.kind === 'write' && w.key === op.key && w.call < op.ret! && (w.ret === undefined || w.ret > op.call));
+    const overlapping = this.history.filter(
+      (w) => w !== op && w.kind === 'write' && w.key === op.key && w.call < op.ret! && (w.ret === undefined || w.ret > op.call),
+    );
     if (overlapping.some((w) => w.value === null)) return;
     const versions = overlapping.reduce((sum, w) => sum + Math.max(1, this.#attempts.get(w.value!)?.size ?? 0), 0);
     if (versions > this.keep) return;
-    this.violations.push(`${client} ${kind} of ${op.key} took ${rounds} rounds (not ${usual}) with only ${versions} versions written by ${overlapping.length} writes overlapping it (δ = ${this.keep})`);
+    this.violations.push(
+      `${client} ${kind} of ${op.key} took ${rounds} rounds (not ${usual}) with only ${versions} versions written by ${overlapping.length} writes overlapping it (δ = ${this.keep})`,
+    );
   }
 
   /** A write failed with `error`; it may or may not have taken effect, so it stays pending in the history. */
@@ -162,7 +167,8 @@ export class Checker {
       ...record,
       async putEntry(entry: HistoryEntry, charge) {
         const before = await record.getEntry(entry.ts);
-        if (before && !entriesEqual(before, entry)) violations.push(`write-once: ${server} replaced its history entry of ${key} at ${timestampKey(entry.ts)}`);
+        if (before && !entriesEqual(before, entry))
+          violations.push(`write-once: ${server} replaced its history entry of ${key} at ${timestampKey(entry.ts)}`);
         return record.putEntry(entry, charge);
       },
     });
@@ -175,7 +181,8 @@ export class Checker {
 
   /** At the end: quotas held. */
   quota(server: string, owner: string, bytes: number, limit: number): void {
-    if (bytes > limit) this.violations.push(`quota: ${server} stores ${bytes} bytes for owner ${owner.slice(0, 8)}…, over its quota of ${limit}`);
+    if (bytes > limit)
+      this.violations.push(`quota: ${server} stores ${bytes} bytes for owner ${owner.slice(0, 8)}…, over its quota of ${limit}`);
   }
 
   /** At the end: an operation of a correct client that never finished. */
@@ -186,7 +193,8 @@ export class Checker {
   /** At the end: linearizability per key, over reads that returned and every write. */
   linearizability(): RegisterOp[] {
     const checked = this.history.filter((op) => op.kind === 'write' || op.ret !== undefined);
-    for (const k of checkLinearizable(checked).keys) if (!k.ok) this.violations.push(`not linearizable: key ${k.key} (${k.ops} operations)`);
+    for (const k of checkLinearizable(checked).keys)
+      if (!k.ok) this.violations.push(`not linearizable: key ${k.key} (${k.ops} operations)`);
     return checked;
   }
 }

@@ -89,13 +89,18 @@ const result = await runBatch({
   },
 });
 const seconds = ((performance.now() - started) / 1000).toFixed(1);
-const list = (r: Record<string, number>) => Object.entries(r).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
+const list = (r: Record<string, number>) =>
+  Object.entries(r)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ') || 'none';
 const rounds = (r: Record<string, number>) =>
   Object.entries(r)
     .sort(([a], [b]) => Number(a) - Number(b))
     .map(([k, v]) => `${k} rounds: ${v}`)
     .join(', ') || 'none';
-console.log(`reads ${result.reads} (${rounds(result.readRounds)}), writes ${result.writes} (${rounds(result.writeRounds)}; ${result.overlappingWrites} overlapping another of the same session and key), ${seconds} s`);
+console.log(
+  `reads ${result.reads} (${rounds(result.readRounds)}), writes ${result.writes} (${rounds(result.writeRounds)}; ${result.overlappingWrites} overlapping another of the same session and key), ${seconds} s`,
+);
 console.log(`heavy contention on one key in ${result.contentionRuns} runs: reads ${rounds(result.contentionReadRounds)}`);
 console.log(`failed writes: ${list(result.failedWrites)}`);
 console.log(`hostile attacks mounted: ${list(result.attacks)}`);

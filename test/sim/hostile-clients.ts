@@ -65,7 +65,8 @@ export const ATTACKS = [
 export type Attack = (typeof ATTACKS)[number];
 
 /** What correct servers must do with a crafted request. */
-export type Expectation = { readonly kind: 'refuse'; readonly attack: Attack } | { readonly kind: 'not-selected'; readonly attack: Attack; readonly ts: Timestamp };
+export type Expectation =
+  { readonly kind: 'refuse'; readonly attack: Attack } | { readonly kind: 'not-selected'; readonly attack: Attack; readonly ts: Timestamp };
 
 export interface HostileContext {
   readonly config: ClusterConfig;
@@ -130,8 +131,15 @@ export class HostileClient {
         if (c && (!probe.candidate || c.ts.num > probe.candidate.ts.num) && (await this.#verifier.valid(probe.key, c))) probe.candidate = c;
       }
       if (!probe.candidate) return this.#mount(probe);
-      for (let i = 0; i < this.#ctx.config.n; i++) this.#ctx.send(i, { type: 'FILTER', key: probe.key, opId: probe.opId, stripe: 0, candidates: [probe.candidate] }, undefined);
-    } else if (probe.phase === 'filter' && reply.type === 'FILTER_ACK' && reply.entry && probe.candidate && certificatesEqual(reply.entry.cert, probe.candidate.cert)) {
+      for (let i = 0; i < this.#ctx.config.n; i++)
+        this.#ctx.send(i, { type: 'FILTER', key: probe.key, opId: probe.opId, stripe: 0, candidates: [probe.candidate] }, undefined);
+    } else if (
+      probe.phase === 'filter' &&
+      reply.type === 'FILTER_ACK' &&
+      reply.entry &&
+      probe.candidate &&
+      certificatesEqual(reply.entry.cert, probe.candidate.cert)
+    ) {
       probe.entry = reply.entry;
       await this.#mount(probe);
     }
@@ -149,7 +157,10 @@ export class HostileClient {
       case 'restore-forged-value': {
         if (!c) return;
         const { fragments, cc } = await this.#encode(prng.bytes(prng.range(1, 40)));
-        this.#toAll((i) => ({ type: 'STORE', key, opId: this.#opId, ts: c.ts, stripe: 0, fragment: fragments[i]!, cc, cert: c.cert }), refuse);
+        this.#toAll(
+          (i) => ({ type: 'STORE', key, opId: this.#opId, ts: c.ts, stripe: 0, fragment: fragments[i]!, cc, cert: c.cert }),
+          refuse,
+        );
         break;
       }
       case 'restore-mismatched-fragment': {
@@ -171,7 +182,14 @@ export class HostileClient {
         for (let k = 1; k <= 3; k++) {
           const { fragments, cc } = await this.#encode(prng.bytes(prng.range(1, 20)));
           const ts = { num: c.ts.num + k, writerId: c.ts.writerId };
-          const cert = { nonceHash: prng.bytes(32), ccDigest: crossChecksumDigest(this.#ctx.crypto, cc), signer: c.cert.signer, grant: c.cert.grant, tombstone: cc.tombstone, signature: prng.bytes(64) };
+          const cert = {
+            nonceHash: prng.bytes(32),
+            ccDigest: crossChecksumDigest(this.#ctx.crypto, cc),
+            signer: c.cert.signer,
+            grant: c.cert.grant,
+            tombstone: cc.tombstone,
+            signature: prng.bytes(64),
+          };
           this.#toAll((i) => ({ type: 'STORE', key, opId: this.#opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert }), refuse);
         }
         break;
@@ -180,9 +198,17 @@ export class HostileClient {
         if (!c) return;
         const other = `${cast.prefix}elsewhere-${prng.int(3)}`;
         const e = probe.entry;
-        if (e) this.#toAll(() => ({ type: 'STORE', key: other, opId: this.#opId, ts: c.ts, stripe: 0, fragment: e.fragment, cc: e.cc, cert: e.cert }), refuse);
+        if (e)
+          this.#toAll(
+            () => ({ type: 'STORE', key: other, opId: this.#opId, ts: c.ts, stripe: 0, fragment: e.fragment, cc: e.cc, cert: e.cert }),
+            refuse,
+          );
         this.#toAll(() => ({ type: 'COMPLETE', key: other, opId: this.#opId, candidate: c }), refuse);
-        this.#toAll(() => ({ type: 'FILTER', key: other, opId: this.#opId, stripe: 0, candidates: [c] }), { kind: 'not-selected', attack, ts: c.ts });
+        this.#toAll(() => ({ type: 'FILTER', key: other, opId: this.#opId, stripe: 0, candidates: [c] }), {
+          kind: 'not-selected',
+          attack,
+          ts: c.ts,
+        });
         break;
       }
       case 'replay-other-cluster': {
@@ -218,7 +244,11 @@ export class HostileClient {
         if (!c) break;
         const flipped: Candidate = { ...c, cert: { ...c.cert, tombstone: !c.cert.tombstone } };
         this.#toAll(() => ({ type: 'COMPLETE', key, opId: this.#opId, candidate: flipped }), refuse);
-        this.#toAll(() => ({ type: 'FILTER', key, opId: this.#opId, stripe: 0, candidates: [flipped] }), { kind: 'not-selected', attack, ts: c.ts });
+        this.#toAll(() => ({ type: 'FILTER', key, opId: this.#opId, stripe: 0, candidates: [flipped] }), {
+          kind: 'not-selected',
+          attack,
+          ts: c.ts,
+        });
         break;
       }
       default:
@@ -228,11 +258,25 @@ export class HostileClient {
   }
 
   /** A complete write signed by `signer` (STORE everywhere, then COMPLETE with whatever receipts came back: none from correct servers). */
-  async #writeAs(signer: Signer, key: string, ts: Timestamp, grant: Grant | undefined, expect: Expectation, clusterId = this.#ctx.cast.cluster.id): Promise<void> {
+  async #writeAs(
+    signer: Signer,
+    key: string,
+    ts: Timestamp,
+    grant: Grant | undefined,
+    expect: Expectation,
+    clusterId = this.#ctx.cast.cluster.id,
+  ): Promise<void> {
     const { crypto, prng } = this.#ctx;
     const { fragments, cc } = await this.#encode(prng.bytes(prng.range(1, 40)));
     const nonce = prng.bytes(32);
-    const cert = await signCertificate(crypto, clusterId, signer, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), tombstone: cc.tombstone, grant });
+    const cert = await signCertificate(crypto, clusterId, signer, {
+      key,
+      ts,
+      nonceHash: nonceHash(crypto, nonce),
+      ccDigest: crossChecksumDigest(crypto, cc),
+      tombstone: cc.tombstone,
+      grant,
+    });
     this.#toAll((i) => ({ type: 'STORE', key, opId: this.#opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert }), expect);
     this.#toAll(() => ({ type: 'COMPLETE', key, opId: this.#opId, candidate: { ts, nonce, cert, proof: [] } }), expect);
   }
@@ -247,11 +291,21 @@ export class HostileClient {
     const key = `~${ownerIdOf(crypto, cast.mallory.publicKey)}/t${prng.int(1000)}`;
     const writerId = this.#writerId(cast.mallory);
     const refuse = { kind: 'refuse', attack: 'tombstone-flag-contradicts-cc' } as const;
-    for (const [num, tombstone] of [[1, false], [2, true]] as const) {
+    for (const [num, tombstone] of [
+      [1, false],
+      [2, true],
+    ] as const) {
       const { fragments, cc } = await this.#encode(tombstone ? new Uint8Array(0) : prng.bytes(prng.range(1, 40)), tombstone);
       const ts = { num, writerId };
       const nonce = prng.bytes(32);
-      const cert = await signCertificate(crypto, cast.cluster.id, cast.mallory, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), tombstone: !tombstone, grant: undefined });
+      const cert = await signCertificate(crypto, cast.cluster.id, cast.mallory, {
+        key,
+        ts,
+        nonceHash: nonceHash(crypto, nonce),
+        ccDigest: crossChecksumDigest(crypto, cc),
+        tombstone: !tombstone,
+        grant: undefined,
+      });
       this.#toAll((i) => ({ type: 'STORE', key, opId: this.#opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert }), refuse);
       this.#toAll(() => ({ type: 'COMPLETE', key, opId: this.#opId, candidate: { ts, nonce, cert, proof: [] } }), refuse);
     }
@@ -265,7 +319,14 @@ export class HostileClient {
       const key = `${prefix}${k}-${prng.int(1000)}`;
       const { fragments, cc } = await this.#encode(prng.bytes(250));
       const ts = { num: 1, writerId: this.#writerId(cast.mallory) };
-      const cert = await signCertificate(crypto, cast.cluster.id, cast.mallory, { key, ts, nonceHash: prng.bytes(32), ccDigest: crossChecksumDigest(crypto, cc), tombstone: cc.tombstone, grant: undefined });
+      const cert = await signCertificate(crypto, cast.cluster.id, cast.mallory, {
+        key,
+        ts,
+        nonceHash: prng.bytes(32),
+        ccDigest: crossChecksumDigest(crypto, cc),
+        tombstone: cc.tombstone,
+        grant: undefined,
+      });
       this.#toAll((i) => ({ type: 'STORE', key, opId: this.#opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert }), undefined);
     }
     this.mounted.push('over-quota');
@@ -281,16 +342,31 @@ export class HostileClient {
       [0, 1].map(async () => {
         const { fragments, cc } = await this.#encode(prng.bytes(prng.range(1, 30)));
         const nonce = prng.bytes(32);
-        const cert = await signCertificate(crypto, cast.cluster.id, cast.mallory, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), tombstone: cc.tombstone, grant: undefined });
-        return { fragments, cc, candidate: { ts, nonce, cert, proof: [] } as Candidate };
+        const cert = await signCertificate(crypto, cast.cluster.id, cast.mallory, {
+          key,
+          ts,
+          nonceHash: nonceHash(crypto, nonce),
+          ccDigest: crossChecksumDigest(crypto, cc),
+          tombstone: cc.tombstone,
+          grant: undefined,
+        });
+        return { fragments, cc, candidate: { ts, nonce, cert, proof: [] } };
       }),
     );
-    this.#equivocations.set(opId, { key, candidates: writes.map((w) => w.candidate), receipts: [new Map(), new Map()] });
+    this.#equivocations.set(opId, {
+      key,
+      candidates: writes.map((w) => w.candidate),
+      receipts: [new Map<number, Uint8Array>(), new Map<number, Uint8Array>()],
+    });
     const order = prng.shuffle(Array.from({ length: config.n }, (_, i) => i));
     const half = Math.ceil(config.n / 2);
     for (const [pos, i] of order.entries()) {
       for (const w of pos < half ? [writes[0]!, writes[1]!] : [writes[1]!, writes[0]!]) {
-        this.#ctx.send(i, { type: 'STORE', key, opId, ts, stripe: 0, fragment: w.fragments[i]!, cc: w.cc, cert: w.candidate.cert }, undefined);
+        this.#ctx.send(
+          i,
+          { type: 'STORE', key, opId, ts, stripe: 0, fragment: w.fragments[i]!, cc: w.cc, cert: w.candidate.cert },
+          undefined,
+        );
       }
     }
     this.mounted.push('equivocating-writer');

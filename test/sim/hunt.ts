@@ -16,7 +16,8 @@ export async function huntMutant(
     } catch (err) {
       violations = [`threw: ${err instanceof Error ? err.message : String(err)}`];
     }
-    if (violations.length > 0) return { seed, t, tried: seed - first + 1, violations, replay: replayCommand(seed, t, { mutant: mutant.name }) };
+    if (violations.length > 0)
+      return { seed, t, tried: seed - first + 1, violations, replay: replayCommand(seed, t, { mutant: mutant.name }) };
   }
   return undefined;
 }

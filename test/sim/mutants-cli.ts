@@ -8,11 +8,17 @@ import { MUTANTS } from './mutants.js';
 
 const { values } = parseArgs({
   args: process.argv.slice(2).filter((a) => a !== '--'),
-  options: { seeds: { type: 'string', default: '600' }, first: { type: 'string', default: '1' }, help: { type: 'boolean', short: 'h', default: false } },
+  options: {
+    seeds: { type: 'string', default: '600' },
+    first: { type: 'string', default: '1' },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
   strict: true,
 });
 if (values.help) {
-  console.log('usage: pnpm sim:mutants -- [--seeds N (default 600)] [--first F (default 1)]\n\nHunts each mutant with up to N hostile seeds; exits non-zero if any survives.');
+  console.log(
+    'usage: pnpm sim:mutants -- [--seeds N (default 600)] [--first F (default 1)]\n\nHunts each mutant with up to N hostile seeds; exits non-zero if any survives.',
+  );
   process.exit(0);
 }
 const budget = Number(values.seeds);

@@ -39,7 +39,14 @@ class NoFilterWriteBack extends Server {
     const chv = await this.highestValid(req.key, req.candidates);
     const ts = chv?.ts ?? TS0;
     const entry = chv ? await this.storage.withKey(req.key, (r) => r.getEntry(ts)) : undefined;
-    return { type: 'FILTER_ACK', key: req.key, opId: req.opId, ts, stripe: req.stripe, entry: entry && { fragment: entry.fragment, cc: entry.cc, cert: entry.cert } };
+    return {
+      type: 'FILTER_ACK',
+      key: req.key,
+      opId: req.opId,
+      ts,
+      stripe: req.stripe,
+      entry: entry && { fragment: entry.fragment, cc: entry.cc, cert: entry.cert },
+    };
   }
 }
 
@@ -174,20 +181,76 @@ const withWriter = (writer: ProtocolFactories['writer']): ProtocolFactories => (
  * two rules behave identically, and no run can tell them apart.
  */
 export const MUTANTS: readonly Mutant[] = [
-  { name: 'signature-unchecked', description: 'servers never verify certificate signatures', protocol: withServer((o) => new SignatureUnchecked(o)) },
-  { name: 'proof-unchecked', description: 'servers take a certificate without its store proof as valid', protocol: withServer((o) => new ProofUnchecked(o)) },
-  { name: 'fragment-unchecked', description: 'STORE does not check H(fr_i) = cc[i]', protocol: withServer((o) => new FragmentUnchecked(o)) },
-  { name: 'history-overwritable', description: 'STORE may overwrite a history entry', protocol: withServer((o) => new HistoryOverwritable(o)) },
+  {
+    name: 'signature-unchecked',
+    description: 'servers never verify certificate signatures',
+    protocol: withServer((o) => new SignatureUnchecked(o)),
+  },
+  {
+    name: 'proof-unchecked',
+    description: 'servers take a certificate without its store proof as valid',
+    protocol: withServer((o) => new ProofUnchecked(o)),
+  },
+  {
+    name: 'fragment-unchecked',
+    description: 'STORE does not check H(fr_i) = cc[i]',
+    protocol: withServer((o) => new FragmentUnchecked(o)),
+  },
+  {
+    name: 'history-overwritable',
+    description: 'STORE may overwrite a history entry',
+    protocol: withServer((o) => new HistoryOverwritable(o)),
+  },
   { name: 'namespace-unchecked', description: 'any signer may write any key', protocol: withServer((o) => new NamespaceUnchecked(o)) },
-  { name: 'grant-expiry-ignored', description: 'STORE admission ignores grant expiry', protocol: withServer((o) => new GrantExpiryIgnored(o)) },
-  { name: 'session-reuses-timestamp', description: 'one session gives two concurrent writes of a key the same timestamp', protocol: withWriter((o, key, value, opId) => new ReusesTimestamp(o, key, value, opId)) },
-  { name: 'filter-no-writeback', description: 'FILTER without the metadata write-back', protocol: withServer((o) => new NoFilterWriteBack(o)) },
-  { name: 'writeback-no-compare', description: 'lc overwritten by lower timestamps', protocol: withServer((o) => new WriteBackWithoutCompare(o)) },
-  { name: 'reader-ignores-cc', description: 'reader does not check fragments against the cross-checksum', protocol: withReader((o, key, opId) => new IgnoresCrossChecksum(o, key, opId)) },
-  { name: 'clock-trusts-invalid', description: 'CLOCK adopts candidates that are not valid', protocol: withWriter((o, key, value, opId) => new TrustingClock(o, key, value, opId)) },
-  { name: 'clock-no-increment', description: 'a new write reuses the highest timestamp number seen', protocol: withWriter((o, key, value, opId) => new NoIncrement(o, key, value, opId)) },
+  {
+    name: 'grant-expiry-ignored',
+    description: 'STORE admission ignores grant expiry',
+    protocol: withServer((o) => new GrantExpiryIgnored(o)),
+  },
+  {
+    name: 'session-reuses-timestamp',
+    description: 'one session gives two concurrent writes of a key the same timestamp',
+    protocol: withWriter((o, key, value, opId) => new ReusesTimestamp(o, key, value, opId)),
+  },
+  {
+    name: 'filter-no-writeback',
+    description: 'FILTER without the metadata write-back',
+    protocol: withServer((o) => new NoFilterWriteBack(o)),
+  },
+  {
+    name: 'writeback-no-compare',
+    description: 'lc overwritten by lower timestamps',
+    protocol: withServer((o) => new WriteBackWithoutCompare(o)),
+  },
+  {
+    name: 'reader-ignores-cc',
+    description: 'reader does not check fragments against the cross-checksum',
+    protocol: withReader((o, key, opId) => new IgnoresCrossChecksum(o, key, opId)),
+  },
+  {
+    name: 'clock-trusts-invalid',
+    description: 'CLOCK adopts candidates that are not valid',
+    protocol: withWriter((o, key, value, opId) => new TrustingClock(o, key, value, opId)),
+  },
+  {
+    name: 'clock-no-increment',
+    description: 'a new write reuses the highest timestamp number seen',
+    protocol: withWriter((o, key, value, opId) => new NoIncrement(o, key, value, opId)),
+  },
   { name: 'gc-collects-lc', description: "garbage collection deletes lc's own entry", protocol: withServer((o) => new CollectsLc(o)) },
-  { name: 'gc-delete-by-own-entry', description: "garbage collection learns that lc is a delete from its own entry, not lc's certificate", protocol: withServer((o) => new DeleteByOwnEntry(o)) },
-  { name: 'gc-collects-pending', description: 'garbage collection deletes entries above lc (writes under way)', protocol: withServer((o) => new CollectsPending(o)) },
-  { name: 'reader-trusts-newer', description: 'a reader moves on to a newer candidate a server names without checking it is valid', protocol: withReader((o, key, opId) => new TrustsNewer(o, key, opId)) },
+  {
+    name: 'gc-delete-by-own-entry',
+    description: "garbage collection learns that lc is a delete from its own entry, not lc's certificate",
+    protocol: withServer((o) => new DeleteByOwnEntry(o)),
+  },
+  {
+    name: 'gc-collects-pending',
+    description: 'garbage collection deletes entries above lc (writes under way)',
+    protocol: withServer((o) => new CollectsPending(o)),
+  },
+  {
+    name: 'reader-trusts-newer',
+    description: 'a reader moves on to a newer candidate a server names without checking it is valid',
+    protocol: withReader((o, key, opId) => new TrustsNewer(o, key, opId)),
+  },
 ];

@@ -74,7 +74,13 @@ export interface SimulationOptions {
 /** Options for one run; `hostile` always fields `t` Byzantine servers and several attacks. */
 export function drawOptions(
   prng: Prng,
-  { t, hostile, behaviours, attacks, contention }: { t: number; hostile: boolean; behaviours?: readonly Behaviour[]; attacks?: readonly Attack[]; contention?: boolean },
+  {
+    t,
+    hostile,
+    behaviours,
+    attacks,
+    contention,
+  }: { t: number; hostile: boolean; behaviours?: readonly Behaviour[]; attacks?: readonly Attack[]; contention?: boolean },
 ): SimulationOptions {
   const network: NetworkOptions = {
     farLinkRate: prng.chance(0.5) ? 0.15 : 0.05,
@@ -98,7 +104,16 @@ export function drawOptions(
   const heavy = contention ?? prng.chance(0.15);
   const workload: WorkloadOptions = heavy
     ? // Bounded so the linearizability check (exponential in overlapping writes) stays fast.
-      { keys: 1, writers: 4, readers: prng.range(2, 4), opsPerClient: [4, 7], overlapRate: 0.8, deleteRate: 0.1, maxOverlap: 4, contention: true }
+      {
+        keys: 1,
+        writers: 4,
+        readers: prng.range(2, 4),
+        opsPerClient: [4, 7],
+        overlapRate: 0.8,
+        deleteRate: 0.1,
+        maxOverlap: 4,
+        contention: true,
+      }
     : {
         keys: prng.range(1, 2),
         writers: prng.range(2, 4),

@@ -41,9 +41,12 @@ export interface BatchResult {
   contentionRuns: number;
 }
 
+// Array.isArray narrows a readonly array to any[]; this keeps its element type.
+const isList = (x: Record<string, number> | readonly string[]): x is readonly string[] => Array.isArray(x);
+
 function add(into: Record<string, number>, from: Record<string, number> | readonly string[] | undefined): void {
   if (!from) return;
-  if (Array.isArray(from)) for (const k of from) into[k] = (into[k] ?? 0) + 1;
+  if (isList(from)) for (const k of from) into[k] = (into[k] ?? 0) + 1;
   else for (const [k, v] of Object.entries(from)) into[k] = (into[k] ?? 0) + v;
 }
 
@@ -54,12 +57,32 @@ export function tForSeed(seed: number): number {
 
 /** Runs the batch, sequentially (each run is deterministic; parallelism is per process). */
 export async function runBatch(options: BatchOptions): Promise<BatchResult> {
-  const result: BatchResult = { passed: 0, failed: 0, failures: [], reads: 0, writes: 0, overlappingWrites: 0, failedWrites: {}, refusals: {}, attacks: {}, readRounds: {}, writeRounds: {}, contentionReadRounds: {}, contentionRuns: 0 };
+  const result: BatchResult = {
+    passed: 0,
+    failed: 0,
+    failures: [],
+    reads: 0,
+    writes: 0,
+    overlappingWrites: 0,
+    failedWrites: {},
+    refusals: {},
+    attacks: {},
+    readRounds: {},
+    writeRounds: {},
+    contentionReadRounds: {},
+    contentionRuns: 0,
+  };
   for (let seed = options.first; seed < options.first + options.count; seed++) {
     const t = options.t ?? tForSeed(seed);
     let report: SimReport;
     try {
-      report = await simulate({ seed, t, ...(options.protocol ? { protocol: options.protocol } : {}), hostile: options.hostile ?? false, ...(options.contention ? { contention: true } : {}) });
+      report = await simulate({
+        seed,
+        t,
+        ...(options.protocol ? { protocol: options.protocol } : {}),
+        hostile: options.hostile ?? false,
+        ...(options.contention ? { contention: true } : {}),
+      });
     } catch (err) {
       // A crash of the simulated protocol is a failure of that seed, not of the batch.
       const violations = [`threw: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`];
@@ -82,7 +105,11 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
       continue;
     }
     result.failed++;
-    const replay = replayCommand(seed, t, { ...(options.mutant ? { mutant: options.mutant } : {}), hostile: options.hostile ?? false, contention: options.contention ?? false });
+    const replay = replayCommand(seed, t, {
+      ...(options.mutant ? { mutant: options.mutant } : {}),
+      hostile: options.hostile ?? false,
+      contention: options.contention ?? false,
+    });
     result.failures.push({ seed, t, violations: report.violations, replay });
     options.onFailure?.(report, replay);
     if (options.stopOnFailure) break;

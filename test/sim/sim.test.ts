@@ -20,7 +20,15 @@ describe('simulation', () => {
     expect(result.overlappingWrites).toBeGreaterThan(SEEDS / 10);
     expect(result.failedWrites.GRANT_EXPIRED ?? 0).toBeGreaterThan(0);
     expect(Object.keys(result.failedWrites).filter((c) => c !== 'GRANT_EXPIRED')).toEqual([]);
-    for (const code of ['UNAUTHENTICATED', 'NOT_AUTHORIZED', 'GRANT_EXPIRED', 'REVOKED', 'INVALID_ARGUMENT', 'QUOTA_EXCEEDED', 'CONFLICT']) {
+    for (const code of [
+      'UNAUTHENTICATED',
+      'NOT_AUTHORIZED',
+      'GRANT_EXPIRED',
+      'REVOKED',
+      'INVALID_ARGUMENT',
+      'QUOTA_EXCEEDED',
+      'CONFLICT',
+    ]) {
       expect(result.refusals[code] ?? 0, `no hostile request was refused with ${code}`).toBeGreaterThan(0);
     }
   }, 900_000);

@@ -160,7 +160,13 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   const config = clusterConfig(options.t);
   const { n, t } = config;
   const prng = new Prng(seed);
-  const opts = drawOptions(prng.fork(), { t, hostile: options.hostile ?? false, ...(options.behaviours ? { behaviours: options.behaviours } : {}), ...(options.attacks ? { attacks: options.attacks } : {}), ...(options.contention !== undefined ? { contention: options.contention } : {}) });
+  const opts = drawOptions(prng.fork(), {
+    t,
+    hostile: options.hostile ?? false,
+    ...(options.behaviours ? { behaviours: options.behaviours } : {}),
+    ...(options.attacks ? { attacks: options.attacks } : {}),
+    ...(options.contention !== undefined ? { contention: options.contention } : {}),
+  });
   const network = new Network(prng.fork(), opts.network);
   const advRng = prng.fork();
   const cast = await makeCast(crypto, prng.fork(), n);
@@ -218,11 +224,31 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   for (const [w, role] of roles.entries()) {
     const { signer, grants } = identities[role];
     const session = new WriterSession({ crypto, cluster: cast.cluster, signer, instance: prng.bytes(16), grants });
-    clients.push({ name: `w${w}`, role, session, verifier: session.verifier, plan: planOf('write'), running: new Map(), nextOpId: 1, nextStart: network.now + prng.range(0, 100), crashed: false });
+    clients.push({
+      name: `w${w}`,
+      role,
+      session,
+      verifier: session.verifier,
+      plan: planOf('write'),
+      running: new Map(),
+      nextOpId: 1,
+      nextStart: network.now + prng.range(0, 100),
+      crashed: false,
+    });
   }
   for (let r = 0; r < opts.workload.readers; r++) {
     const verifier = new CertificateVerifier(crypto, cast.cluster);
-    clients.push({ name: `r${r}`, role: 'reader', session: undefined, verifier, plan: planOf('read'), running: new Map(), nextOpId: 1, nextStart: network.now + prng.range(0, 100), crashed: false });
+    clients.push({
+      name: `r${r}`,
+      role: 'reader',
+      session: undefined,
+      verifier,
+      plan: planOf('read'),
+      running: new Map(),
+      nextOpId: 1,
+      nextStart: network.now + prng.range(0, 100),
+      crashed: false,
+    });
   }
   const crashRng = prng.fork();
   const writerRandom = prng.fork();
@@ -286,7 +312,12 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       }
       const value = valueBytes ? { kind: 'value' as const, value: valueBytes } : { kind: 'tombstone' as const };
       try {
-        op = protocol.writer({ config, crypto, codec, session: client.session!, random: (len) => writerRandom.bytes(len), now: time }, planned.key, value, opId);
+        op = protocol.writer(
+          { config, crypto, codec, session: client.session!, random: (len) => writerRandom.bytes(len), now: time },
+          planned.key,
+          value,
+          opId,
+        );
       } catch (err) {
         // Refused before any traffic (an expired grant, by the client's clock): no effect.
         if (!(err instanceof ProtocolError)) throw err;
@@ -297,7 +328,12 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       if ([...client.running.values()].some((r) => r.record.key === planned.key && r.record.kind === 'write')) overlappingWrites++;
       record = checker.call(planned.key, client.name, 'write', valueBytes ? name : null);
     }
-    const crashIn = client.role !== 'reader' && crashRng.chance(opts.adversary.writerCrashRate) ? (crashRng.chance(0.5) ? 'STORE' : 'COMPLETE') : undefined;
+    const crashIn =
+      client.role !== 'reader' && crashRng.chance(opts.adversary.writerCrashRate)
+        ? crashRng.chance(0.5)
+          ? 'STORE'
+          : 'COMPLETE'
+        : undefined;
     const run: Running = { op, record, name, crashIn, valueBytes };
     client.running.set(opId, run);
     // A writer may start its next operation before this one ends, often on the same key.
@@ -321,7 +357,8 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       return;
     }
     const r = await server.handleFrame(m.frame);
-    if (r.failure) checker.violations.push(`s${index} failed: ${String(r.failure)}`);
+    if (r.failure)
+      checker.violations.push(`s${index} failed: ${r.failure instanceof Error ? r.failure.message : JSON.stringify(r.failure)}`);
     network.send(m.to, m.from, r.reply);
     if (m.from === 'mallory') {
       const reply = decodeMessage(r.reply, { n }) as Reply;
@@ -350,7 +387,9 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       s = await run.op.onReply(Number(m.from.slice(1)), reply);
     } catch (err) {
       // The operation is dead; the client stops, and the run fails.
-      checker.violations.push(`${client.name}'s ${run.record.kind} of ${run.record.key} threw: ${err instanceof Error ? err.message : String(err)}`);
+      checker.violations.push(
+        `${client.name}'s ${run.record.kind} of ${run.record.key} threw: ${err instanceof Error ? err.message : String(err)}`,
+      );
       client.crashed = true;
       return;
     }
@@ -358,7 +397,8 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     if (client.crashed) return;
     if (s.error) {
       client.running.delete(reply.opId);
-      if (client.role === 'reader') checker.violations.push(`${client.name}'s read of ${run.record.key} failed: ${s.error.code}: ${s.error.message}`);
+      if (client.role === 'reader')
+        checker.violations.push(`${client.name}'s read of ${run.record.key} failed: ${s.error.code}: ${s.error.message}`);
       else checker.writeFailed(client.name, run.record.key, s.error, allowedFailure(client, s.error.code));
     } else if (s.result) {
       client.running.delete(reply.opId);
@@ -410,14 +450,19 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   // Wait-freedom: every operation of a correct client finished (or failed as allowed).
   for (const c of clients) {
     if (c.crashed) continue;
-    for (const run of c.running.values()) checker.stuck(c.name, run.record.kind, run.record.key, (run.op as { phase?: string }).phase ?? '?');
+    for (const run of c.running.values())
+      checker.stuck(c.name, run.record.kind, run.record.key, (run.op as { phase?: string }).phase ?? '?');
     if (c.plan.length > 0) checker.violations.push(`${c.name} never got to start ${c.plan.length} operations`);
   }
   // Quotas held at every correct server.
   const malloryOwner = ownerIdOf(crypto, cast.mallory.publicKey);
-  for (const [i, s] of storages.entries()) if (!byzIndices.has(i)) checker.quota(`s${i}`, malloryOwner, s.usage(malloryOwner).bytes, cast.malloryQuota);
+  for (const [i, s] of storages.entries())
+    if (!byzIndices.has(i)) checker.quota(`s${i}`, malloryOwner, s.usage(malloryOwner).bytes, cast.malloryQuota);
   // One valid content per timestamp: correct servers' lc agree wherever their timestamps do.
-  await checkLcAgreement(checker, storages.filter((_, i) => !byzIndices.has(i)));
+  await checkLcAgreement(
+    checker,
+    storages.filter((_, i) => !byzIndices.has(i)),
+  );
   // Bounded history: below lc, at most δ entries (none below a completed delete).
   for (const [i, s] of storages.entries()) if (!byzIndices.has(i)) await checkHistoryBound(checker, `s${i}`, s, opts.storage.historyKeep);
   const history = checker.linearizability();
@@ -453,7 +498,10 @@ async function checkHistoryBound(checker: Checker, server: string, storage: Memo
     const below = index.filter((e) => compareTimestamps(e.ts, lc.ts) < 0).length;
     // A completed delete erases everything below it, whether or not this server stored the delete.
     const bound = lc.cert.tombstone ? 0 : keep;
-    if (below > bound) checker.violations.push(`history bound: ${server} keeps ${below} entries of ${key} below lc (δ = ${keep}${lc.cert.tombstone ? ', lc is a delete' : ''})`);
+    if (below > bound)
+      checker.violations.push(
+        `history bound: ${server} keeps ${below} entries of ${key} below lc (δ = ${keep}${lc.cert.tombstone ? ', lc is a delete' : ''})`,
+      );
   }
 }
 
@@ -480,7 +528,11 @@ async function checkLcAgreement(checker: Checker, storages: readonly MemoryStora
 }
 
 /** The command that replays one run exactly. */
-export function replayCommand(seed: number, t: number, { mutant, hostile, contention }: { mutant?: string; hostile?: boolean; contention?: boolean } = {}): string {
+export function replayCommand(
+  seed: number,
+  t: number,
+  { mutant, hostile, contention }: { mutant?: string; hostile?: boolean; contention?: boolean } = {},
+): string {
   // A mutant always runs hostile, so its replay needs no flag for it.
   const flags = (mutant ? ` --mutant ${mutant}` : hostile ? ' --hostile' : '') + (contention ? ' --contention' : '');
   return `pnpm sim -- --seed ${seed} --t ${t}${flags}`;

@@ -180,10 +180,10 @@ function parseIndex(bytes: Uint8Array | undefined): FileIndex {
   const parsed: unknown = JSON.parse(new TextDecoder().decode(bytes));
   const list = (parsed as { files?: unknown } | null)?.files;
   if (!Array.isArray(list)) throw new Error(`${INDEX_KEY} does not hold a file list`);
-  const entries = list.filter(
-    (f): f is IndexEntry =>
-      typeof f === 'object' && f !== null && typeof f.key === 'string' && typeof f.name === 'string' && typeof f.size === 'number',
-  );
+  const entries = (list as unknown[]).filter((f): f is IndexEntry => {
+    const e = f as Partial<Record<keyof IndexEntry, unknown>> | null;
+    return typeof e === 'object' && e !== null && typeof e.key === 'string' && typeof e.name === 'string' && typeof e.size === 'number';
+  });
   return { version: 1, files: entries };
 }
 
@@ -468,7 +468,15 @@ async function main(): Promise<void> {
   ui.need.textContent = Number.isFinite(t) ? String(t + 1) : 't + 1';
   servers.forEach((s) => serverItem(s.id, s.url));
   renderServers(
-    servers.map((s): ServerStatus => ({ id: s.id, url: s.url, state: 'connecting', lastError: undefined, misbehaving: undefined, bufferedBytes: 0, lastRoundTripMs: undefined })),
+    servers.map((s): ServerStatus => ({
+      id: s.id,
+      url: s.url,
+      state: 'connecting',
+      lastError: undefined,
+      misbehaving: undefined,
+      bufferedBytes: 0,
+      lastRoundTripMs: undefined,
+    })),
   );
 
   setStatus('Connecting to the servers…');

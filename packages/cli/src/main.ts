@@ -105,13 +105,18 @@ function warnIfShared(path: string): void {
   if ((bits & 0o077) === 0) return;
   const mode = `0${bits.toString(8).padStart(3, '0')}`;
   const quoted = /^[A-Za-z0-9_./:@%+=,-]+$/.test(path) ? path : `'${path.replaceAll("'", "'\\''")}'`;
-  process.stderr.write(`powerstore: warning: ${path} holds a secret key but its mode ${mode} lets other users read or change it; run: chmod 600 ${quoted}\n`);
+  process.stderr.write(
+    `powerstore: warning: ${path} holds a secret key but its mode ${mode} lets other users read or change it; run: chmod 600 ${quoted}\n`,
+  );
 }
 
 function clusterPath(opts: GlobalOptions): string {
   const path = opts.cluster ?? process.env.POWERSTORE_CLUSTER ?? `${DEFAULT_DIR}/cluster.json`;
   if (!opts.cluster && !process.env.POWERSTORE_CLUSTER && !existsSync(path)) {
-    throw new CliError(EXIT.CONFIG, `no cluster file: pass --cluster <file>, set POWERSTORE_CLUSTER, or run 'powerstore-server dev' here to create ${path}`);
+    throw new CliError(
+      EXIT.CONFIG,
+      `no cluster file: pass --cluster <file>, set POWERSTORE_CLUSTER, or run 'powerstore-server dev' here to create ${path}`,
+    );
   }
   return path;
 }
@@ -120,7 +125,11 @@ function identityPath(opts: GlobalOptions, required: boolean): string | undefine
   const path = opts.identity ?? process.env.POWERSTORE_IDENTITY;
   if (path) return path;
   for (const candidate of [`${DEFAULT_DIR}/identity.json`, userIdentityPath()]) if (existsSync(candidate)) return candidate;
-  if (required) throw new CliError(EXIT.CONFIG, "writing needs an identity: run 'powerstore id' to create one, or pass --identity <file> (or set POWERSTORE_IDENTITY)");
+  if (required)
+    throw new CliError(
+      EXIT.CONFIG,
+      "writing needs an identity: run 'powerstore id' to create one, or pass --identity <file> (or set POWERSTORE_IDENTITY)",
+    );
   return undefined;
 }
 
@@ -152,7 +161,14 @@ async function withStore<T>(opts: GlobalOptions, write: boolean, fn: (store: Sto
   process.once('SIGINT', onSigint);
   let store: Store | undefined;
   try {
-    store = await connect({ cluster, ...(identity ? { identity } : {}), grants, timeoutMs: opts.timeout, signal: controller.signal, allowInsecure: opts.allowInsecure === true });
+    store = await connect({
+      cluster,
+      ...(identity ? { identity } : {}),
+      grants,
+      timeoutMs: opts.timeout,
+      signal: controller.signal,
+      allowInsecure: opts.allowInsecure === true,
+    });
     return await fn(store, controller.signal);
   } finally {
     process.off('SIGINT', onSigint);
@@ -205,7 +221,12 @@ export function parseExpiry(v: string, now = Date.now()): number | 'never' {
   const rel = /^(\d+)([dhm])$/.exec(v);
   if (rel) return now + Number(rel[1]) * { d: 86_400_000, h: 3_600_000, m: 60_000 }[rel[2] as 'd' | 'h' | 'm'];
   const at = Date.parse(v);
-  if (!Number.isFinite(at)) throw new CommanderError(EXIT.USAGE, 'powerstore.invalidArgument', `error: --expires takes a date (2027-01-01), a duration (30d, 12h, 90m) or never, got ${JSON.stringify(v)}`);
+  if (!Number.isFinite(at))
+    throw new CommanderError(
+      EXIT.USAGE,
+      'powerstore.invalidArgument',
+      `error: --expires takes a date (2027-01-01), a duration (30d, 12h, 90m) or never, got ${JSON.stringify(v)}`,
+    );
   if (at <= now) throw new CommanderError(EXIT.USAGE, 'powerstore.invalidArgument', `error: --expires ${v} is in the past`);
   return at;
 }
@@ -222,11 +243,22 @@ export function program(): Command {
     .description('Read and write a PowerStore cluster: Byzantine-fault-tolerant, linearizable, erasure-coded key-value storage.')
     .version(packageVersion())
     .option('--cluster <file>', `cluster file (default: $POWERSTORE_CLUSTER or ${DEFAULT_DIR}/cluster.json)`)
-    .option('--identity <file>', `identity to write with (default: $POWERSTORE_IDENTITY, ${DEFAULT_DIR}/identity.json, then your own: ${userIdentityPath()})`)
-    .option('--grant <file>', 'a grant file letting this identity write outside its namespace (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
+    .option(
+      '--identity <file>',
+      `identity to write with (default: $POWERSTORE_IDENTITY, ${DEFAULT_DIR}/identity.json, then your own: ${userIdentityPath()})`,
+    )
+    .option(
+      '--grant <file>',
+      'a grant file letting this identity write outside its namespace (repeatable)',
+      (v: string, prev: string[]) => [...prev, v],
+      [] as string[],
+    )
     .addOption(new Option('--timeout <ms>', 'time an operation may take').default(30_000).argParser(positiveInt))
     .option('--no-progress', 'no progress bar for large values')
-    .option('--allow-insecure', 'accept plaintext ws:// server URLs to hosts that are not loopback (anyone on the network can read and tamper with the traffic)')
+    .option(
+      '--allow-insecure',
+      'accept plaintext ws:// server URLs to hosts that are not loopback (anyone on the network can read and tamper with the traffic)',
+    )
     .addHelpText(
       'after',
       `\nKeys starting with @/ are in your identity's namespace: @/notes is ~<your owner id>/notes.\n` +
@@ -311,7 +343,9 @@ export function program(): Command {
 
   cli
     .command('id')
-    .description(`print your identity (public key, owner id, namespace), creating it first if needed (default: ${userIdentityPath()}, mode 0600)`)
+    .description(
+      `print your identity (public key, owner id, namespace), creating it first if needed (default: ${userIdentityPath()}, mode 0600)`,
+    )
     .option('--new', 'create a new identity even if the file exists (the old one is lost)')
     .option('--json', 'print JSON (public parts only)')
     .action(async (options: { new?: boolean; json?: boolean }) => {
@@ -338,7 +372,9 @@ export function program(): Command {
 
   cli
     .command('grant')
-    .description("let another identity write keys starting with <prefix> (inside your namespace, or anywhere for the cluster's admin); prints the grant to give it")
+    .description(
+      "let another identity write keys starting with <prefix> (inside your namespace, or anywhere for the cluster's admin); prints the grant to give it",
+    )
     .argument('<publicKey>', "the grantee's public key (`powerstore id` prints it)")
     .argument('<prefix>', 'key prefix, e.g. @/photos/ or ~<owner id>/photos/')
     .requiredOption('--expires <when>', 'a date (2027-01-01), a duration (30d, 12h, 90m) or never')
@@ -358,7 +394,8 @@ export function program(): Command {
 
 function positiveInt(v: string): number {
   const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0) throw new CommanderError(EXIT.USAGE, 'powerstore.invalidArgument', `error: expected a positive integer, got ${JSON.stringify(v)}`);
+  if (!Number.isInteger(n) || n <= 0)
+    throw new CommanderError(EXIT.USAGE, 'powerstore.invalidArgument', `error: expected a positive integer, got ${JSON.stringify(v)}`);
   return n;
 }
 

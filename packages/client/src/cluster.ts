@@ -3,7 +3,15 @@
  * writes it, checked by the protocol's one validator so a bad file fails at `connect`
  * with the field that is wrong, and grants as `powerstore grant` prints them.
  */
-import { ClusterFileError, grantFromJson, parseClusterFile, bytesEqual, type Cluster, type CryptoProvider, type Grant } from '@powerstore/protocol';
+import {
+  ClusterFileError,
+  grantFromJson,
+  parseClusterFile,
+  bytesEqual,
+  type Cluster,
+  type CryptoProvider,
+  type Grant,
+} from '@powerstore/protocol';
 import { invalidInput } from './errors.js';
 
 export function parseCluster(input: unknown): Cluster {

@@ -145,7 +145,9 @@ export class ServerConnection {
           onOversized: (bytes, head) => {
             if (this.#socket !== socket) return;
             const reason =
-              bytes === undefined ? `sent a frame over the limit of ${this.#maxFrameBytes} bytes` : `sent a frame of ${bytes} bytes, over the limit of ${this.#maxFrameBytes}`;
+              bytes === undefined
+                ? `sent a frame over the limit of ${this.#maxFrameBytes} bytes`
+                : `sent a frame of ${bytes} bytes, over the limit of ${this.#maxFrameBytes}`;
             this.#lastError = reason;
             this.#events.onOversized(this.index, reason, head);
           },

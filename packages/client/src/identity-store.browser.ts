@@ -17,7 +17,7 @@ interface Stored {
 function request<T>(r: IDBRequest<T>): Promise<T> {
   return new Promise((resolve, reject) => {
     r.onsuccess = () => resolve(r.result);
-    r.onerror = () => reject(r.error);
+    r.onerror = () => reject(r.error ?? new Error('IndexedDB request failed'));
   });
 }
 
@@ -33,7 +33,7 @@ export async function openBrowserIdentity(name = 'default'): Promise<Identity> {
   try {
     let stored = (await request(db.transaction(STORE).objectStore(STORE).get(name))) as Stored | undefined;
     if (!stored) {
-      const pair = (await crypto.subtle.generateKey({ name: 'Ed25519' }, false, ['sign', 'verify'])) as CryptoKeyPair;
+      const pair = await crypto.subtle.generateKey({ name: 'Ed25519' }, false, ['sign', 'verify']);
       stored = { privateKey: pair.privateKey, publicKey: new Uint8Array(await crypto.subtle.exportKey('raw', pair.publicKey)) };
       await request(db.transaction(STORE, 'readwrite').objectStore(STORE).put(stored, name));
     }

@@ -55,7 +55,8 @@ export class Identity {
       throw invalidInput('identity', `identity: ${(err as Error).message}`);
     }
     const signer = await crypto.signerFromSeed(parsed.seed);
-    if (encodePublicKey(signer.publicKey) !== encodePublicKey(parsed.publicKey)) throw invalidInput('identity', 'identity: "secretKey" does not belong to "publicKey"');
+    if (encodePublicKey(signer.publicKey) !== encodePublicKey(parsed.publicKey))
+      throw invalidInput('identity', 'identity: "secretKey" does not belong to "publicKey"');
     return new Identity(signer, parsed.seed);
   }
 

@@ -34,7 +34,15 @@ const ACK_OF: { readonly [T in RequestType]: Reply['type'] } = {
  * timestamp, which the others never received; `PENDING_LIMIT` and `SUPERSEDED` depend on
  * which writes of the key reached that server first.
  */
-const STORE_REFUSALS_EXCUSED: ReadonlySet<string> = new Set(['NOT_AUTHORIZED', 'GRANT_EXPIRED', 'REVOKED', 'QUOTA_EXCEEDED', 'CONFLICT', 'PENDING_LIMIT', 'SUPERSEDED']);
+const STORE_REFUSALS_EXCUSED: ReadonlySet<string> = new Set([
+  'NOT_AUTHORIZED',
+  'GRANT_EXPIRED',
+  'REVOKED',
+  'QUOTA_EXCEEDED',
+  'CONFLICT',
+  'PENDING_LIMIT',
+  'SUPERSEDED',
+]);
 
 /** One round of one operation: one request per server under one wire `opId`. */
 export class Round<F> {
@@ -63,7 +71,14 @@ export class Round<F> {
   #flight: F | undefined;
   #succeeded = false;
 
-  constructor(id: number, flight: F, key: string, request: RequestType, frames: ReadonlyMap<number, Uint8Array>, report: (server: number, reason: string) => void) {
+  constructor(
+    id: number,
+    flight: F,
+    key: string,
+    request: RequestType,
+    frames: ReadonlyMap<number, Uint8Array>,
+    report: (server: number, reason: string) => void,
+  ) {
     this.id = id;
     this.#flight = flight;
     this.key = key;
@@ -88,7 +103,13 @@ export class Round<F> {
    * restarted since, and a fresh answer supersedes it.
    */
   awaits(server: number): boolean {
-    return this.#flight !== undefined && this.frames.has(server) && !this.acked.has(server) && !this.oversized.has(server) && !this.held.has(server);
+    return (
+      this.#flight !== undefined &&
+      this.frames.has(server) &&
+      !this.acked.has(server) &&
+      !this.oversized.has(server) &&
+      !this.held.has(server)
+    );
   }
 
   /** How `reply` (with this round's opId) answers it: an acknowledgement, a refusal, or neither (a reply of another request type). */

@@ -168,7 +168,12 @@ export async function connect(options: ConnectOptions): Promise<Store> {
   const cluster = parseCluster(options.cluster);
   checkTransport(cluster, options.allowInsecure);
   const crypto = createCryptoProvider();
-  const identity = options.identity === undefined ? undefined : options.identity instanceof Identity ? options.identity : await Identity.fromJSON(options.identity);
+  const identity =
+    options.identity === undefined
+      ? undefined
+      : options.identity instanceof Identity
+        ? options.identity
+        : await Identity.fromJSON(options.identity);
   const grants = parseGrants(crypto, cluster, options.grants);
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   if (!(timeoutMs > 0)) throw invalid(`timeoutMs must be positive, got ${String(timeoutMs)}`);
@@ -178,8 +183,19 @@ export async function connect(options: ConnectOptions): Promise<Store> {
   const random = (n: number) => globalThis.crypto.getRandomValues(new Uint8Array(n));
   // A writer id of its own per connect(): two stores of one identity never share a timestamp.
   const session =
-    identity && new WriterSession({ crypto, cluster: cluster.identity, signer: identity.signer, instance: random(INSTANCE_ID_LENGTH), grants });
-  const store = new PowerStore({ cluster, crypto, codec, identity, session, random, timeoutMs, maxValueBytes, onServerStatus: options.onServerStatus });
+    identity &&
+    new WriterSession({ crypto, cluster: cluster.identity, signer: identity.signer, instance: random(INSTANCE_ID_LENGTH), grants });
+  const store = new PowerStore({
+    cluster,
+    crypto,
+    codec,
+    identity,
+    session,
+    random,
+    timeoutMs,
+    maxValueBytes,
+    onServerStatus: options.onServerStatus,
+  });
   try {
     await store.waitForQuorum(timeoutMs, options.signal);
   } catch (e) {
@@ -221,11 +237,15 @@ interface StoreParts {
 /** Protocol codes the client reports as they are; the rest are `REJECTED`. */
 const PASSED_THROUGH: ReadonlySet<string> = new Set(['NOT_AUTHORIZED', 'GRANT_EXPIRED', 'REVOKED', 'QUOTA_EXCEEDED']);
 
-function toClientError(err: unknown): unknown {
-  if (!(err instanceof ProtocolError)) return err;
+function toClientError(err: unknown): Error {
+  if (!(err instanceof ProtocolError)) return err instanceof Error ? err : new Error(String(err));
   // The reader's own limit is maxValueBytes; servers refusing with this code say so in their message.
   if (err.code === 'VALUE_TOO_LARGE') {
-    return new PowerStoreError('VALUE_TOO_LARGE', /servers refused/.test(err.message) ? err.message : `${err.message} (connect's maxValueBytes)`, { cause: err });
+    return new PowerStoreError(
+      'VALUE_TOO_LARGE',
+      /servers refused/.test(err.message) ? err.message : `${err.message} (connect's maxValueBytes)`,
+      { cause: err },
+    );
   }
   if (PASSED_THROUGH.has(err.code)) return new PowerStoreError(err.code as PowerStoreErrorCode, err.message, { cause: err });
   if (err.code === 'INVALID_ARGUMENT' && !/servers refused/.test(err.message)) return invalid(err.message, err);
@@ -311,7 +331,13 @@ class PowerStore implements Store {
       size: result.value?.length ?? 0,
       timestamp: { num: result.ts.num, writerId: toHex(result.ts.writerId) },
       ...(cert
-        ? { writer: { publicKey: encodePublicKey(cert.signer), ownerId: ownerIdOf(crypto, cert.signer), ...(cert.grant ? { grant: grantId(crypto, cert.grant) } : {}) } }
+        ? {
+            writer: {
+              publicKey: encodePublicKey(cert.signer),
+              ownerId: ownerIdOf(crypto, cert.signer),
+              ...(cert.grant ? { grant: grantId(crypto, cert.grant) } : {}),
+            },
+          }
         : {}),
       rounds: result.rounds,
       answered: op.answered().map((i) => i + 1),
@@ -378,12 +404,20 @@ class PowerStore implements Store {
     checkKey(key);
     const { session, crypto, codec, random } = this.#parts;
     if (!session) {
-      throw new PowerStoreError('NO_IDENTITY', 'writing needs an identity: connect({ cluster, identity }) (Identity.generate(), an identity file, or openBrowserIdentity())');
+      throw new PowerStoreError(
+        'NO_IDENTITY',
+        'writing needs an identity: connect({ cluster, identity }) (Identity.generate(), an identity file, or openBrowserIdentity())',
+      );
     }
     const opId = this.#nextOpId++;
     let op: WriteOperation;
     try {
-      op = new WriteOperation({ config: this.cluster, crypto, codec, random, session, now: Date.now, onEvidence: (i, reason) => this.#misbehaving(i, reason) }, key, value, opId);
+      op = new WriteOperation(
+        { config: this.cluster, crypto, codec, random, session, now: Date.now, onEvidence: (i, reason) => this.#misbehaving(i, reason) },
+        key,
+        value,
+        opId,
+      );
     } catch (err) {
       throw toClientError(err);
     }
@@ -403,7 +437,11 @@ class PowerStore implements Store {
       this.#misbehaving(i, reason);
     };
     const { crypto, codec, maxValueBytes } = this.#parts;
-    const op = new ReadOperation({ config: this.cluster, crypto, codec, verifier: this.#verifier, onEvidence, maxValueLength: maxValueBytes }, key, opId);
+    const op = new ReadOperation(
+      { config: this.cluster, crypto, codec, verifier: this.#verifier, onEvidence, maxValueLength: maxValueBytes },
+      key,
+      opId,
+    );
     const result = await this.#run(op, opId, options, onEvidence);
     return { op, result, evidence };
   }
@@ -413,7 +451,12 @@ class PowerStore implements Store {
   }
 
   /** Drives one operation to its result, its failure, a timeout or an abort. */
-  #run<R>(op: ClientOperation<R>, opId: number, options: OperationOptions | undefined, onEvidence: (server: number, reason: string) => void): Promise<R> {
+  #run<R>(
+    op: ClientOperation<R>,
+    opId: number,
+    options: OperationOptions | undefined,
+    onEvidence: (server: number, reason: string) => void,
+  ): Promise<R> {
     if (this.#closed) return Promise.reject(new PowerStoreError('CLOSED', 'the store was closed'));
     const signal = options?.signal;
     const timeoutMs = options?.timeoutMs ?? this.#parts.timeoutMs;
@@ -467,7 +510,13 @@ class PowerStore implements Store {
     if (!step.send) return;
     this.#endRound(flight, false);
     const send = step.send;
-    const round = this.#rounds.start(flight, send[0]!.message.key, send[0]!.message.type, (id) => this.#encodeRound(send, id), flight.onEvidence);
+    const round = this.#rounds.start(
+      flight,
+      send[0]!.message.key,
+      send[0]!.message.type,
+      (id) => this.#encodeRound(send, id),
+      flight.onEvidence,
+    );
     flight.round = round;
     const sent: [ServerConnection, number, number][] = [];
     for (const [to, frame] of round.frames) {
@@ -536,7 +585,10 @@ class PowerStore implements Store {
     if (!round) return;
     const answer = round.answerOf(message);
     if (!answer) {
-      this.#misbehaving(index, `answered a ${round.request} with ${message.type === 'ERROR' ? 'an ERROR' : message.type} of key ${JSON.stringify(message.key.slice(0, 64))}`);
+      this.#misbehaving(
+        index,
+        `answered a ${round.request} with ${message.type === 'ERROR' ? 'an ERROR' : message.type} of key ${JSON.stringify(message.key.slice(0, 64))}`,
+      );
       return;
     }
     round.pending.delete(index);
@@ -663,7 +715,10 @@ class PowerStore implements Store {
       else if (c.state !== 'open') reasons.push(`${name} ${c.status().lastError ?? 'not connected'}`);
       else reasons.push(`${name} ${pending}`);
     });
-    return new PowerStoreError('QUORUM_UNREACHABLE', `need ${need} of ${this.cluster.n} servers, ${reachable} reachable: ${reasons.join(', ')}`);
+    return new PowerStoreError(
+      'QUORUM_UNREACHABLE',
+      `need ${need} of ${this.cluster.n} servers, ${reachable} reachable: ${reasons.join(', ')}`,
+    );
   }
 }
 

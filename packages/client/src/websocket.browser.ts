@@ -35,7 +35,7 @@ export const openSocket: OpenSocket = (url: string, handlers: SocketHandlers, ma
   ws.onerror = () => handlers.onError('unreachable');
   ws.onclose = (e: CloseEvent) => handlers.onClose(e.reason ? `closed (${e.code} ${e.reason})` : `closed (${e.code})`);
   return {
-    send: (frame) => ws.send(frame as Uint8Array<ArrayBuffer>),
+    send: (frame) => ws.send(frame),
     get bufferedAmount() {
       return ws.bufferedAmount;
     },

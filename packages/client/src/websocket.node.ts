@@ -5,7 +5,7 @@ import type { OpenSocket, SocketHandlers } from './socket.js';
 export const openSocket: OpenSocket = (url: string, handlers: SocketHandlers, maxFrameBytes: number) => {
   const ws = new WebSocket(url, { maxPayload: maxFrameBytes, perMessageDeflate: false });
   ws.binaryType = 'nodebuffer';
-  ws.on('open', handlers.onOpen);
+  ws.on('open', () => handlers.onOpen());
   ws.on('message', (data: Buffer, isBinary: boolean) => {
     if (isBinary) handlers.onMessage(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
   });

@@ -37,7 +37,9 @@ describe('cluster files', () => {
 describe('error.source', () => {
   it('names the identity, the grants or the cluster; other bad arguments have none', async () => {
     const cluster = validClusterFile();
-    const identity = (await refusal(connect({ cluster, identity: { kind: 'powerstore-identity', version: 2, publicKey: 'x', secretKey: 'y' } }))).source;
+    const identity = (
+      await refusal(connect({ cluster, identity: { kind: 'powerstore-identity', version: 2, publicKey: 'x', secretKey: 'y' } }))
+    ).source;
     expect(identity).toBe('identity');
     const me = await Identity.generate();
     expect((await refusal(connect({ cluster, identity: me, grants: [{}] }))).source).toBe('grants');

@@ -17,7 +17,6 @@ import {
   MemoryStorage,
   Server,
   toBase32,
-  type Message,
   type Request,
 } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
@@ -55,11 +54,19 @@ async function startCluster(): Promise<TestCluster> {
   const admin = await crypto.signerFromSeed(new Uint8Array(32).fill(0xad));
   const id = new Uint8Array(CLUSTER_ID_LENGTH).fill(0x11);
   const identity = { id, admin: admin.publicKey, servers: signers.map((s) => s.publicKey) };
-  const scripts: (Script | undefined)[] = new Array(config.n).fill(undefined);
+  const scripts = new Array<Script | undefined>(config.n).fill(undefined);
   const servers: WebSocketServer[] = [];
   const urls: string[] = [];
   for (let index = 0; index < config.n; index++) {
-    const protocol = new Server({ config, index, crypto, storage: new MemoryStorage(), cluster: identity, signer: signers[index]!, now: Date.now });
+    const protocol = new Server({
+      config,
+      index,
+      crypto,
+      storage: new MemoryStorage(),
+      cluster: identity,
+      signer: signers[index]!,
+      now: Date.now,
+    });
     const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
     await new Promise<void>((resolve) => wss.once('listening', () => resolve()));
     let connections = 0;
@@ -70,12 +77,13 @@ async function startCluster(): Promise<TestCluster> {
         send: (frame) => ws.send(frame),
         close: () => ws.close(),
       };
-      ws.on('message', async (data: Buffer) => {
+      const onMessage = async (data: Buffer) => {
         const frame = new Uint8Array(data);
         const request = decodeMessage(frame, { n: config.n }) as Request;
         if ((await scripts[index]?.(request, connection)) === true) return;
         ws.send((await protocol.handleFrame(frame)).reply);
-      });
+      };
+      ws.on('message', (data: Buffer) => void onMessage(data));
     });
     servers.push(wss);
     const address = wss.address();
@@ -110,7 +118,12 @@ const stores: Store[] = [];
 
 async function open(options: { maxValueBytes?: number; timeoutMs?: number } = {}): Promise<Store> {
   cluster ??= await startCluster();
-  const store = await connect({ cluster: cluster.file, identity: await Identity.generate(), timeoutMs: options.timeoutMs ?? 5_000, ...options });
+  const store = await connect({
+    cluster: cluster.file,
+    identity: await Identity.generate(),
+    timeoutMs: options.timeoutMs ?? 5_000,
+    ...options,
+  });
   stores.push(store);
   return store;
 }

@@ -49,13 +49,15 @@ describe('checkTransport', () => {
     }
     // One server of four is enough to refuse: it would see every operation.
     const mixed = cluster(['ws://127.0.0.1:7001', 'wss://10.0.0.2:7002', 'ws://10.0.0.3:7003', 'ws://127.0.0.1:7004']);
-    expect(insecureServers(mixed)).toEqual([{ id: 3, url: 'ws://10.0.0.3:7003', publicKey: expect.any(String) }]);
+    expect(insecureServers(mixed)).toEqual([{ id: 3, url: 'ws://10.0.0.3:7003', publicKey: expect.any(String) as string }]);
     expect(refusal(() => checkTransport(mixed, false)).message).toMatch(/^cluster: s3 ws:\/\/10\.0\.0\.3:7003: /);
   });
 
   it('accepts anything with allowInsecure: true, and only a boolean there', () => {
     expect(() => checkTransport(cluster(four((i) => `ws://10.0.0.1:${7000 + i}`)), true)).not.toThrow();
-    expect(refusal(() => checkTransport(cluster(four((i) => `ws://10.0.0.1:${7000 + i}`)), 'yes')).message).toContain('allowInsecure must be a boolean');
+    expect(refusal(() => checkTransport(cluster(four((i) => `ws://10.0.0.1:${7000 + i}`)), 'yes')).message).toContain(
+      'allowInsecure must be a boolean',
+    );
   });
 });
 
@@ -63,10 +65,15 @@ describe('connect', () => {
   it('refuses plaintext to example.com before any traffic, and tries it with allowInsecure', async () => {
     const remote = clusterJson(four((i) => `ws://example.com:${7000 + i}`));
     const started = Date.now();
-    await expect(connect({ cluster: remote, timeoutMs: 60_000 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('allowInsecure') });
+    await expect(connect({ cluster: remote, timeoutMs: 60_000 })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringContaining('allowInsecure') as string,
+    });
     expect(Date.now() - started).toBeLessThan(5_000);
     // Allowed, it goes on to the network: 192.0.2.0/24 is reserved for documentation, nobody answers.
     const unreachable = clusterJson(four((i) => `ws://192.0.2.1:${7000 + i}`));
-    await expect(connect({ cluster: unreachable, allowInsecure: true, timeoutMs: 300 })).rejects.toMatchObject({ code: 'QUORUM_UNREACHABLE' });
+    await expect(connect({ cluster: unreachable, allowInsecure: true, timeoutMs: 300 })).rejects.toMatchObject({
+      code: 'QUORUM_UNREACHABLE',
+    });
   });
 });

@@ -1,11 +1,6 @@
 /** Stable codes, so callers branch on `error.code` and messages can improve freely. */
 export type ErasureErrorCode =
-  | 'INVALID_PARAMS'
-  | 'INVALID_ARGUMENT'
-  | 'INVALID_FRAGMENT'
-  | 'TOO_FEW_FRAGMENTS'
-  | 'VALUE_TOO_LARGE'
-  | 'UNSUPPORTED_PLATFORM';
+  'INVALID_PARAMS' | 'INVALID_ARGUMENT' | 'INVALID_FRAGMENT' | 'TOO_FEW_FRAGMENTS' | 'VALUE_TOO_LARGE' | 'UNSUPPORTED_PLATFORM';
 
 /** Every error the codec throws on bad input. */
 export class ErasureCodecError extends Error {

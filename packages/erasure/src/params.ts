@@ -109,11 +109,7 @@ export function checkOutput(out: unknown, valueLength: number): Uint8Array {
  * Validates the fragment slots for a decode and returns the indices to decode from:
  * the `k` lowest present ones.
  */
-export function chooseFragments(
-  { k, n }: CodecParams,
-  fragments: unknown,
-  fragmentLength: number,
-): number[] {
+export function chooseFragments({ k, n }: CodecParams, fragments: unknown, fragmentLength: number): number[] {
   if (!Array.isArray(fragments)) {
     throw new ErasureCodecError('INVALID_ARGUMENT', `fragments must be an array of ${n} slots, got ${describe(fragments)}`);
   }
@@ -140,6 +136,6 @@ export function chooseFragments(
 
 function describe(x: unknown): string {
   if (x === null) return 'null';
-  if (typeof x === 'object') return (x as object).constructor?.name ?? 'object';
+  if (typeof x === 'object') return x.constructor?.name ?? 'object';
   return typeof x;
 }

@@ -24,9 +24,7 @@ function codecsFor(k: number, n: number) {
 }
 
 /** (k, n) with n up to 32, plus the PowerStore shapes n = 3t + 1, k = t + 1. */
-const shape = fc
-  .integer({ min: 1, max: 32 })
-  .chain((n) => fc.record({ n: fc.constant(n), k: fc.integer({ min: 1, max: n }) }));
+const shape = fc.integer({ min: 1, max: 32 }).chain((n) => fc.record({ n: fc.constant(n), k: fc.integer({ min: 1, max: n }) }));
 
 /** Lengths around the interesting edges: empty, one byte, odd, multiples of the 64-byte step, chunk-crossing. */
 const valueLength = fc.oneof(
@@ -37,7 +35,7 @@ const valueLength = fc.oneof(
 
 function bytes(length: number, seed: number): Uint8Array {
   const out = new Uint8Array(length);
-  let x = (seed >>> 0) || 0x9e3779b9;
+  let x = seed >>> 0 || 0x9e3779b9;
   for (let i = 0; i < length; i++) {
     x ^= x << 13;
     x ^= x >>> 17;
@@ -54,45 +52,39 @@ function keep(fragments: readonly Uint8Array[], present: readonly boolean[]): (U
 describe('WebAssembly codec matches ISA-L and the reference', () => {
   it('encodes byte for byte like ISA-L portable C and the reference, and decodes any k fragments', async () => {
     await fc.assert(
-      fc.asyncProperty(
-        shape,
-        valueLength,
-        fc.integer(),
-        fc.infiniteStream(fc.boolean()),
-        async ({ k, n }, length, seed, coin) => {
-          const { wasm, isal, ref } = await codecsFor(k, n);
-          const value = bytes(length, seed);
-          const ours = wasm.encode(value);
-          // The reference is slow: compare with it on small values, with ISA-L always.
-          const oracle = length <= 20_000 ? ref.encode(value) : isal.encode(value);
-          expect(ours).toHaveLength(n);
-          ours.forEach((f, i) => expect(Buffer.compare(f, oracle[i]!), `fragment ${i}`).toBe(0));
-          if (length > 20_000) {
-            const isalOut = isal.encode(value);
-            ours.forEach((f, i) => expect(Buffer.compare(f, isalOut[i]!)).toBe(0));
-          }
-          // Systematic: data fragments are the zero-padded slices of the value.
-          const len = wasm.fragmentLength(length);
-          const padded = new Uint8Array(k * len);
-          padded.set(value);
-          for (let j = 0; j < k; j++) expect(Buffer.compare(ours[j]!, padded.subarray(j * len, (j + 1) * len))).toBe(0);
+      fc.asyncProperty(shape, valueLength, fc.integer(), fc.infiniteStream(fc.boolean()), async ({ k, n }, length, seed, coin) => {
+        const { wasm, isal, ref } = await codecsFor(k, n);
+        const value = bytes(length, seed);
+        const ours = wasm.encode(value);
+        // The reference is slow: compare with it on small values, with ISA-L always.
+        const oracle = length <= 20_000 ? ref.encode(value) : isal.encode(value);
+        expect(ours).toHaveLength(n);
+        ours.forEach((f, i) => expect(Buffer.compare(f, oracle[i]!), `fragment ${i}`).toBe(0));
+        if (length > 20_000) {
+          const isalOut = isal.encode(value);
+          ours.forEach((f, i) => expect(Buffer.compare(f, isalOut[i]!)).toBe(0));
+        }
+        // Systematic: data fragments are the zero-padded slices of the value.
+        const len = wasm.fragmentLength(length);
+        const padded = new Uint8Array(k * len);
+        padded.set(value);
+        for (let j = 0; j < k; j++) expect(Buffer.compare(ours[j]!, padded.subarray(j * len, (j + 1) * len))).toBe(0);
 
-          // A random erasure pattern keeping exactly k fragments.
-          const order = [...Array(n).keys()];
-          const it = coin[Symbol.iterator]();
-          for (let i = n - 1; i > 0; i--) {
-            // Fisher–Yates driven by the stream of coins (deterministic per case).
-            let r = 0;
-            for (let b = 0; b < 8; b++) r = (r << 1) | (it.next().value ? 1 : 0);
-            const j = r % (i + 1);
-            [order[i], order[j]] = [order[j]!, order[i]!];
-          }
-          const present = Array.from({ length: n }, () => false);
-          for (const i of order.slice(0, k)) present[i] = true;
-          const decoded = wasm.decode(keep(ours, present), length);
-          expect(Buffer.compare(decoded, value)).toBe(0);
-        },
-      ),
+        // A random erasure pattern keeping exactly k fragments.
+        const order = [...Array(n).keys()];
+        const it = coin[Symbol.iterator]();
+        for (let i = n - 1; i > 0; i--) {
+          // Fisher–Yates driven by the stream of coins (deterministic per case).
+          let r = 0;
+          for (let b = 0; b < 8; b++) r = (r << 1) | (it.next().value ? 1 : 0);
+          const j = r % (i + 1);
+          [order[i], order[j]] = [order[j]!, order[i]!];
+        }
+        const present = Array.from({ length: n }, () => false);
+        for (const i of order.slice(0, k)) present[i] = true;
+        const decoded = wasm.decode(keep(ours, present), length);
+        expect(Buffer.compare(decoded, value)).toBe(0);
+      }),
       { numRuns: 300 },
     );
   });
@@ -175,7 +167,16 @@ describe('input validation', () => {
   }
 
   it('rejects bad shapes', async () => {
-    for (const bad of [{ k: 0, n: 4 }, { k: 5, n: 4 }, { k: 1, n: 0 }, { k: 2, n: 256 }, { k: 1.5, n: 4 }, { k: '2', n: 4 }, null, undefined]) {
+    for (const bad of [
+      { k: 0, n: 4 },
+      { k: 5, n: 4 },
+      { k: 1, n: 0 },
+      { k: 2, n: 256 },
+      { k: 1.5, n: 4 },
+      { k: '2', n: 4 },
+      null,
+      undefined,
+    ]) {
       await expect(createCodec(bad as never), JSON.stringify(bad)).rejects.toMatchObject({ code: 'INVALID_PARAMS' });
       expect(code(() => createReferenceCodec(bad as never))).toBe('INVALID_PARAMS');
     }

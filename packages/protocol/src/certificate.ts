@@ -103,7 +103,14 @@ export function certificateDigest(crypto: CryptoProvider, cert: WriteCertificate
 }
 
 /** The bytes server `server` signs when it has stored `cert`'s write of `key` at `ts`. */
-export function receiptMessage(crypto: CryptoProvider, clusterId: Uint8Array, key: string, ts: Timestamp, cert: WriteCertificate, server: number): Uint8Array {
+export function receiptMessage(
+  crypto: CryptoProvider,
+  clusterId: Uint8Array,
+  key: string,
+  ts: Timestamp,
+  cert: WriteCertificate,
+  server: number,
+): Uint8Array {
   return concatBytes(
     ...domain(DOMAIN.receipt),
     ...lengthPrefixed(clusterId),
@@ -129,7 +136,13 @@ export async function signCertificate(
     readonly grant: Grant | undefined;
   },
 ): Promise<WriteCertificate> {
-  const unsigned = { nonceHash: write.nonceHash, ccDigest: write.ccDigest, tombstone: write.tombstone, signer: signer.publicKey, grant: write.grant };
+  const unsigned = {
+    nonceHash: write.nonceHash,
+    ccDigest: write.ccDigest,
+    tombstone: write.tombstone,
+    signer: signer.publicKey,
+    grant: write.grant,
+  };
   return { ...unsigned, signature: await signer.sign(certificateMessage(crypto, clusterId, write.key, write.ts, unsigned)) };
 }
 
@@ -145,7 +158,8 @@ export function authorityProblem(
   signer: Uint8Array,
   grant: Grant | undefined,
 ): string | undefined {
-  if (!bytesEqual(writerTagPart(ts.writerId), writerTagOf(crypto, signer))) return "the timestamp's writer id does not belong to the signer";
+  if (!bytesEqual(writerTagPart(ts.writerId), writerTagOf(crypto, signer)))
+    return "the timestamp's writer id does not belong to the signer";
   if (bytesEqual(signer, cluster.admin)) return undefined;
   if (!grant) {
     const owner = ownerIdOf(crypto, signer);
@@ -261,10 +275,14 @@ export class CertificateVerifier {
   async valid(key: string, c: CandidateFields, checks?: ValidityChecks): Promise<boolean> {
     const fingerprint = toHex(this.#crypto.sha256Sync(candidateFields(key, c)));
     if (this.#validCandidates.has(fingerprint)) return true;
-    const ok = await isValidCandidate(this.#crypto, c, checks ?? {
-      certificate: (ts, cert) => this.check(key, ts, cert),
-      proof: (ts, cert, proof) => this.proofValid(key, ts, cert, proof),
-    });
+    const ok = await isValidCandidate(
+      this.#crypto,
+      c,
+      checks ?? {
+        certificate: (ts, cert) => this.check(key, ts, cert),
+        proof: (ts, cert, proof) => this.proofValid(key, ts, cert, proof),
+      },
+    );
     if (ok) remember(this.#validCandidates, fingerprint, this.#cacheSize);
     return ok;
   }

@@ -82,7 +82,8 @@ function object(x: unknown, field: string | undefined): Record<string, unknown> 
 }
 
 function int(x: unknown, field: string, min: number, max: number): number {
-  if (typeof x !== 'number' || !Number.isSafeInteger(x) || x < min || x > max) fail(field, `must be an integer in ${min}..${max}, got ${JSON.stringify(x)}`);
+  if (typeof x !== 'number' || !Number.isSafeInteger(x) || x < min || x > max)
+    fail(field, `must be an integer in ${min}..${max}, got ${JSON.stringify(x)}`);
   return x;
 }
 
@@ -98,7 +99,8 @@ function strings(x: unknown, field: string, each: (s: string, field: string) => 
 
 function quota(x: unknown, field: string): Quota {
   const o = object(x, field);
-  for (const k of Object.keys(o)) if (k !== 'bytes' && k !== 'keys') fail(`${field}.${k}`, 'unknown field (a quota has "bytes" and "keys")');
+  for (const k of Object.keys(o))
+    if (k !== 'bytes' && k !== 'keys') fail(`${field}.${k}`, 'unknown field (a quota has "bytes" and "keys")');
   return {
     ...(o.bytes !== undefined ? { bytes: int(o.bytes, `${field}.bytes`, 0, Number.MAX_SAFE_INTEGER) } : {}),
     ...(o.keys !== undefined ? { keys: int(o.keys, `${field}.keys`, 0, Number.MAX_SAFE_INTEGER) } : {}),
@@ -112,7 +114,8 @@ const ownerIdCheck = (s: string, field: string) => {
 /** Checks the `policy` object. */
 export function parsePolicy(x: unknown, field = 'policy'): { policy: WritePolicy; json: PolicyJson } {
   const o = object(x, field);
-  if (o.writers !== 'open' && o.writers !== 'owners') fail(`${field}.writers`, `must be "open" or "owners", got ${JSON.stringify(o.writers)}`);
+  if (o.writers !== 'open' && o.writers !== 'owners')
+    fail(`${field}.writers`, `must be "open" or "owners", got ${JSON.stringify(o.writers)}`);
   const owners = strings(o.owners, `${field}.owners`, ownerIdCheck);
   const revoked = o.revoked === undefined ? {} : object(o.revoked, `${field}.revoked`);
   const revokedKeys = strings(revoked.keys, `${field}.revoked.keys`, (s, f) => {
@@ -151,7 +154,10 @@ export function parsePolicy(x: unknown, field = 'policy'): { policy: WritePolicy
 export function parseClusterFile(input: unknown): Cluster {
   const o = object(input, undefined);
   if (o.version === 1 || o.serverKeys !== undefined) {
-    fail('version', 'this is a version 1 cluster file (writers held every server key); PowerStore 0.2 uses signed writes: create a new cluster with `powerstore-server init`');
+    fail(
+      'version',
+      'this is a version 1 cluster file (writers held every server key); PowerStore 0.2 uses signed writes: create a new cluster with `powerstore-server init`',
+    );
   }
   if (o.version !== CLUSTER_FILE_VERSION) fail('version', `must be ${CLUSTER_FILE_VERSION}, got ${JSON.stringify(o.version)}`);
   if (typeof o.id !== 'string') fail('id', 'must be the cluster id (base32)');

@@ -46,9 +46,7 @@ const TYPE_CODES = {
   FILTER_ACK: 0x85,
   ERROR: 0xff,
 } as const satisfies Record<Message['type'], number>;
-const TYPE_NAMES = new Map<number, Message['type']>(
-  Object.entries(TYPE_CODES).map(([name, code]) => [code, name as Message['type']]),
-);
+const TYPE_NAMES = new Map<number, Message['type']>(Object.entries(TYPE_CODES).map(([name, code]) => [code, name as Message['type']]));
 
 /** Bounds the decoder cannot infer from the frame. */
 export interface DecodeOptions {

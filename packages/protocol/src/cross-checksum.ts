@@ -28,12 +28,7 @@ export async function computeCrossChecksum(
 }
 
 /** Whether `fragment` is entry `index` of `cc`. */
-export async function fragmentMatches(
-  crypto: CryptoProvider,
-  cc: CrossChecksum,
-  index: number,
-  fragment: Uint8Array,
-): Promise<boolean> {
+export async function fragmentMatches(crypto: CryptoProvider, cc: CrossChecksum, index: number, fragment: Uint8Array): Promise<boolean> {
   const expected = cc.hashes[index];
   return expected !== undefined && bytesEqual(expected, await fragmentHash(crypto, index, fragment));
 }

@@ -5,7 +5,7 @@
  * WebCrypto Ed25519 (detected once).
  */
 import { toHex } from './bytes.js';
-import { PUBLIC_KEY_LENGTH, SEED_LENGTH, SIGNATURE_LENGTH, type CryptoProvider, type Signer } from './crypto.js';
+import { PUBLIC_KEY_LENGTH, SEED_LENGTH, SIGNATURE_LENGTH, type CryptoProvider } from './crypto.js';
 import { nobleSha256, nobleSigner, nobleVerifyEd25519 } from './crypto.noble.js';
 import { signerFromCryptoKey } from './webcrypto-signer.js';
 

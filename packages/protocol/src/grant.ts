@@ -7,7 +7,16 @@
 import { bytesEqual, concatBytes, lengthPrefixed, u64, utf8 } from './bytes.js';
 import { DOMAIN, PUBLIC_KEY_LENGTH, SIGNATURE_LENGTH, domain, type CryptoProvider, type Signer } from './crypto.js';
 import { check } from './errors.js';
-import { decodeBase64url, decodePublicKey, encodeBase64url, encodePublicKey, fromBase32, namespacePrefix, ownerIdOf, toBase32 } from './identity.js';
+import {
+  decodeBase64url,
+  decodePublicKey,
+  encodeBase64url,
+  encodePublicKey,
+  fromBase32,
+  namespacePrefix,
+  ownerIdOf,
+  toBase32,
+} from './identity.js';
 
 /** Bytes in a cluster id. */
 export const CLUSTER_ID_LENGTH = 16;
@@ -42,12 +51,26 @@ export interface Grant {
 
 /** The bytes the issuer signs. */
 export function grantMessage(clusterId: Uint8Array, g: Omit<Grant, 'signature'>): Uint8Array {
-  return concatBytes(...domain(DOMAIN.grant), ...lengthPrefixed(clusterId), g.issuer, g.grantee, ...lengthPrefixed(utf8(g.prefix)), u64(g.expiresAt));
+  return concatBytes(
+    ...domain(DOMAIN.grant),
+    ...lengthPrefixed(clusterId),
+    g.issuer,
+    g.grantee,
+    ...lengthPrefixed(utf8(g.prefix)),
+    u64(g.expiresAt),
+  );
 }
 
 /** A digest of every field of the grant, signature included: what a certificate binds. */
 export function grantDigest(crypto: CryptoProvider, g: Grant): Uint8Array {
-  return crypto.sha256Sync([...domain(DOMAIN.grantId), g.issuer, g.grantee, ...lengthPrefixed(utf8(g.prefix)), u64(g.expiresAt), g.signature]);
+  return crypto.sha256Sync([
+    ...domain(DOMAIN.grantId),
+    g.issuer,
+    g.grantee,
+    ...lengthPrefixed(utf8(g.prefix)),
+    u64(g.expiresAt),
+    g.signature,
+  ]);
 }
 
 /** The grant's id (base32), for revocation lists and messages. */
@@ -59,7 +82,10 @@ export function grantId(crypto: CryptoProvider, g: Grant): string {
 export function checkGrantShape(g: Omit<Grant, 'signature'>): void {
   check(g.issuer.length === PUBLIC_KEY_LENGTH && g.grantee.length === PUBLIC_KEY_LENGTH, 'grant keys must be 32-byte public keys');
   check(typeof g.prefix === 'string' && utf8(g.prefix).length <= MAX_PREFIX_LENGTH, `a grant prefix is at most ${MAX_PREFIX_LENGTH} bytes`);
-  check(Number.isSafeInteger(g.expiresAt) && g.expiresAt > 0 && g.expiresAt <= MAX_EXPIRY, 'grant expiry must be a time between 1970 and 9999');
+  check(
+    Number.isSafeInteger(g.expiresAt) && g.expiresAt > 0 && g.expiresAt <= MAX_EXPIRY,
+    'grant expiry must be a time between 1970 and 9999',
+  );
 }
 
 /**

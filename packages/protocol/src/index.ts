@@ -6,7 +6,16 @@
  * erasure codec and storage, and move the messages.
  */
 export { bytesEqual, compareBytes, toHex } from './bytes.js';
-export { candidateId, candidatesEqual, certificateId, certificatesEqual, grantsEqual, NONCE_LENGTH, proofsEqual, type Candidate } from './candidate.js';
+export {
+  candidateId,
+  candidatesEqual,
+  certificateId,
+  certificatesEqual,
+  grantsEqual,
+  NONCE_LENGTH,
+  proofsEqual,
+  type Candidate,
+} from './candidate.js';
 export {
   authorityProblem,
   certificateDigest,
@@ -32,7 +41,16 @@ export {
   type ClusterServer,
   type PolicyJson,
 } from './cluster-file.js';
-export { decodeHeader, decodeMessage, encodeMessage, frameType, MAX_KEY_LENGTH, WIRE_VERSION, type DecodeOptions, type FrameHeader } from './codec.js';
+export {
+  decodeHeader,
+  decodeMessage,
+  encodeMessage,
+  frameType,
+  MAX_KEY_LENGTH,
+  WIRE_VERSION,
+  type DecodeOptions,
+  type FrameHeader,
+} from './codec.js';
 export { clusterConfig, MAX_SERVERS, MAX_VALUE_LENGTH, quorum, type ClusterConfig } from './config.js';
 export { computeCrossChecksum, crossChecksumDigest, fragmentMatches, type CrossChecksum } from './cross-checksum.js';
 export {
@@ -83,7 +101,17 @@ export type * from './messages.js';
 export { Admission, OPEN_POLICY, type Quota, type Refusal, type WritePolicy } from './policy.js';
 export type { RandomBytes } from './random.js';
 export { ReadOperation, type FilterAnswer, type ReaderOptions, type ReadResult } from './reader.js';
-export { decodeEntryMetaRecord, decodeKeyRecord, encodeEntryMetaRecord, encodeKeyRecord, historyEntryBytes, RECORD_VERSION, type EntryInfo, type EntryMeta, type KeyState } from './record.js';
+export {
+  decodeEntryMetaRecord,
+  decodeKeyRecord,
+  encodeEntryMetaRecord,
+  encodeKeyRecord,
+  historyEntryBytes,
+  RECORD_VERSION,
+  type EntryInfo,
+  type EntryMeta,
+  type KeyState,
+} from './record.js';
 export { DEFAULT_HISTORY, entriesEqual, Server, type FrameResult, type HistoryLimits, type ServerOptions } from './server.js';
 export { KeyedMutex } from './key-mutex.js';
 export {
@@ -112,4 +140,11 @@ export {
   type Timestamp,
 } from './timestamp.js';
 export { signerFromCryptoKey } from './webcrypto-signer.js';
-export { WriteOperation, WriterSession, type WriteResult, type WriterOptions, type WriterSessionOptions, type WriteValue } from './writer.js';
+export {
+  WriteOperation,
+  WriterSession,
+  type WriteResult,
+  type WriterOptions,
+  type WriterSessionOptions,
+  type WriteValue,
+} from './writer.js';

@@ -284,7 +284,7 @@ export class ReadOperation implements ClientOperation<ReadResult> {
   #restore(members: readonly number[]): Uint8Array | undefined {
     const first = this.answers.get(members[0]!)!.entry!;
     if (first.cc.tombstone) return undefined;
-    const fragments: (Uint8Array | undefined)[] = new Array(this.options.config.n).fill(undefined);
+    const fragments = new Array<Uint8Array | undefined>(this.options.config.n).fill(undefined);
     for (const i of members) fragments[i] = this.answers.get(i)!.entry!.fragment;
     return this.options.codec.decode(fragments, first.cc.valueLength);
   }

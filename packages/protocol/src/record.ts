@@ -69,7 +69,8 @@ function header(w: ByteWriter, key: string) {
 function readHeader(raw: Uint8Array, n: number): { r: ByteReader; key: string } {
   const r = new ByteReader(raw, n, MAX_VALUE_LENGTH);
   const version = r.u8('record version');
-  if (version !== RECORD_VERSION) throw new ProtocolError('UNSUPPORTED_VERSION', `record version ${version}, this server reads ${RECORD_VERSION}`);
+  if (version !== RECORD_VERSION)
+    throw new ProtocolError('UNSUPPORTED_VERSION', `record version ${version}, this server reads ${RECORD_VERSION}`);
   return { r, key: r.string(MAX_KEY_LENGTH, 'key') };
 }
 

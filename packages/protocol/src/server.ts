@@ -41,7 +41,7 @@ import {
 import { Admission, OPEN_POLICY, type Quota, type Refusal, type WritePolicy } from './policy.js';
 import { historyEntryBytes, type EntryInfo, type EntryMeta } from './record.js';
 import type { KeyRecord, ServerStorage } from './storage.js';
-import { TS0, compareTimestamps, timestampsEqual, type Timestamp } from './timestamp.js';
+import { TS0, compareTimestamps, type Timestamp } from './timestamp.js';
 
 /**
  * How much history a server keeps per key (garbage collection). It keeps `lc`'s entry,
@@ -125,7 +125,10 @@ export class Server {
   readonly #options: ServerOptions;
 
   constructor(options: ServerOptions) {
-    check(options.cluster.servers.length === options.config.n, `the cluster identity lists ${options.cluster.servers.length} server keys, the cluster has ${options.config.n} servers`);
+    check(
+      options.cluster.servers.length === options.config.n,
+      `the cluster identity lists ${options.cluster.servers.length} server keys, the cluster has ${options.config.n} servers`,
+    );
     this.config = options.config;
     this.index = options.index;
     this.crypto = options.crypto;
@@ -135,8 +138,14 @@ export class Server {
     this.history = { ...DEFAULT_HISTORY, ...options.history };
     const { keep, maxPendingPerKey, maxPendingPerWriter } = this.history;
     check(Number.isSafeInteger(keep) && keep >= 0, `history.keep must be an integer ≥ 0, got ${keep}`);
-    check(Number.isSafeInteger(maxPendingPerKey) && maxPendingPerKey >= 1, `history.maxPendingPerKey must be a positive integer, got ${maxPendingPerKey}`);
-    check(Number.isSafeInteger(maxPendingPerWriter) && maxPendingPerWriter >= 1, `history.maxPendingPerWriter must be a positive integer, got ${maxPendingPerWriter}`);
+    check(
+      Number.isSafeInteger(maxPendingPerKey) && maxPendingPerKey >= 1,
+      `history.maxPendingPerKey must be a positive integer, got ${maxPendingPerKey}`,
+    );
+    check(
+      Number.isSafeInteger(maxPendingPerWriter) && maxPendingPerWriter >= 1,
+      `history.maxPendingPerWriter must be a positive integer, got ${maxPendingPerWriter}`,
+    );
     this.#options = options;
   }
 
@@ -222,7 +231,10 @@ export class Server {
     }
     // Servers that learn this write only as a candidate trust the certificate's flag.
     if (cert.tombstone !== cc.tombstone) {
-      throw new ProtocolError('INVALID_ARGUMENT', `the certificate says ${cert.tombstone ? 'delete' : 'value'}, the cross-checksum says otherwise`);
+      throw new ProtocolError(
+        'INVALID_ARGUMENT',
+        `the certificate says ${cert.tombstone ? 'delete' : 'value'}, the cross-checksum says otherwise`,
+      );
     }
     if (!(await this.fragmentMatches(req))) {
       throw new ProtocolError('INVALID_ARGUMENT', `fragment ${this.index} does not match the cross-checksum`);
@@ -257,7 +269,10 @@ export class Server {
     }
     const collected = await record.getCollected();
     if (collected && compareTimestamps(entry.ts, collected) <= 0) {
-      throw new ProtocolError('SUPERSEDED', `history of this key up to ${collected.num} was collected after newer writes completed; write again with a fresh timestamp`);
+      throw new ProtocolError(
+        'SUPERSEDED',
+        `history of this key up to ${collected.num} was collected after newer writes completed; write again with a fresh timestamp`,
+      );
     }
     const lc = await record.getLc();
     if (compareTimestamps(entry.ts, lc?.ts ?? TS0) > 0) this.checkPending(index, lc?.ts ?? TS0, entry.ts);
@@ -274,12 +289,18 @@ export class Server {
     const { maxPendingPerKey, maxPendingPerWriter } = this.history;
     const pending = index.filter((e) => compareTimestamps(e.ts, lcTs) > 0);
     if (pending.length >= maxPendingPerKey) {
-      throw new ProtocolError('PENDING_LIMIT', `${pending.length} writes of this key are under way on this server (limit ${maxPendingPerKey})`);
+      throw new ProtocolError(
+        'PENDING_LIMIT',
+        `${pending.length} writes of this key are under way on this server (limit ${maxPendingPerKey})`,
+      );
     }
     const tag = ts.writerId.subarray(0, WRITER_TAG_BYTES);
     const mine = pending.filter((e) => bytesEqual(e.ts.writerId.subarray(0, WRITER_TAG_BYTES), tag)).length;
     if (mine >= maxPendingPerWriter) {
-      throw new ProtocolError('PENDING_LIMIT', `this writer has ${mine} writes of this key under way on this server (limit ${maxPendingPerWriter})`);
+      throw new ProtocolError(
+        'PENDING_LIMIT',
+        `this writer has ${mine} writes of this key under way on this server (limit ${maxPendingPerWriter})`,
+      );
     }
   }
 

@@ -18,7 +18,7 @@ import { compareTimestamps, type Timestamp } from './timestamp.js';
 /** One named check; `run` rejects on failure. */
 export interface ConformanceCheck {
   readonly name: string;
-  run(): Promise<void>;
+  readonly run: () => Promise<void>;
 }
 
 /** A backend under test, as its factory returns it. */
@@ -62,7 +62,10 @@ const cert = (num: number): WriteCertificate => ({
   signer: fill(32, 3, 4),
   signature: fill(64, num, 5),
   tombstone: false,
-  grant: num % 2 === 0 ? { issuer: fill(32, 5, 6), grantee: fill(32, 3, 4), prefix: `~p${num}/`, expiresAt: 1e12 + num, signature: fill(64, num, 7) } : undefined,
+  grant:
+    num % 2 === 0
+      ? { issuer: fill(32, 5, 6), grantee: fill(32, 3, 4), prefix: `~p${num}/`, expiresAt: 1e12 + num, signature: fill(64, num, 7) }
+      : undefined,
 });
 
 /** A well-formed candidate. */
@@ -188,7 +191,10 @@ export function storageConformance(
       const results = await Promise.all(Array.from({ length: 30 }, (_, i) => task(keys[i % keys.length]!, i)));
       check(maxSameKey === 1, 'two callbacks on one key ran at once');
       check(maxOverall > 1, 'callbacks on different keys must run concurrently');
-      check(results.every((r, i) => r === i), 'withKey must resolve to the callback result');
+      check(
+        results.every((r, i) => r === i),
+        'withKey must resolve to the callback result',
+      );
       for (const k of keys) check((await s.withKey(k, (r) => r.getLc()))?.ts.num === 10, 'a read-modify-write was lost');
     }),
     on('a failed callback rejects with its error, leaves nothing behind and the key usable', async ({ storage: s }) => {
@@ -235,7 +241,10 @@ export function storageConformance(
     }),
     on('a put over quota stores nothing and charges nothing', async ({ storage: s }) => {
       const quota = { bytes: 100, keys: 2 };
-      const stored = await s.withKey('a', async (r) => [await r.putEntry(entry(ts(1)), charge('o', 60, quota)), await r.putEntry(entry(ts(2)), charge('o', 60, quota))]);
+      const stored = await s.withKey('a', async (r) => [
+        await r.putEntry(entry(ts(1)), charge('o', 60, quota)),
+        await r.putEntry(entry(ts(2)), charge('o', 60, quota)),
+      ]);
       check(stored.join() === 'true,false', 'the second put exceeds 100 bytes and must be refused');
       await s.withKey('a', async (r) => check((await r.getEntry(ts(2))) === undefined, 'a refused entry must not be stored'));
       check(await s.withKey('b', (r) => r.putEntry(entry(ts(1)), charge('o', 10, quota))), 'a second key fits');
@@ -245,37 +254,48 @@ export function storageConformance(
     }),
     on('concurrent puts of different keys never overshoot a quota', async ({ storage: s }) => {
       const quota = { bytes: 1000 };
-      const stored = await Promise.all(Array.from({ length: 20 }, (_, i) => s.withKey(`k${i}`, (r) => r.putEntry(entry(ts(1)), charge('o', 100, quota)))));
-      check(stored.filter(Boolean).length === 10, `exactly 10 of 20 puts of 100 bytes fit 1000 bytes, ${stored.filter(Boolean).length} did`);
+      const stored = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => s.withKey(`k${i}`, (r) => r.putEntry(entry(ts(1)), charge('o', 100, quota)))),
+      );
+      check(
+        stored.filter(Boolean).length === 10,
+        `exactly 10 of 20 puts of 100 bytes fit 1000 bytes, ${stored.filter(Boolean).length} did`,
+      );
       check(s.usage('o').bytes === 1000, 'usage must be exactly the quota');
     }),
-    on('the index lists entries oldest first; deleting one removes it, gives its bytes back and raises the collected mark', async ({ storage: s }) => {
-      await s.withKey('a', async (r) => {
-        for (const num of [3, 1, 2]) await r.putEntry(entry(ts(num)), charge('o', 10 * num));
-        await r.putEntry(entry(ts(4), 0, true), charge('o', 1));
-      });
-      const index = await s.withKey('a', (r) => r.index());
-      check(index.map((e) => e.ts.num).join() === '1,2,3,4', `index must be oldest first, got ${index.map((e) => e.ts.num).join()}`);
-      check(index.map((e) => e.bytes).join() === '10,20,30,1', 'index must carry the bytes charged');
-      await s.withKey('a', async (r) => {
-        await r.deleteEntry(ts(2));
-        await r.deleteEntry(ts(1));
-        // Deleting what is not there is a no-op.
-        await r.deleteEntry(ts(9));
-      });
-      await s.withKey('a', async (r) => {
-        check((await r.getEntry(ts(2))) === undefined && (await r.getEntryMeta(ts(2))) === undefined, 'a deleted entry must be gone');
-        check((await r.index()).map((e) => e.ts.num).join() === '3,4', 'the index must drop deleted entries');
-        check((await r.getCollected())?.num === 2, 'the collected mark is the highest deleted timestamp');
-      });
-      check(s.usage('o').bytes === 31 && s.usage('o').keys === 1, `usage after deletes must be 31 bytes in 1 key, got ${s.usage('o').bytes}`);
-      await s.withKey('a', async (r) => {
-        await r.deleteEntry(ts(3));
-        await r.deleteEntry(ts(4));
-      });
-      check(s.usage('o').bytes === 0 && s.usage('o').keys === 0, 'a key whose entries are all deleted is no longer charged');
-      await s.withKey('a', async (r) => check((await r.getCollected())?.num === 4, 'the collected mark must survive the last delete'));
-    }),
+    on(
+      'the index lists entries oldest first; deleting one removes it, gives its bytes back and raises the collected mark',
+      async ({ storage: s }) => {
+        await s.withKey('a', async (r) => {
+          for (const num of [3, 1, 2]) await r.putEntry(entry(ts(num)), charge('o', 10 * num));
+          await r.putEntry(entry(ts(4), 0, true), charge('o', 1));
+        });
+        const index = await s.withKey('a', (r) => r.index());
+        check(index.map((e) => e.ts.num).join() === '1,2,3,4', `index must be oldest first, got ${index.map((e) => e.ts.num).join()}`);
+        check(index.map((e) => e.bytes).join() === '10,20,30,1', 'index must carry the bytes charged');
+        await s.withKey('a', async (r) => {
+          await r.deleteEntry(ts(2));
+          await r.deleteEntry(ts(1));
+          // Deleting what is not there is a no-op.
+          await r.deleteEntry(ts(9));
+        });
+        await s.withKey('a', async (r) => {
+          check((await r.getEntry(ts(2))) === undefined && (await r.getEntryMeta(ts(2))) === undefined, 'a deleted entry must be gone');
+          check((await r.index()).map((e) => e.ts.num).join() === '3,4', 'the index must drop deleted entries');
+          check((await r.getCollected())?.num === 2, 'the collected mark is the highest deleted timestamp');
+        });
+        check(
+          s.usage('o').bytes === 31 && s.usage('o').keys === 1,
+          `usage after deletes must be 31 bytes in 1 key, got ${s.usage('o').bytes}`,
+        );
+        await s.withKey('a', async (r) => {
+          await r.deleteEntry(ts(3));
+          await r.deleteEntry(ts(4));
+        });
+        check(s.usage('o').bytes === 0 && s.usage('o').keys === 0, 'a key whose entries are all deleted is no longer charged');
+        await s.withKey('a', async (r) => check((await r.getCollected())?.num === 4, 'the collected mark must survive the last delete'));
+      },
+    ),
     on('concurrent writers of many keys all land', async (h) => {
       const before = h.commits?.() ?? 0;
       const count = 64;
@@ -310,10 +330,12 @@ export function storageConformance(
         finished = true;
       });
       const closed = s.close();
-      const err = await s.withKey('k', async () => 1).then(
-        () => undefined,
-        (e: unknown) => e,
-      );
+      const err = await s
+        .withKey('k', async () => 1)
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
       check((err as { code?: string } | undefined)?.code === 'STORAGE_CLOSED', 'a callback after close must reject with STORAGE_CLOSED');
       await running;
       await closed;
@@ -328,25 +350,28 @@ export function storageConformance(
       });
       await s.withKey('b', (r) => r.putEntry(entry(ts(1), 20), charge('o', 1)));
       await s.withKey('c', (r) => r.setLc(candidate(ts(1))));
-      check(s.keyCount === 2 && s.historyEntryCount === 3 && s.largestFragmentBytes === 300, `counts ${s.keyCount}/${s.historyEntryCount}/${s.largestFragmentBytes}, want 2/3/300`);
+      check(
+        s.keyCount === 2 && s.historyEntryCount === 3 && s.largestFragmentBytes === 300,
+        `counts ${s.keyCount}/${s.historyEntryCount}/${s.largestFragmentBytes}, want 2/3/300`,
+      );
       await s.withKey('b', (r) => r.deleteEntry(ts(1)));
-      check(s.keyCount === 1 && s.historyEntryCount === 2, 'deleting a key\'s last entry uncounts the key');
+      check(s.keyCount === 1 && s.historyEntryCount === 2, "deleting a key's last entry uncounts the key");
     }),
-      on('a callback on a key starts only once the previous one on that key is durable', async ({ storage: s }) => {
-        const order: string[] = [];
-        const first = s
-          .withKey('k', async (r) => {
-            await r.setLc(candidate(ts(1)));
-            order.push('first returned');
-          })
-          .then(() => order.push('first durable'));
-        const second = s.withKey('k', async (r) => {
-          order.push('second started');
-          check((await r.getLc())?.ts.num === 1, 'the second callback must see the first one\'s lc');
-        });
-        await Promise.all([first, second]);
-        check(order.indexOf('second started') > order.indexOf('first returned'), `order ${order.join(', ')}`);
-      }),
+    on('a callback on a key starts only once the previous one on that key is durable', async ({ storage: s }) => {
+      const order: string[] = [];
+      const first = s
+        .withKey('k', async (r) => {
+          await r.setLc(candidate(ts(1)));
+          order.push('first returned');
+        })
+        .then(() => order.push('first durable'));
+      const second = s.withKey('k', async (r) => {
+        order.push('second started');
+        check((await r.getLc())?.ts.num === 1, "the second callback must see the first one's lc");
+      });
+      await Promise.all([first, second]);
+      check(order.indexOf('second started') > order.indexOf('first returned'), `order ${order.join(', ')}`);
+    }),
   );
   if (supports.durable) {
     checks.push(
@@ -387,7 +412,10 @@ export function storageConformance(
         });
         const s = await h.reopen!();
         check(s.usage('alice').bytes === 75 && s.usage('alice').keys === 1, `alice after reopening: ${JSON.stringify(s.usage('alice'))}`);
-        check(s.usage('bob').bytes === 7 && s.usage('bob').keys === 1 && s.owners().size === 2, `bob after reopening: ${JSON.stringify(s.usage('bob'))}`);
+        check(
+          s.usage('bob').bytes === 7 && s.usage('bob').keys === 1 && s.owners().size === 2,
+          `bob after reopening: ${JSON.stringify(s.usage('bob'))}`,
+        );
         if (s instanceof AbstractStorage) {
           check(s.keyCount === 2 && s.historyEntryCount === 3, `counts after reopening ${s.keyCount}/${s.historyEntryCount}, want 2/3`);
           check(s.largestFragmentBytes >= 50, 'the longest fragment is remembered');

@@ -388,7 +388,15 @@ class Transaction {
       else deletes.push(w.ts);
     }
     const usage = [...this.#reservations, ...this.#released.map((r) => ({ owner: r.owner, bytes: -r.bytes, keys: -r.keys }))];
-    return { key: this.key, state: this.#stateChanged ? this.#state : undefined, puts, deletes, usage, keys: this.#newKeys, entries: this.#newEntries };
+    return {
+      key: this.key,
+      state: this.#stateChanged ? this.#state : undefined,
+      puts,
+      deletes,
+      usage,
+      keys: this.#newKeys,
+      entries: this.#newEntries,
+    };
   }
 
   async #guard<R>(f: () => Promise<R>): Promise<R> {
@@ -487,7 +495,7 @@ export class MemoryStorage extends AbstractStorage {
   protected async commit(c: KeyChanges): Promise<void> {
     if (c.state) this.#states.set(c.key, c.state);
     let hist = this.#entries.get(c.key);
-    if (!hist) this.#entries.set(c.key, (hist = new Map()));
+    if (!hist) this.#entries.set(c.key, (hist = new Map<string, HistoryEntry>()));
     for (const e of c.puts) hist.set(timestampKey(e.ts), e);
     for (const ts of c.deletes) hist.delete(timestampKey(ts));
     if (hist.size === 0) this.#entries.delete(c.key);

@@ -79,9 +79,15 @@ export class WriterSession {
     const live = covering.find((g) => g.expiresAt > now);
     if (live) return live;
     if (covering.length > 0) {
-      throw new ProtocolError('GRANT_EXPIRED', `every grant covering ${JSON.stringify(key)} has expired (the latest at ${new Date(covering[0]!.expiresAt).toISOString()})`);
+      throw new ProtocolError(
+        'GRANT_EXPIRED',
+        `every grant covering ${JSON.stringify(key)} has expired (the latest at ${new Date(covering[0]!.expiresAt).toISOString()})`,
+      );
     }
-    throw new ProtocolError('NOT_AUTHORIZED', `this identity may not write ${JSON.stringify(key)}: ${authorityProblem(crypto, cluster, key, probe, signer.publicKey, undefined)}`);
+    throw new ProtocolError(
+      'NOT_AUTHORIZED',
+      `this identity may not write ${JSON.stringify(key)}: ${authorityProblem(crypto, cluster, key, probe, signer.publicKey, undefined)}`,
+    );
   }
 
   /** A write of `key` starts. */
@@ -231,7 +237,8 @@ export class WriteOperation implements ClientOperation<WriteResult> {
         if (reply.type !== 'STORE_ACK' || !this.#isOurs(reply.ts)) return {};
         this.#acked.add(from);
         const { ts, cert } = this.#candidate!;
-        if (await this.options.session.verifier.receiptValid(this.key, ts, cert, from, reply.receipt)) this.#receipts.set(from, reply.receipt);
+        if (await this.options.session.verifier.receiptValid(this.key, ts, cert, from, reply.receipt))
+          this.#receipts.set(from, reply.receipt);
         else this.options.onEvidence?.(from, 'acknowledged a STORE with a receipt that does not verify');
         if (this.#receipts.size >= quorum(config)) return this.#complete();
         return this.#storeStalled() ? this.#restart() : {};

@@ -1,6 +1,14 @@
 /** fast-check generators of well-formed protocol messages for a cluster of `n` servers. */
 import fc from 'fast-check';
-import { ERROR_CODES, type Candidate, type CrossChecksum, type Grant, type Message, type Timestamp, type WriteCertificate } from '../src/index.js';
+import {
+  ERROR_CODES,
+  type Candidate,
+  type CrossChecksum,
+  type Grant,
+  type Message,
+  type Timestamp,
+  type WriteCertificate,
+} from '../src/index.js';
 
 const bytes = (len: number) => fc.uint8Array({ minLength: len, maxLength: len });
 const hash = () => bytes(32);
@@ -10,15 +18,31 @@ const opId = fc.maxSafeNat();
 export const timestamp = (): fc.Arbitrary<Timestamp> => fc.record({ num: fc.maxSafeNat(), writerId: bytes(32) });
 
 export const grant = (): fc.Arbitrary<Grant> =>
-  fc.record({ issuer: bytes(32), grantee: bytes(32), prefix: fc.string({ maxLength: 60 }), expiresAt: fc.maxSafeNat(), signature: bytes(64) });
+  fc.record({
+    issuer: bytes(32),
+    grantee: bytes(32),
+    prefix: fc.string({ maxLength: 60 }),
+    expiresAt: fc.maxSafeNat(),
+    signature: bytes(64),
+  });
 
 export const certificate = (): fc.Arbitrary<WriteCertificate> =>
-  fc.record({ nonceHash: hash(), ccDigest: hash(), signer: bytes(32), signature: bytes(64), tombstone: fc.boolean(), grant: fc.option(grant(), { nil: undefined }) });
+  fc.record({
+    nonceHash: hash(),
+    ccDigest: hash(),
+    signer: bytes(32),
+    signature: bytes(64),
+    tombstone: fc.boolean(),
+    grant: fc.option(grant(), { nil: undefined }),
+  });
 
 export const proof = (n: number) =>
-  fc.uniqueArray(fc.nat({ max: n - 1 }), { maxLength: n }).map((servers) => servers.sort((a, b) => a - b).map((server) => ({ server, signature: new Uint8Array(64).fill(server) })));
+  fc
+    .uniqueArray(fc.nat({ max: n - 1 }), { maxLength: n })
+    .map((servers) => servers.sort((a, b) => a - b).map((server) => ({ server, signature: new Uint8Array(64).fill(server) })));
 
-export const candidate = (n = 4): fc.Arbitrary<Candidate> => fc.record({ ts: timestamp(), nonce: hash(), cert: certificate(), proof: proof(n) });
+export const candidate = (n = 4): fc.Arbitrary<Candidate> =>
+  fc.record({ ts: timestamp(), nonce: hash(), cert: certificate(), proof: proof(n) });
 
 export const cc = (n: number): fc.Arbitrary<CrossChecksum> =>
   fc.record({ tombstone: fc.boolean(), valueLength: fc.nat({ max: 2 ** 30 }), hashes: fc.array(hash(), { minLength: n, maxLength: n }) });
@@ -36,7 +60,11 @@ export function message(n: number): fc.Arbitrary<Message> {
     fc.record({ type: fc.constant('FILTER' as const), ...base, stripe, candidates: fc.array(candidate(n), { maxLength: n }) }),
     fc.record({ type: fc.constant('STORE_ACK' as const), ...base, ts: timestamp(), receipt: bytes(64) }),
     fc.record({ type: fc.constant('COMPLETE_ACK' as const), ...base, ts: timestamp() }),
-    fc.record({ type: fc.constantFrom('CLOCK_ACK' as const, 'COLLECT_ACK' as const), ...base, candidate: fc.option(candidate(n), { nil: undefined }) }),
+    fc.record({
+      type: fc.constantFrom('CLOCK_ACK' as const, 'COLLECT_ACK' as const),
+      ...base,
+      candidate: fc.option(candidate(n), { nil: undefined }),
+    }),
     fc.record({
       type: fc.constant('FILTER_ACK' as const),
       ...base,
@@ -44,6 +72,11 @@ export function message(n: number): fc.Arbitrary<Message> {
       stripe,
       entry: fc.option(fc.record({ fragment, cc: cc(n), cert: certificate() }), { nil: undefined }),
     }),
-    fc.record({ type: fc.constant('ERROR' as const), ...base, code: fc.constantFrom(...ERROR_CODES), message: fc.string({ maxLength: 100 }) }),
-  ) as fc.Arbitrary<Message>;
+    fc.record({
+      type: fc.constant('ERROR' as const),
+      ...base,
+      code: fc.constantFrom(...ERROR_CODES),
+      message: fc.string({ maxLength: 100 }),
+    }),
+  );
 }

@@ -42,7 +42,10 @@ export function acceptedClusterFiles(): [name: string, file: unknown][] {
     ['as init writes it', f],
     ['n and policy left out (n is implied, the policy is open)', bare],
     ['wss:// URLs and host names', { ...f, servers: f.servers.map((s, i) => ({ ...s, url: `wss://store-${i}.example.com:443` })) }],
-    ['t = 2 with seven servers', { ...f, t: 2, n: 7, servers: [1, 2, 3, 4, 5, 6, 7].map((id) => ({ id, url: `ws://[::1]:${7000 + id}`, publicKey: key(0xc0 + id) })) }],
+    [
+      't = 2 with seven servers',
+      { ...f, t: 2, n: 7, servers: [1, 2, 3, 4, 5, 6, 7].map((id) => ({ id, url: `ws://[::1]:${7000 + id}`, publicKey: key(0xc0 + id) })) },
+    ],
   ];
 }
 

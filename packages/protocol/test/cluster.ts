@@ -32,20 +32,38 @@ export function identity(byte: number): Promise<Signer> {
 export async function testCluster(t = 1): Promise<{ cluster: ClusterIdentity; admin: Signer; serverSigners: Signer[] }> {
   const admin = await identity(0xad);
   const serverSigners = await Promise.all(Array.from({ length: 3 * t + 1 }, (_, i) => identity(0xc0 + i)));
-  return { cluster: { id: new Uint8Array(16).fill(0x11), admin: admin.publicKey, servers: serverSigners.map((s) => s.publicKey) }, admin, serverSigners };
+  return {
+    cluster: { id: new Uint8Array(16).fill(0x11), admin: admin.publicKey, servers: serverSigners.map((s) => s.publicKey) },
+    admin,
+    serverSigners,
+  };
 }
 
 let counter = 0;
 export const random = (n: number) => Uint8Array.from({ length: n }, () => (counter = (counter * 1103515245 + 12345) >>> 0) & 0xff);
 
-export async function makeCluster(t = 1, options: { skip?: Set<number>; policy?: WritePolicy; now?: () => number; history?: Partial<HistoryLimits> } = {}) {
+export async function makeCluster(
+  t = 1,
+  options: { skip?: Set<number>; policy?: WritePolicy; now?: () => number; history?: Partial<HistoryLimits> } = {},
+) {
   const { skip = new Set<number>(), policy, now = () => 1_000_000, history } = options;
   const config = clusterConfig(t);
   const codec = createReferenceCodec({ k: t + 1, n: config.n });
   const { cluster, admin, serverSigners } = await testCluster(t);
   const storages = Array.from({ length: config.n }, () => new MemoryStorage());
   const servers = storages.map(
-    (storage, index) => new Server({ config, index, crypto, storage, cluster, signer: serverSigners[index]!, now, ...(policy ? { policy } : {}), ...(history ? { history } : {}) }),
+    (storage, index) =>
+      new Server({
+        config,
+        index,
+        crypto,
+        storage,
+        cluster,
+        signer: serverSigners[index]!,
+        now,
+        ...(policy ? { policy } : {}),
+        ...(history ? { history } : {}),
+      }),
   );
   const owner = await identity(1);
   let instance = 0;

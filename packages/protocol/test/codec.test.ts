@@ -31,7 +31,14 @@ function decodeOrTypedError(frame: Uint8Array, n = N): Message | ProtocolError {
 
 const ts = { num: 1, writerId: new Uint8Array(32) };
 const hashes = () => Array.from({ length: N }, () => new Uint8Array(32));
-const cert = { nonceHash: new Uint8Array(32), ccDigest: new Uint8Array(32), signer: new Uint8Array(32), signature: new Uint8Array(64), tombstone: false, grant: undefined };
+const cert = {
+  nonceHash: new Uint8Array(32),
+  ccDigest: new Uint8Array(32),
+  signer: new Uint8Array(32),
+  signature: new Uint8Array(64),
+  tombstone: false,
+  grant: undefined,
+};
 
 describe('wire codec', () => {
   it('round-trips every message', () => {
@@ -129,7 +136,13 @@ describe('wire codec', () => {
   it("carries a certificate's delete flag in its flags byte and refuses unknown flag bits", () => {
     const grant = { issuer: new Uint8Array(32), grantee: new Uint8Array(32), prefix: '~p/', expiresAt: 1, signature: new Uint8Array(64) };
     for (const g of [undefined, grant]) {
-      const complete = (tombstone: boolean) => encodeMessage({ type: 'COMPLETE', key: 'k', opId: 1, candidate: { ts, nonce: new Uint8Array(32), cert: { ...cert, tombstone, grant: g }, proof: [] } });
+      const complete = (tombstone: boolean) =>
+        encodeMessage({
+          type: 'COMPLETE',
+          key: 'k',
+          opId: 1,
+          candidate: { ts, nonce: new Uint8Array(32), cert: { ...cert, tombstone, grant: g }, proof: [] },
+        });
       const [value, deletion] = [complete(false), complete(true)];
       const m = decodeMessage(deletion, { n: N });
       expect(m.type === 'COMPLETE' && m.candidate.cert).toMatchObject({ tombstone: true, grant: g });
@@ -160,7 +173,9 @@ describe('wire codec', () => {
   });
 
   it('bounds keys, fragments, value lengths and timestamps', () => {
-    expect(() => encodeMessage({ type: 'CLOCK', key: 'x'.repeat(1025), opId: 1 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    expect(() => encodeMessage({ type: 'CLOCK', key: 'x'.repeat(1025), opId: 1 })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+    );
     const frame = encodeMessage({ type: 'COMPLETE_ACK', key: 'k', opId: 1, ts: { num: 5, writerId: new Uint8Array(32) } });
     const huge = frame.slice();
     huge.set([0xff, 0xff, 0xff, 0xff], 2 + 2 + 1 + 8); // high word of num: beyond 2^53
@@ -251,10 +266,14 @@ describe('storage records', () => {
         fc.option(timestamp(), { nil: undefined }),
         fc.array(fc.record({ ts: timestamp(), bytes: fc.nat() }), { maxLength: 5 }),
         (key, t, fr, sum, c, lc, collected, index) => {
-        const meta = { ts: t, stripe: 0, cc: sum, cert: c };
-        expect(decodeEntryMetaRecord(encodeEntryMetaRecord(key, { ...meta, fragment: fr }), N)).toEqual({ key, meta, fragmentLength: fr.length });
-        const state = { lc, owner: 'o'.repeat(32), index, collected };
-        expect(decodeKeyRecord(encodeKeyRecord(key, state), N)).toEqual({ key, state });
+          const meta = { ts: t, stripe: 0, cc: sum, cert: c };
+          expect(decodeEntryMetaRecord(encodeEntryMetaRecord(key, { ...meta, fragment: fr }), N)).toEqual({
+            key,
+            meta,
+            fragmentLength: fr.length,
+          });
+          const state = { lc, owner: 'o'.repeat(32), index, collected };
+          expect(decodeKeyRecord(encodeKeyRecord(key, state), N)).toEqual({ key, state });
         },
       ),
       { numRuns: 300 },
@@ -262,7 +281,13 @@ describe('storage records', () => {
   });
 
   it('refuse another record version and truncated records with typed errors', () => {
-    const raw = encodeEntryMetaRecord('k', { ts, stripe: 0, fragment: new Uint8Array(3), cc: { tombstone: false, valueLength: 6, hashes: hashes() }, cert });
+    const raw = encodeEntryMetaRecord('k', {
+      ts,
+      stripe: 0,
+      fragment: new Uint8Array(3),
+      cc: { tombstone: false, valueLength: 6, hashes: hashes() },
+      cert,
+    });
     expect(raw[0]).toBe(RECORD_VERSION);
     const other = raw.slice();
     other[0] = RECORD_VERSION + 1;

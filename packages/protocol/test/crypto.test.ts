@@ -17,13 +17,15 @@ const RFC8032 = [
     seed: '9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60',
     publicKey: 'd75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a',
     message: '',
-    signature: 'e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b',
+    signature:
+      'e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b',
   },
   {
     seed: '4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb',
     publicKey: '3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c',
     message: '72',
-    signature: '92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00',
+    signature:
+      '92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00',
   },
 ];
 
@@ -62,21 +64,26 @@ describe('crypto providers', () => {
 
   it('every provider signs identically and accepts exactly the others’ signatures', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.uint8Array({ minLength: 32, maxLength: 32 }), fc.uint8Array({ maxLength: 300 }), fc.nat(), async (seed, message, flip) => {
-        const signers = await Promise.all(providers.map((p) => p.signerFromSeed(seed)));
-        const signatures = await Promise.all(signers.map((s) => s.sign(message)));
-        for (const s of signers) expect(toHex(s.publicKey)).toBe(toHex(signers[0]!.publicKey));
-        for (const sig of signatures) expect(toHex(sig)).toBe(toHex(signatures[0]!));
-        const pub = signers[0]!.publicKey;
-        const tampered = signatures[0]!.slice();
-        tampered[flip % 64]! ^= 1 << (flip % 8);
-        const otherMessage = Uint8Array.from([...message, 0]);
-        for (const p of providers) {
-          expect(await p.verifyEd25519(pub, message, signatures[0]!), p.name).toBe(true);
-          expect(await p.verifyEd25519(pub, message, tampered), p.name).toBe(false);
-          expect(await p.verifyEd25519(pub, otherMessage, signatures[0]!), p.name).toBe(false);
-        }
-      }),
+      fc.asyncProperty(
+        fc.uint8Array({ minLength: 32, maxLength: 32 }),
+        fc.uint8Array({ maxLength: 300 }),
+        fc.nat(),
+        async (seed, message, flip) => {
+          const signers = await Promise.all(providers.map((p) => p.signerFromSeed(seed)));
+          const signatures = await Promise.all(signers.map((s) => s.sign(message)));
+          for (const s of signers) expect(toHex(s.publicKey)).toBe(toHex(signers[0]!.publicKey));
+          for (const sig of signatures) expect(toHex(sig)).toBe(toHex(signatures[0]!));
+          const pub = signers[0]!.publicKey;
+          const tampered = signatures[0]!.slice();
+          tampered[flip % 64]! ^= 1 << (flip % 8);
+          const otherMessage = Uint8Array.from([...message, 0]);
+          for (const p of providers) {
+            expect(await p.verifyEd25519(pub, message, signatures[0]!), p.name).toBe(true);
+            expect(await p.verifyEd25519(pub, message, tampered), p.name).toBe(false);
+            expect(await p.verifyEd25519(pub, otherMessage, signatures[0]!), p.name).toBe(false);
+          }
+        },
+      ),
       { numRuns: 60 },
     );
   });

@@ -11,7 +11,11 @@ const text = (s: string) => new TextEncoder().encode(s);
 const value = (s: string) => ({ kind: 'value' as const, value: text(s) });
 
 /** Delivers `sends` to every server and feeds the replies to `op`; returns the messages it sends next. */
-async function round<R>(c: Awaited<ReturnType<typeof makeCluster>>, op: ClientOperation<R>, sends: readonly Outgoing[]): Promise<{ next: Outgoing[]; result?: R; replies: Reply[] }> {
+async function round<R>(
+  c: Awaited<ReturnType<typeof makeCluster>>,
+  op: ClientOperation<R>,
+  sends: readonly Outgoing[],
+): Promise<{ next: Outgoing[]; result?: R; replies: Reply[] }> {
   const next: Outgoing[] = [];
   const replies: Reply[] = [];
   for (const o of sends) {
@@ -57,7 +61,11 @@ describe('garbage collection', () => {
       const op = c.writeOp(key, v);
       const store = await round(c, op, (await op.start()).send!);
       expect(store.next[0]!.message.type).toBe('STORE');
-      const completes = await round(c, op, store.next.filter((o) => !withhold || o.to !== 3));
+      const completes = await round(
+        c,
+        op,
+        store.next.filter((o) => !withhold || o.to !== 3),
+      );
       expect(completes.next[0]!.message.type).toBe('COMPLETE');
       const done = await round(c, op, serverThreeFirst(completes.next.filter((o) => complete || o.to !== 3)));
       expect(done.result).toBeDefined();
@@ -94,7 +102,10 @@ describe('garbage collection', () => {
     const { crypto } = await import('./cluster.js');
     const { signCertificate, crossChecksumDigest } = await import('../src/index.js');
     // A value signed as a delete, and a delete signed as a value.
-    for (const [name, v] of [['a-value', value('x')], ['a-delete', { kind: 'tombstone' as const }]] as const) {
+    for (const [name, v] of [
+      ['a-value', value('x')],
+      ['a-delete', { kind: 'tombstone' as const }],
+    ] as const) {
       const op = c.writeOp(own(c.owner, name), v);
       const store = await round(c, op, (await op.start()).send!);
       const honest = store.next.find((o) => o.to === 0)!.message;
@@ -119,14 +130,20 @@ describe('garbage collection', () => {
     const c = await makeCluster(1, { history: { keep: 0 } });
     const key = own(c.owner, 'k');
     await c.write(key, value('old'));
-    const op = new ReadOperation({ config: c.config, crypto: (await import('./cluster.js')).crypto, codec: c.codec, verifier: c.verifier }, key, 999);
+    const op = new ReadOperation(
+      { config: c.config, crypto: (await import('./cluster.js')).crypto, codec: c.codec, verifier: c.verifier },
+      key,
+      999,
+    );
     const filter = await round(c, op, (await op.start()).send!);
     expect(filter.next[0]!.message.type).toBe('FILTER');
     // A newer write completes everywhere between the read's COLLECT and its FILTER.
     await c.write(key, value('new'));
     const second = await round(c, op, filter.next);
     // Servers 1–3 collected the old version and name the new one (server 4 never saw a COMPLETE).
-    expect(second.replies.filter((r) => r.type === 'FILTER_ACK' && r.entry === undefined && r.newer?.ts.num === 2).length).toBeGreaterThanOrEqual(3);
+    expect(
+      second.replies.filter((r) => r.type === 'FILTER_ACK' && r.entry === undefined && r.newer?.ts.num === 2).length,
+    ).toBeGreaterThanOrEqual(3);
     expect(second.next[0]!.message.type).toBe('FILTER');
     const third = await round(c, op, second.next);
     expect(third.result).toMatchObject({ rounds: 3, ts: { num: 2 } });
@@ -160,9 +177,19 @@ describe('garbage collection', () => {
     };
     const mine = c.session();
     const a = await stores(mine);
-    await round(c, a.op, a.store.next.filter((o) => o.to !== 3)); // stored, never completed
+    await round(
+      c,
+      a.op,
+      a.store.next.filter((o) => o.to !== 3),
+    ); // stored, never completed
     const b = await stores(mine);
-    const bCompletes = (await round(c, b.op, b.store.next.filter((o) => o.to !== 3))).next;
+    const bCompletes = (
+      await round(
+        c,
+        b.op,
+        b.store.next.filter((o) => o.to !== 3),
+      )
+    ).next;
     expect(bCompletes[0]!.message.type).toBe('COMPLETE');
     const third = await stores(mine);
     const thirdStore = third.store.next.find((o) => o.to === 0)!.message;
@@ -171,7 +198,10 @@ describe('garbage collection', () => {
     const d = await stores(c.session(c.admin));
     expect(await c.servers[0]!.handle(d.store.next.find((o) => o.to === 0)!.message)).toMatchObject({ type: 'STORE_ACK' });
     const e = await stores(c.session(c.admin));
-    expect(await c.servers[0]!.handle(e.store.next.find((o) => o.to === 0)!.message)).toMatchObject({ type: 'ERROR', code: 'PENDING_LIMIT' });
+    expect(await c.servers[0]!.handle(e.store.next.find((o) => o.to === 0)!.message)).toMatchObject({
+      type: 'ERROR',
+      code: 'PENDING_LIMIT',
+    });
     // b (the highest) completes: lc passes every write under way, and the writer's third is accepted.
     await round(c, b.op, bCompletes);
     expect(await c.servers[0]!.handle(thirdStore)).toMatchObject({ type: 'STORE_ACK' });

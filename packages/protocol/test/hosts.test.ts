@@ -3,13 +3,42 @@ import { describeValue, identityFromJson, isLoopbackHost, jsonErrorPosition } fr
 
 describe('isLoopbackHost', () => {
   it('accepts localhost, 127.0.0.0/8 and ::1 in their spellings', () => {
-    for (const h of ['localhost', 'LOCALHOST', '127.0.0.1', '127.1.2.3', '127.255.255.254', '127.1', '0x7f.0.0.1', '::1', '[::1]', '0:0:0:0:0:0:0:1', '::ffff:127.0.0.1', '[::ffff:7f00:1]']) {
+    for (const h of [
+      'localhost',
+      'LOCALHOST',
+      '127.0.0.1',
+      '127.1.2.3',
+      '127.255.255.254',
+      '127.1',
+      '0x7f.0.0.1',
+      '::1',
+      '[::1]',
+      '0:0:0:0:0:0:0:1',
+      '::ffff:127.0.0.1',
+      '[::ffff:7f00:1]',
+    ]) {
       expect(isLoopbackHost(h), h).toBe(true);
     }
   });
 
   it('refuses other addresses, names, and hosts smuggled past a parser', () => {
-    for (const h of ['10.0.0.1', '192.168.1.5', '0.0.0.0', '128.0.0.1', '::', '::2', '[::ffff:10.0.0.1]', 'example.com', 'localhost.example.com', '127.0.0.1.nip.io', 'evil@127.0.0.1', '127.0.0.1/x', '127.0.0.1#', '', '1270.0.0.1']) {
+    for (const h of [
+      '10.0.0.1',
+      '192.168.1.5',
+      '0.0.0.0',
+      '128.0.0.1',
+      '::',
+      '::2',
+      '[::ffff:10.0.0.1]',
+      'example.com',
+      'localhost.example.com',
+      '127.0.0.1.nip.io',
+      'evil@127.0.0.1',
+      '127.0.0.1/x',
+      '127.0.0.1#',
+      '',
+      '1270.0.0.1',
+    ]) {
       expect(isLoopbackHost(h), h).toBe(false);
     }
   });
@@ -33,7 +62,9 @@ describe('jsonErrorPosition', () => {
   });
 
   it('reads Firefox-style messages, and gives up on messages without a position', () => {
-    expect(jsonErrorPosition('', new SyntaxError('JSON.parse: expected property name at line 3 column 5 of the JSON data'))).toBe('line 3, column 5');
+    expect(jsonErrorPosition('', new SyntaxError('JSON.parse: expected property name at line 3 column 5 of the JSON data'))).toBe(
+      'line 3, column 5',
+    );
     expect(jsonErrorPosition('x', new SyntaxError('JSON Parse error: Unexpected identifier "x"'))).toBeUndefined();
     expect(jsonErrorPosition('x', 'not an error')).toBeUndefined();
   });
@@ -42,14 +73,16 @@ describe('jsonErrorPosition', () => {
 describe('identity files', () => {
   it('describe a bad field without quoting it: a secret may have been pasted there', () => {
     const secret = 'Zm9vYmFyYmF6cXV4cXV1eHF1dXhxdXV4cXV1eHF1dXg';
-    expect(() => identityFromJson({ kind: 'powerstore-identity', version: secret })).toThrow(/"version" must be 2.*a string of 43 characters/);
+    expect(() => identityFromJson({ kind: 'powerstore-identity', version: secret })).toThrow(
+      /"version" must be 2.*a string of 43 characters/,
+    );
     try {
       identityFromJson({ kind: 'powerstore-identity', version: secret });
     } catch (e) {
       expect((e as Error).message).not.toContain(secret.slice(0, 8));
     }
     expect(describeValue(2)).toBe('2');
-    expect(describeValue(12345678901234567890)).toBe('a number');
+    expect(describeValue(12345678901234567000)).toBe('a number');
     expect(describeValue([secret])).toBe('a list');
     expect(describeValue(undefined)).toBe('nothing');
   });

@@ -43,7 +43,7 @@ describe('WriterSession', () => {
     expect(tsB.num).toBe(2);
     // Finish both; a later write still goes above both.
     const finish = async (op: typeof a, send: readonly Outgoing[]) => {
-      let queue = [...send];
+      const queue = [...send];
       while (queue.length) {
         const o = queue.shift()!;
         const step = await op.onReply(o.to, await c.servers[o.to]!.handle(o.message));
@@ -78,7 +78,11 @@ describe('WriterSession', () => {
     const c = await makeCluster(1, { now: () => now });
     const bob = await identity(2);
     const wide = await signGrant(crypto, c.cluster, c.owner, { grantee: bob.publicKey, prefix: own(c.owner, ''), expiresAt: 5000 });
-    const narrow = await signGrant(crypto, c.cluster, c.owner, { grantee: bob.publicKey, prefix: own(c.owner, 'photos/'), expiresAt: 3000 });
+    const narrow = await signGrant(crypto, c.cluster, c.owner, {
+      grantee: bob.publicKey,
+      prefix: own(c.owner, 'photos/'),
+      expiresAt: 3000,
+    });
     const session = c.session(bob, [wide, narrow]);
     expect(session.authorityFor(own(bob, 'x'), now)).toBeUndefined();
     expect(session.authorityFor(own(c.owner, 'photos/a'), now)).toBe(narrow);
@@ -86,7 +90,9 @@ describe('WriterSession', () => {
     now = 4000;
     expect(session.authorityFor(own(c.owner, 'photos/a'), now)).toBe(wide);
     now = 6000;
-    expect(() => c.writeOp(own(c.owner, 'photos/a'), { kind: 'tombstone' }, session)).toThrow(expect.objectContaining({ code: 'GRANT_EXPIRED' }));
+    expect(() => c.writeOp(own(c.owner, 'photos/a'), { kind: 'tombstone' }, session)).toThrow(
+      expect.objectContaining({ code: 'GRANT_EXPIRED' }),
+    );
     expect(() => c.writeOp('shared/x', { kind: 'tombstone' }, session)).toThrow(expect.objectContaining({ code: 'NOT_AUTHORIZED' }));
   });
 
@@ -95,7 +101,15 @@ describe('WriterSession', () => {
     const key = own(c.owner, 'k');
     const evidence: [number, string][] = [];
     const op = new WriteOperation(
-      { config: c.config, crypto, codec: c.codec, random, session: c.session(), now: () => 1_000_000, onEvidence: (i, r) => evidence.push([i, r]) },
+      {
+        config: c.config,
+        crypto,
+        codec: c.codec,
+        random,
+        session: c.session(),
+        now: () => 1_000_000,
+        onEvidence: (i, r) => evidence.push([i, r]),
+      },
       key,
       { kind: 'value', value: text('v') },
       41,
@@ -145,7 +159,8 @@ describe('WriterSession', () => {
     let stores: readonly Outgoing[] | undefined;
     for (const o of (await op.start()).send!) {
       let reply = await c.servers[o.to]!.handle(o.message);
-      if (o.to === 0 && reply.type === 'CLOCK_ACK') reply = { ...reply, candidate: { ...reply.candidate!, ts: { ...reply.candidate!.ts, num: 1000 } } };
+      if (o.to === 0 && reply.type === 'CLOCK_ACK')
+        reply = { ...reply, candidate: { ...reply.candidate!, ts: { ...reply.candidate!.ts, num: 1000 } } };
       stores ??= (await op.onReply(o.to, reply)).send;
     }
     expect(evidence).toEqual([0]);
@@ -156,7 +171,9 @@ describe('WriterSession', () => {
     const c = await makeCluster(1);
     const owner = ownerIdOf(crypto, c.owner.publicKey);
     for (const s of c.servers.slice(0, 2)) s.setPolicy({ ...OPEN_POLICY, quotas: { owners: { [owner]: { bytes: 10 } } } });
-    await expect(c.write(own(c.owner, 'k'), { kind: 'value', value: new Uint8Array(100) })).rejects.toMatchObject({ code: 'QUOTA_EXCEEDED' });
+    await expect(c.write(own(c.owner, 'k'), { kind: 'value', value: new Uint8Array(100) })).rejects.toMatchObject({
+      code: 'QUOTA_EXCEEDED',
+    });
     // One refusal (t = 1) is not enough: the write completes on the other three.
     c.servers[1]!.setPolicy(OPEN_POLICY);
     const w = await c.write(own(c.owner, 'k'), { kind: 'value', value: new Uint8Array(100) });
@@ -168,7 +185,13 @@ describe('ReadOperation', () => {
   it('waits out t refusals in a round; t + 1 end the read with the code they share, or INTERNAL', async () => {
     const c = await makeCluster(1);
     const key = own(c.owner, 'k');
-    const refuse = (i: number, code: 'INTERNAL' | 'QUOTA_EXCEEDED', opId: number): Reply => ({ type: 'ERROR', key, opId, code, message: `s${i + 1} says no` });
+    const refuse = (i: number, code: 'INTERNAL' | 'QUOTA_EXCEEDED', opId: number): Reply => ({
+      type: 'ERROR',
+      key,
+      opId,
+      code,
+      message: `s${i + 1} says no`,
+    });
     const run = async (codes: ('INTERNAL' | 'QUOTA_EXCEEDED')[], opId: number) => {
       const op = new ReadOperation({ config: c.config, crypto, codec: c.codec, verifier: c.verifier }, key, opId);
       await op.start();
@@ -178,12 +201,12 @@ describe('ReadOperation', () => {
     };
     const [one, two] = await run(['QUOTA_EXCEEDED', 'QUOTA_EXCEEDED'], 1);
     expect(one).toEqual({});
-    expect(two!.error).toMatchObject({ code: 'QUOTA_EXCEEDED', message: expect.stringContaining('2 servers refused') });
+    expect(two!.error).toMatchObject({ code: 'QUOTA_EXCEEDED', message: expect.stringContaining('2 servers refused') as string });
     const [, mixed] = await run(['QUOTA_EXCEEDED', 'INTERNAL'], 2);
-    expect(mixed!.error).toMatchObject({ code: 'INTERNAL', message: expect.stringContaining('different reasons') });
+    expect(mixed!.error).toMatchObject({ code: 'INTERNAL', message: expect.stringContaining('different reasons') as string });
     // One refusal, then three answers: the read finishes (a key never written).
     const op = new ReadOperation({ config: c.config, crypto, codec: c.codec, verifier: c.verifier }, key, 3);
-    let queue: Outgoing[] = [...(await op.start()).send!];
+    const queue: Outgoing[] = [...(await op.start()).send!];
     expect(await op.onReply(0, refuse(0, 'INTERNAL', 3))).toEqual({});
     let result: unknown;
     while (queue.length > 0 && result === undefined) {
@@ -201,7 +224,11 @@ describe('ReadOperation', () => {
     const key = own(c.owner, 'k');
     await c.write(key, { kind: 'value', value: text('real') });
     const evidence: [number, string][] = [];
-    const op = new ReadOperation({ config: c.config, crypto, codec: c.codec, verifier: c.verifier, onEvidence: (i, r) => evidence.push([i, r]) }, key, 99);
+    const op = new ReadOperation(
+      { config: c.config, crypto, codec: c.codec, verifier: c.verifier, onEvidence: (i, r) => evidence.push([i, r]) },
+      key,
+      99,
+    );
     const start = await op.start();
     let step: Step<unknown> = {};
     for (const o of start.send!) {
@@ -223,8 +250,12 @@ describe('ReadOperation', () => {
     const key = own(c.owner, 'k');
     await c.write(key, { kind: 'value', value: text('real value') });
     const evidence: number[] = [];
-    const op = new ReadOperation({ config: c.config, crypto, codec: c.codec, verifier: c.verifier, onEvidence: (i) => evidence.push(i) }, key, 7);
-    let queue: Outgoing[] = [...(await op.start()).send!];
+    const op = new ReadOperation(
+      { config: c.config, crypto, codec: c.codec, verifier: c.verifier, onEvidence: (i) => evidence.push(i) },
+      key,
+      7,
+    );
+    const queue: Outgoing[] = [...(await op.start()).send!];
     for (;;) {
       const o = queue.shift()!;
       let reply = await c.servers[o.to]!.handle(o.message);
@@ -248,13 +279,18 @@ describe('ReadOperation', () => {
     const key = own(c.owner, 'k');
     await c.write(key, { kind: 'value', value: text('real value') });
     const evidence: number[] = [];
-    const op = new ReadOperation({ config: c.config, crypto, codec: c.codec, verifier: c.verifier, onEvidence: (i) => evidence.push(i) }, key, 8);
-    let queue: Outgoing[] = [...(await op.start()).send!];
+    const op = new ReadOperation(
+      { config: c.config, crypto, codec: c.codec, verifier: c.verifier, onEvidence: (i) => evidence.push(i) },
+      key,
+      8,
+    );
+    const queue: Outgoing[] = [...(await op.start()).send!];
     for (;;) {
       const o = queue.shift()!;
       let reply = await c.servers[o.to]!.handle(o.message);
       // The genuine fragment and cross-checksum (a value), beside the certificate with its flag flipped.
-      if (reply.type === 'FILTER_ACK' && reply.entry && o.to === 1) reply = { ...reply, entry: { ...reply.entry, cert: { ...reply.entry.cert, tombstone: true } } };
+      if (reply.type === 'FILTER_ACK' && reply.entry && o.to === 1)
+        reply = { ...reply, entry: { ...reply.entry, cert: { ...reply.entry.cert, tombstone: true } } };
       const step = await op.onReply(o.to, reply);
       if (step.result) {
         expect(new TextDecoder().decode(step.result.value)).toBe('real value');
@@ -267,9 +303,14 @@ describe('ReadOperation', () => {
   });
 
   /** Runs a read with `maxValueLength`, letting `tamper` replace replies; resolves with its last step. */
-  async function readStep(c: Awaited<ReturnType<typeof makeCluster>>, key: string, maxValueLength: number, tamper?: (from: number, reply: Reply) => Promise<Reply>) {
+  async function readStep(
+    c: Awaited<ReturnType<typeof makeCluster>>,
+    key: string,
+    maxValueLength: number,
+    tamper?: (from: number, reply: Reply) => Promise<Reply>,
+  ) {
     const op = new ReadOperation({ config: c.config, crypto, codec: c.codec, verifier: c.verifier, maxValueLength }, key, 5);
-    let queue: Outgoing[] = [...(await op.start()).send!];
+    const queue: Outgoing[] = [...(await op.start()).send!];
     while (queue.length > 0) {
       const o = queue.shift()!;
       const reply = await c.servers[o.to]!.handle(o.message);
@@ -285,7 +326,7 @@ describe('ReadOperation', () => {
     const key = own(c.owner, 'k');
     await c.write(key, { kind: 'value', value: new Uint8Array(5000) });
     const step = await readStep(c, key, 4999);
-    expect(step.error).toMatchObject({ code: 'VALUE_TOO_LARGE', message: expect.stringContaining('5000 bytes') });
+    expect(step.error).toMatchObject({ code: 'VALUE_TOO_LARGE', message: expect.stringContaining('5000 bytes') as string });
     expect((await readStep(c, key, 5000)).result?.value?.length).toBe(5000);
     // Tombstones and empty values are never too large.
     await c.write(key, { kind: 'tombstone' });

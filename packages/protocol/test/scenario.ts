@@ -118,7 +118,11 @@ export function parseTestdata(text: string): { cases: TestdataCase[]; trailer: s
 }
 
 /** A testdata file with `outputs` (one per case) as the expected outputs. */
-export function formatTestdata(cases: readonly TestdataCase[], outputs: readonly (readonly string[])[], trailer: readonly string[]): string {
+export function formatTestdata(
+  cases: readonly TestdataCase[],
+  outputs: readonly (readonly string[])[],
+  trailer: readonly string[],
+): string {
   const blocks = cases.map((c, i) => [...c.prelude, c.command, '----', ...outputs[i]!].join('\n'));
   const tail = trailer.length > 0 ? `\n${trailer.join('\n')}` : '';
   return `${blocks.join('\n\n')}\n${tail}${tail ? '\n' : ''}`;
@@ -269,13 +273,16 @@ export class Scenario {
     const k = required(key, 'key');
     const session = this.#session(opName.split('.')[0]!);
     const { config, codec } = this.#w;
-    const client = this.#newClient(opName, 'write', (c) =>
-      new WriteOperation(
-        { config, crypto, codec, random: this.#random, session, now: NOW, onEvidence: (i, reason) => this.#evidence(c, i, reason) },
-        k,
-        value,
-        ++this.#opId,
-      ),
+    const client = this.#newClient(
+      opName,
+      'write',
+      (c) =>
+        new WriteOperation(
+          { config, crypto, codec, random: this.#random, session, now: NOW, onEvidence: (i, reason) => this.#evidence(c, i, reason) },
+          k,
+          value,
+          ++this.#opId,
+        ),
     );
     await this.#start(client);
   }
@@ -283,8 +290,11 @@ export class Scenario {
   async #startRead(name: string | undefined, key: string | undefined): Promise<void> {
     const { config, codec, verifier } = this.#w;
     const k = required(key, 'key');
-    const client = this.#newClient(required(name, 'operation name'), 'read', (c) =>
-      new ReadOperation({ config, crypto, codec, verifier, onEvidence: (i, reason) => this.#evidence(c, i, reason) }, k, ++this.#opId),
+    const client = this.#newClient(
+      required(name, 'operation name'),
+      'read',
+      (c) =>
+        new ReadOperation({ config, crypto, codec, verifier, onEvidence: (i, reason) => this.#evidence(c, i, reason) }, k, ++this.#opId),
     );
     await this.#start(client);
   }
@@ -308,7 +318,7 @@ export class Scenario {
     for (const o of send) {
       if (o.message.type === 'STORE' && client.kind === 'write') {
         let byServer = this.#stores.get(o.message.key);
-        if (!byServer) this.#stores.set(o.message.key, (byServer = new Map()));
+        if (!byServer) this.#stores.set(o.message.key, (byServer = new Map<number, StoreRequest>()));
         byServer.set(o.to, o.message);
       }
       this.#queue.push({ from: client.name, to: serverName(o.to), client, message: o.message });
@@ -376,10 +386,22 @@ export class Scenario {
     const fragments = codec.encode(bytes);
     const cc = await computeCrossChecksum(crypto, fragments, bytes.length, false);
     const nonce = this.#random(32);
-    const cert = await signCertificate(crypto, cluster.id, signer, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), tombstone: cc.tombstone, grant: undefined });
+    const cert = await signCertificate(crypto, cluster.id, signer, {
+      key,
+      ts,
+      nonceHash: nonceHash(crypto, nonce),
+      ccDigest: crossChecksumDigest(crypto, cc),
+      tombstone: cc.tombstone,
+      grant: undefined,
+    });
     const opId = ++this.#opId;
     for (let i = 0; i < config.n; i++) {
-      this.#queue.push({ from: name, to: serverName(i), client, message: { type: 'STORE', key, opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert } });
+      this.#queue.push({
+        from: name,
+        to: serverName(i),
+        client,
+        message: { type: 'STORE', key, opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert },
+      });
     }
   }
 
@@ -443,7 +465,8 @@ export class Scenario {
   #result(client: Client, result: WriteResult | ReadResult): string {
     if (client.kind === 'write') return `ts=${this.#ts(result.ts)} rounds=${result.rounds}`;
     const read = result as ReadResult;
-    const value = read.value !== undefined ? JSON.stringify(new TextDecoder().decode(read.value)) : read.ts.num === 0 ? 'absent' : 'deleted';
+    const value =
+      read.value !== undefined ? JSON.stringify(new TextDecoder().decode(read.value)) : read.ts.num === 0 ? 'absent' : 'deleted';
     return `${value} ts=${this.#ts(read.ts)} rounds=${read.rounds}`;
   }
 
@@ -461,7 +484,8 @@ export class Scenario {
     const node = (p: string) => {
       // A typo would silently deliver nothing: every name must be a node of this run.
       if (/^s\d+$/.test(p)) this.#serverIndex(p);
-      else if (p !== '*' && ![...this.#clients.keys()].some((c) => c === p || c.startsWith(`${p}.`))) throw new Error(`no server or client ${JSON.stringify(p)}`);
+      else if (p !== '*' && ![...this.#clients.keys()].some((c) => c === p || c.startsWith(`${p}.`)))
+        throw new Error(`no server or client ${JSON.stringify(p)}`);
       return (name: string) => p === '*' || name === p || name.startsWith(`${p}.`);
     };
     const arrow = /^(.+?)(?:→|->)(.+)$/.exec(pattern);
@@ -525,9 +549,26 @@ async function makeWorld(t: number, keep: number | undefined): Promise<World> {
   const storages = Array.from({ length: config.n }, () => new MemoryStorage());
   const servers = storages.map(
     (storage, index) =>
-      new Server({ config, index, crypto, storage, cluster, signer: serverSigners[index]!, now: NOW, ...(keep === undefined ? {} : { history: { keep } }) }),
+      new Server({
+        config,
+        index,
+        crypto,
+        storage,
+        cluster,
+        signer: serverSigners[index]!,
+        now: NOW,
+        ...(keep === undefined ? {} : { history: { keep } }),
+      }),
   );
-  return { config, cluster, admin, servers, storages, codec: createReferenceCodec({ k: t + 1, n: config.n }), verifier: new CertificateVerifier(crypto, cluster) };
+  return {
+    config,
+    cluster,
+    admin,
+    servers,
+    storages,
+    codec: createReferenceCodec({ k: t + 1, n: config.n }),
+    verifier: new CertificateVerifier(crypto, cluster),
+  };
 }
 
 function serverName(i: number): string {

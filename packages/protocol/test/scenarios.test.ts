@@ -14,7 +14,9 @@ const dir = fileURLToPath(new URL('testdata', import.meta.url));
 const update = process.env.UPDATE_TESTDATA === '1';
 
 describe('scenario transcripts', () => {
-  const files = readdirSync(dir).filter((f) => f.endsWith('.txt')).sort();
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith('.txt'))
+    .sort();
 
   it('has some', () => expect(files.length).toBeGreaterThan(0));
 

@@ -70,15 +70,32 @@ async function storeFor(
   signer: Signer,
   key: string,
   value: Uint8Array,
-  options: { num?: number; index?: number; grant?: Parameters<typeof signCertificate>[3]['grant']; nonce?: Uint8Array; writerId?: Uint8Array } = {},
+  options: {
+    num?: number;
+    index?: number;
+    grant?: Parameters<typeof signCertificate>[3]['grant'];
+    nonce?: Uint8Array;
+    writerId?: Uint8Array;
+  } = {},
 ): Promise<{ store: StoreRequest; candidate: Candidate; fragments: Uint8Array[] }> {
   const ts: Timestamp = { num: options.num ?? 1, writerId: options.writerId ?? c.session(signer).writerId };
   const fragments = c.codec.encode(value);
   const cc = await computeCrossChecksum(crypto, fragments, value.length, false);
   const nonce = options.nonce ?? new Uint8Array(32).fill(5);
-  const cert = await signCertificate(crypto, c.cluster.id, signer, { key, ts, nonceHash: nonceHash(crypto, nonce), ccDigest: crossChecksumDigest(crypto, cc), tombstone: cc.tombstone, grant: options.grant });
+  const cert = await signCertificate(crypto, c.cluster.id, signer, {
+    key,
+    ts,
+    nonceHash: nonceHash(crypto, nonce),
+    ccDigest: crossChecksumDigest(crypto, cc),
+    tombstone: cc.tombstone,
+    grant: options.grant,
+  });
   const index = options.index ?? 0;
-  return { store: { type: 'STORE', key, opId: 1, ts, stripe: 0, fragment: fragments[index]!, cc, cert }, candidate: { ts, nonce, cert, proof: [] }, fragments };
+  return {
+    store: { type: 'STORE', key, opId: 1, ts, stripe: 0, fragment: fragments[index]!, cc, cert },
+    candidate: { ts, nonce, cert, proof: [] },
+    fragments,
+  };
 }
 
 /** Sends the write's STORE to every server; returns the candidate with the store proof of the first `n − t` receipts. */
@@ -105,11 +122,16 @@ describe('STORE admission', () => {
     const cc = await computeCrossChecksum(crypto, fragments, forgedValue.length, false);
     const s0 = c.servers[0]!;
     // 1. The genuine certificate with the attacker's value: the certificate does not cover it.
-    expect(await s0.handle({ type: 'STORE', key, opId: 9, ts: w.ts, stripe: 0, fragment: fragments[0]!, cc, cert: lc.cert })).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
+    expect(await s0.handle({ type: 'STORE', key, opId: 9, ts: w.ts, stripe: 0, fragment: fragments[0]!, cc, cert: lc.cert })).toMatchObject(
+      { type: 'ERROR', code: 'UNAUTHENTICATED' },
+    );
     // 2. The genuine certificate and cross-checksum with another fragment: it does not match.
     const flipped = entry.fragment.slice();
     flipped[0]! ^= 1;
-    expect(await s0.handle({ ...entry, type: 'STORE', key, opId: 9, fragment: flipped })).toMatchObject({ type: 'ERROR', code: 'INVALID_ARGUMENT' });
+    expect(await s0.handle({ ...entry, type: 'STORE', key, opId: 9, fragment: flipped })).toMatchObject({
+      type: 'ERROR',
+      code: 'INVALID_ARGUMENT',
+    });
     // 3. The attacker's own certificate for the victim's key: no authority.
     const mallory = await identity(66);
     const own3 = await storeFor(c, mallory, key, forgedValue, { num: w.ts.num });
@@ -127,7 +149,16 @@ describe('STORE admission', () => {
   it('history is write-once: a second certificate for a stored timestamp is a CONFLICT', async () => {
     const conflicts: string[] = [];
     const c = await makeCluster(1);
-    const server = new Server({ config: c.config, index: 0, crypto, storage: c.storages[0]!, cluster: c.cluster, signer: c.serverSigners[0]!, now: () => 0, onConflict: (k) => conflicts.push(k) });
+    const server = new Server({
+      config: c.config,
+      index: 0,
+      crypto,
+      storage: c.storages[0]!,
+      cluster: c.cluster,
+      signer: c.serverSigners[0]!,
+      now: () => 0,
+      onConflict: (k) => conflicts.push(k),
+    });
     const key = own(c.owner, 'k');
     const first = await storeFor(c, c.owner, key, text('one'));
     // The same writer signing another value for the same timestamp (only its own key can).
@@ -168,7 +199,8 @@ describe('STORE admission', () => {
     const candidate = await storeEverywhere(c, w);
     now = 5000; // the grant has expired
     for (const s of c.servers) s.setPolicy({ ...OPEN_POLICY, revokedKeys: [encodePublicKey(bob.publicKey)] });
-    for (const s of c.servers) expect(await s.handle({ type: 'COMPLETE', key, opId: 2, candidate })).toMatchObject({ type: 'COMPLETE_ACK' });
+    for (const s of c.servers)
+      expect(await s.handle({ type: 'COMPLETE', key, opId: 2, candidate })).toMatchObject({ type: 'COMPLETE_ACK' });
     const r = await c.read(key);
     expect(new TextDecoder().decode(r.value)).toBe('written under a grant');
     expect(r.ts).toEqual(w.store.ts);
@@ -192,7 +224,9 @@ describe('STORE admission', () => {
     expect(await c.servers[0]!.handle({ ...a.store, fragment: new Uint8Array(7) })).toMatchObject({ code: 'INVALID_ARGUMENT' });
     expect(await c.servers[0]!.handle({ ...a.store, stripe: 1 })).toMatchObject({ code: 'UNSUPPORTED' });
     expect(await c.servers[0]!.handle({ ...a.store, key: '' })).toMatchObject({ code: 'INVALID_ARGUMENT' });
-    expect(await c.servers[0]!.handle({ type: 'FILTER', key: 'k', opId: 1, stripe: 3, candidates: [] })).toMatchObject({ code: 'UNSUPPORTED' });
+    expect(await c.servers[0]!.handle({ type: 'FILTER', key: 'k', opId: 1, stripe: 3, candidates: [] })).toMatchObject({
+      code: 'UNSUPPORTED',
+    });
   });
 });
 
@@ -209,11 +243,18 @@ describe('store proofs', () => {
     const grant = await signGrant(crypto, c.cluster, c.owner, { grantee: bob.publicKey, prefix: own(c.owner, ''), expiresAt: 2000 });
     now = 3000;
     const w = await storeFor(c, bob, key, text('after expiry'), { grant, num: 9 });
-    for (const [i, s] of c.servers.entries()) expect(await s.handle({ ...w.store, fragment: w.fragments[i]! })).toMatchObject({ code: 'GRANT_EXPIRED' });
+    for (const [i, s] of c.servers.entries())
+      expect(await s.handle({ ...w.store, fragment: w.fragments[i]! })).toMatchObject({ code: 'GRANT_EXPIRED' });
     // Even with t Byzantine servers' receipts (here: genuine signatures of server 3), the proof falls short.
-    const byzantine = { server: 3, signature: await c.serverSigners[3]!.sign(receiptMessage(crypto, c.cluster.id, key, w.store.ts, w.store.cert, 3)) };
+    const byzantine = {
+      server: 3,
+      signature: await c.serverSigners[3]!.sign(receiptMessage(crypto, c.cluster.id, key, w.store.ts, w.store.cert, 3)),
+    };
     for (const proof of [[], [byzantine], [byzantine, byzantine]]) {
-      for (const s of c.servers) expect(await s.handle({ type: 'COMPLETE', key, opId: 3, candidate: { ...w.candidate, proof } })).toMatchObject({ code: 'UNAUTHENTICATED' });
+      for (const s of c.servers)
+        expect(await s.handle({ type: 'COMPLETE', key, opId: 3, candidate: { ...w.candidate, proof } })).toMatchObject({
+          code: 'UNAUTHENTICATED',
+        });
     }
     const r = await c.read(key);
     expect(new TextDecoder().decode(r.value)).toBe('before');
@@ -238,7 +279,10 @@ describe('store proofs', () => {
     const other = await storeEverywhere(c, await storeFor(c, c.owner, key, text('w'), { num: 2 }));
     expect(await valid({ ...good, proof: other.proof })).toBe(false);
     // More than n − t receipts are fine.
-    const all = [...good.proof, { server: 3, signature: await c.serverSigners[3]!.sign(receiptMessage(crypto, c.cluster.id, key, w.store.ts, w.store.cert, 3)) }];
+    const all = [
+      ...good.proof,
+      { server: 3, signature: await c.serverSigners[3]!.sign(receiptMessage(crypto, c.cluster.id, key, w.store.ts, w.store.cert, 3)) },
+    ];
     expect(await valid({ ...good, proof: all })).toBe(true);
   });
 
@@ -280,27 +324,52 @@ describe('lc changes', () => {
       { ...real, cert: { ...real.cert, signature: new Uint8Array(64).fill(1) } },
       { ...real, proof: real.proof.slice(1) },
     ];
-    const server = new Server({ config: c.config, index: 1, crypto, storage: c.storages[1]!, cluster: c.cluster, signer: c.serverSigners[1]!, now: () => 0, onInvalidCandidate: (k) => invalid.push(k) });
+    const server = new Server({
+      config: c.config,
+      index: 1,
+      crypto,
+      storage: c.storages[1]!,
+      cluster: c.cluster,
+      signer: c.serverSigners[1]!,
+      now: () => 0,
+      onInvalidCandidate: (k) => invalid.push(k),
+    });
     for (const candidate of forged) {
       expect(await server.handle({ type: 'COMPLETE', key, opId: 2, candidate })).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
-      expect(await server.handle({ type: 'FILTER', key, opId: 2, stripe: 0, candidates: [candidate] })).toMatchObject({ type: 'FILTER_ACK', ts: { num: 0 } });
+      expect(await server.handle({ type: 'FILTER', key, opId: 2, stripe: 0, candidates: [candidate] })).toMatchObject({
+        type: 'FILTER_ACK',
+        ts: { num: 0 },
+      });
       expect(await lcOf(c, 1, key)).toEqual(real);
     }
     expect(invalid.length).toBe(8);
     // The real candidate with its delete flag flipped, at a server that found the real one
     // valid: refused, so no server takes a completed value for a delete or a delete for a value.
     const flippedFlag = { ...real, cert: { ...real.cert, tombstone: !real.cert.tombstone } };
-    expect(await c.servers[0]!.handle({ type: 'COMPLETE', key, opId: 2, candidate: flippedFlag })).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
-    expect(await c.servers[0]!.handle({ type: 'FILTER', key, opId: 2, stripe: 0, candidates: [flippedFlag] })).toMatchObject({ type: 'FILTER_ACK', ts: { num: 0 } });
+    expect(await c.servers[0]!.handle({ type: 'COMPLETE', key, opId: 2, candidate: flippedFlag })).toMatchObject({
+      type: 'ERROR',
+      code: 'UNAUTHENTICATED',
+    });
+    expect(await c.servers[0]!.handle({ type: 'FILTER', key, opId: 2, stripe: 0, candidates: [flippedFlag] })).toMatchObject({
+      type: 'FILTER_ACK',
+      ts: { num: 0 },
+    });
     // Replayed on another key, the real candidate is not valid either (certificates bind the key).
-    expect(await server.handle({ type: 'FILTER', key: own(c.owner, 'other'), opId: 3, stripe: 0, candidates: [real] })).toMatchObject({ ts: { num: 0 }, entry: undefined });
+    expect(await server.handle({ type: 'FILTER', key: own(c.owner, 'other'), opId: 3, stripe: 0, candidates: [real] })).toMatchObject({
+      ts: { num: 0 },
+      entry: undefined,
+    });
     // A newer write, then the old candidate written back: lc stays at the newer one.
     const w2 = await c.write(key, { kind: 'value', value: text('v2') });
     await c.servers[2]!.handle({ type: 'COMPLETE', key, opId: 4, candidate: real });
     expect((await lcOf(c, 2, key))!.ts).toEqual(w2.ts);
     // A server that never saw the write accepts the candidate on its certificate alone.
     const fresh = await makeCluster(1);
-    expect(await fresh.servers[3]!.handle({ type: 'FILTER', key, opId: 1, stripe: 0, candidates: [real] })).toMatchObject({ type: 'FILTER_ACK', ts: real.ts, entry: undefined });
+    expect(await fresh.servers[3]!.handle({ type: 'FILTER', key, opId: 1, stripe: 0, candidates: [real] })).toMatchObject({
+      type: 'FILTER_ACK',
+      ts: real.ts,
+      entry: undefined,
+    });
     expect((await lcOf(fresh, 3, key))!.ts).toEqual(real.ts);
   });
 });
@@ -323,9 +392,17 @@ describe('Server.handleFrame', () => {
     expect(bad).toMatchObject({ type: undefined, error: 'UNSUPPORTED_VERSION' });
     expect(decodeMessage(bad.reply, { n: 4 })).toMatchObject({ type: 'ERROR', code: 'UNSUPPORTED_VERSION', key: '', opId: 0 });
     const broken = encodeMessage({ type: 'CLOCK', key: 'hdr', opId: 77 });
-    expect(decodeMessage((await c.servers[0]!.handleFrame(Uint8Array.from([...broken, 1]))).reply, { n: 4 })).toMatchObject({ code: 'INVALID_FRAME', key: 'hdr', opId: 77 });
+    expect(decodeMessage((await c.servers[0]!.handleFrame(Uint8Array.from([...broken, 1]))).reply, { n: 4 })).toMatchObject({
+      code: 'INVALID_FRAME',
+      key: 'hdr',
+      opId: 77,
+    });
     const ack = encodeMessage({ type: 'COMPLETE_ACK', key: 'k', opId: 5, ts: { num: 1, writerId: new Uint8Array(32) } });
-    expect(decodeMessage((await c.servers[0]!.handleFrame(ack)).reply, { n: 4 })).toMatchObject({ type: 'ERROR', code: 'INVALID_ARGUMENT', opId: 5 });
+    expect(decodeMessage((await c.servers[0]!.handleFrame(ack)).reply, { n: 4 })).toMatchObject({
+      type: 'ERROR',
+      code: 'INVALID_ARGUMENT',
+      opId: 5,
+    });
     const clock = await c.servers[0]!.handleFrame(encodeMessage({ type: 'CLOCK', key, opId: 6 }));
     expect(clock.type).toBe('CLOCK');
     expect(decodeMessage(clock.reply, { n: 4 })).toMatchObject({ type: 'CLOCK_ACK', opId: 6, candidate: { ts: { num: 1 } } });

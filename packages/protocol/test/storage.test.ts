@@ -1,17 +1,27 @@
 import { describe, expect, it } from 'vitest';
-import { KeyedMutex, MemoryStorage, storageConformance, UsageLedger, type Candidate, type KeyRecord, type ServerStorage } from '../src/index.js';
+import {
+  KeyedMutex,
+  MemoryStorage,
+  storageConformance,
+  UsageLedger,
+  type Candidate,
+  type KeyRecord,
+  type ServerStorage,
+} from '../src/index.js';
 
 describe('KeyedMutex', () => {
   it('runs one key’s callbacks one at a time in call order, other keys meanwhile, and goes on after a failure', async () => {
     const mutex = new KeyedMutex();
     const log: string[] = [];
-    const step = (name: string, ms: number, fail = false) => async () => {
-      log.push(`${name}+`);
-      await new Promise((r) => setTimeout(r, ms));
-      log.push(`${name}-`);
-      if (fail) throw new Error(name);
-      return name;
-    };
+    const step =
+      (name: string, ms: number, fail = false) =>
+      async () => {
+        log.push(`${name}+`);
+        await new Promise((r) => setTimeout(r, ms));
+        log.push(`${name}-`);
+        if (fail) throw new Error(name);
+        return name;
+      };
     const a1 = mutex.run('a', step('a1', 20, true));
     const a2 = mutex.run('a', step('a2', 1));
     const b1 = mutex.run('b', step('b1', 5));
@@ -33,7 +43,8 @@ describe('the conformance suite', () => {
     // Records of lc only, and callbacks run as soon as they are called.
     const unlocked = (): ServerStorage => {
       const lcs = new Map<string, Candidate>();
-      const record = (key: string) => ({ getLc: async () => lcs.get(key), setLc: async (c: Candidate) => void lcs.set(key, c) }) as unknown as KeyRecord;
+      const record = (key: string) =>
+        ({ getLc: async () => lcs.get(key), setLc: async (c: Candidate) => void lcs.set(key, c) }) as unknown as KeyRecord;
       const ledger = new UsageLedger();
       return { withKey: async (key, fn) => fn(record(key)), usage: (o) => ledger.usage(o), owners: () => ledger.owners() };
     };

@@ -41,12 +41,23 @@ const tsOf = (signer: Signer, num = 1): Timestamp => {
   return { num, writerId };
 };
 
-async function cert(signer: Signer, key: string, options: { ts?: Timestamp; grant?: Grant; clusterId?: Uint8Array } = {}): Promise<{ ts: Timestamp; cert: WriteCertificate }> {
+async function cert(
+  signer: Signer,
+  key: string,
+  options: { ts?: Timestamp; grant?: Grant; clusterId?: Uint8Array } = {},
+): Promise<{ ts: Timestamp; cert: WriteCertificate }> {
   const { cluster } = await testCluster();
   const ts = options.ts ?? tsOf(signer);
   return {
     ts,
-    cert: await signCertificate(crypto, options.clusterId ?? cluster.id, signer, { key, ts, nonceHash: hash(1), ccDigest: hash(2), tombstone: false, grant: options.grant }),
+    cert: await signCertificate(crypto, options.clusterId ?? cluster.id, signer, {
+      key,
+      ts,
+      nonceHash: hash(1),
+      ccDigest: hash(2),
+      tombstone: false,
+      grant: options.grant,
+    }),
   };
 }
 
@@ -120,7 +131,9 @@ describe('authority and certificates', () => {
     expect(check(own(alice, 'photos/cat.jpg'), bob, photos)).toBeUndefined();
     expect(check(own(alice, 'notes/x'), bob, photos)).toMatch(/covers keys starting with/);
     expect(check(own(alice, 'photos/cat.jpg'), carol, photos)).toMatch(/another identity/);
-    await expect(signGrant(crypto, cluster, alice, { grantee: bob.publicKey, prefix: own(carol, ''), expiresAt: 2e12 })).rejects.toThrow(/only grant prefixes inside/);
+    await expect(signGrant(crypto, cluster, alice, { grantee: bob.publicKey, prefix: own(carol, ''), expiresAt: 2e12 })).rejects.toThrow(
+      /only grant prefixes inside/,
+    );
     // A grant signed for a prefix the issuer does not own is refused even if forged into shape.
     const forged: Grant = { ...photos, prefix: own(carol, '') };
     expect(check(own(carol, 'x'), bob, forged)).toMatch(/does not own its prefix/);
@@ -187,7 +200,13 @@ describe('authority and certificates', () => {
     const bob = await identity(2);
     const g = await signGrant(crypto, cluster, admin, { grantee: bob.publicKey, prefix: 'apps/', expiresAt: Date.UTC(2030, 0, 1) });
     const json = grantToJson(crypto, cluster.id, g);
-    expect(json).toMatchObject({ kind: 'powerstore-grant', cluster: toBase32(cluster.id), prefix: 'apps/', expiresAt: '2030-01-01T00:00:00.000Z', id: grantId(crypto, g) });
+    expect(json).toMatchObject({
+      kind: 'powerstore-grant',
+      cluster: toBase32(cluster.id),
+      prefix: 'apps/',
+      expiresAt: '2030-01-01T00:00:00.000Z',
+      id: grantId(crypto, g),
+    });
     expect(grantFromJson(crypto, JSON.parse(JSON.stringify(json)))).toEqual({ grant: g, clusterId: cluster.id });
     expect(() => grantFromJson(crypto, { ...json, prefix: 'other/' })).toThrow(/does not match the grant/);
     expect(() => grantFromJson(crypto, { ...json, kind: 'x' })).toThrow(/not a grant/);
@@ -216,10 +235,19 @@ describe('write policy (admission)', () => {
     const { cluster, alice, bob, grant, viaGrant, ownWrite } = await setup();
     const policy = (p: Partial<typeof OPEN_POLICY>) => new Admission(crypto, cluster, { ...OPEN_POLICY, ...p });
     const key = own(alice, 'k');
-    expect(policy({ revokedKeys: [encodePublicKey(bob.publicKey)] }).refusal(key, viaGrant, 0)).toMatchObject({ code: 'REVOKED', reason: /signer/ });
-    expect(policy({ revokedKeys: [encodePublicKey(alice.publicKey)] }).refusal(key, viaGrant, 0)).toMatchObject({ code: 'REVOKED', reason: /issuer/ });
+    expect(policy({ revokedKeys: [encodePublicKey(bob.publicKey)] }).refusal(key, viaGrant, 0)).toMatchObject({
+      code: 'REVOKED',
+      reason: /signer/,
+    });
+    expect(policy({ revokedKeys: [encodePublicKey(alice.publicKey)] }).refusal(key, viaGrant, 0)).toMatchObject({
+      code: 'REVOKED',
+      reason: /issuer/,
+    });
     expect(policy({ revokedKeys: [encodePublicKey(alice.publicKey)] }).refusal(key, ownWrite, 0)).toMatchObject({ code: 'REVOKED' });
-    expect(policy({ revokedGrants: [grantId(crypto, grant)] }).refusal(key, viaGrant, 0)).toMatchObject({ code: 'REVOKED', reason: /grant/ });
+    expect(policy({ revokedGrants: [grantId(crypto, grant)] }).refusal(key, viaGrant, 0)).toMatchObject({
+      code: 'REVOKED',
+      reason: /grant/,
+    });
     expect(policy({}).refusal(key, viaGrant, 0)).toBeUndefined();
   });
 
@@ -235,7 +263,10 @@ describe('write policy (admission)', () => {
 
   it('quotas: per owner, default for the rest, the admin unlimited unless named', async () => {
     const { cluster, admin, alice } = await setup();
-    const a = new Admission(crypto, cluster, { ...OPEN_POLICY, quotas: { default: { bytes: 10 }, owners: { [ownerIdOf(crypto, alice.publicKey)]: { keys: 3 } } } });
+    const a = new Admission(crypto, cluster, {
+      ...OPEN_POLICY,
+      quotas: { default: { bytes: 10 }, owners: { [ownerIdOf(crypto, alice.publicKey)]: { keys: 3 } } },
+    });
     expect(a.quotaFor(ownerIdOf(crypto, alice.publicKey))).toEqual({ keys: 3 });
     expect(a.quotaFor('b'.repeat(32))).toEqual({ bytes: 10 });
     expect(a.quotaFor(ownerIdOf(crypto, admin.publicKey))).toEqual({});

@@ -53,7 +53,12 @@ export class Admission {
   #connections = 0;
   #waking = false;
 
-  constructor(limits: { maxConnections: number; maxConnectionsPerAddress: number; maxBufferedBytes: number; maxBufferedBytesPerAddress: number }) {
+  constructor(limits: {
+    maxConnections: number;
+    maxConnectionsPerAddress: number;
+    maxBufferedBytes: number;
+    maxBufferedBytesPerAddress: number;
+  }) {
     this.#maxConnections = limits.maxConnections;
     this.#maxPerAddress = limits.maxConnectionsPerAddress;
     this.#budget = limits.maxBufferedBytes;
@@ -138,7 +143,12 @@ export class Admission {
   }
 
   stats(): AdmissionStats {
-    return { buffered: { ...this.#buffered }, connections: this.#connections, addresses: this.#addresses.size, waiting: this.#waiting.size };
+    return {
+      buffered: { ...this.#buffered },
+      connections: this.#connections,
+      addresses: this.#addresses.size,
+      waiting: this.#waiting.size,
+    };
   }
 
   #wake(): void {

@@ -50,54 +50,143 @@ function buildCli(): Command {
 
   program
     .command('init')
-    .description('Create a cluster of 3t + 1 servers: cluster.json (public), server-<id>.json (each server\'s receipt key) and admin.json (the admin identity), secrets with mode 0600.')
+    .description(
+      "Create a cluster of 3t + 1 servers: cluster.json (public), server-<id>.json (each server's receipt key) and admin.json (the admin identity), secrets with mode 0600.",
+    )
     .requiredOption('--t <t>', 'faulty servers tolerated; the cluster has 3t + 1 servers', integer(1, 84))
     .requiredOption('--dir <dir>', 'directory to write the files into (created if missing)')
     .option('--host <host>', 'address the servers listen on and URLs name', '127.0.0.1')
     .option('--base-port <port>', 'port of server 1; server i gets base + i - 1', integer(1, 65535), 7001)
     // No defaults: left out, init picks ws:// for a loopback --host and wss:// for any other.
     .option('--tls', 'write wss:// URLs (start the servers with --tls-cert/--tls-key); the default for a --host that is not loopback')
-    .addOption(new Option('--insecure', 'write plaintext ws:// URLs even for a --host that is not loopback (clients must then allow it)').conflicts('tls'))
-    .addOption(new Option('--writers <who>', 'open: any identity may write its own namespace; owners: only owners listed in cluster.json').choices(['open', 'owners']).default('open'))
+    .addOption(
+      new Option('--insecure', 'write plaintext ws:// URLs even for a --host that is not loopback (clients must then allow it)').conflicts(
+        'tls',
+      ),
+    )
+    .addOption(
+      new Option('--writers <who>', 'open: any identity may write its own namespace; owners: only owners listed in cluster.json')
+        .choices(['open', 'owners'])
+        .default('open'),
+    )
     .option('--quota-bytes <n>', 'default quota per owner and server, in bytes', integer(0), DEFAULT_QUOTA.bytes)
     .option('--quota-keys <n>', 'default quota per owner and server, in keys', integer(0), DEFAULT_QUOTA.keys)
     .option('--force', 'overwrite an existing cluster (its servers keep their old identity and data)', false)
-    .action(async (o: { t: number; dir: string; host: string; basePort: number; tls?: boolean; insecure?: boolean; force: boolean; writers: 'open' | 'owners'; quotaBytes: number; quotaKeys: number }) => {
-      const tls = o.tls ? true : o.insecure ? false : undefined;
-      const r = await initCluster({ ...o, tls, quota: { bytes: o.quotaBytes, keys: o.quotaKeys } });
-      process.stdout.write(
-        `created a cluster of ${r.cluster.n} servers (t = ${r.cluster.t}, id ${r.cluster.id}) in ${o.dir}\n` +
-          `  public:  ${r.clusterFile} (servers, their receipt keys, the admin key, write policy: ${o.writers})\n` +
-          `  secret:  ${r.adminFile} (the admin identity: may write any key and grant any prefix; keep it off the servers)\n` +
-          r.serverFiles.map((f, i) => `  secret:  ${f} → ${r.cluster.servers[i]!.url}\n`).join('') +
-          r.notes.map((line) => `${line}\n`).join(''),
-      );
-      for (const w of r.warnings) process.stderr.write(`powerstore-server: warning: ${w}\n`);
-    });
+    .action(
+      async (o: {
+        t: number;
+        dir: string;
+        host: string;
+        basePort: number;
+        tls?: boolean;
+        insecure?: boolean;
+        force: boolean;
+        writers: 'open' | 'owners';
+        quotaBytes: number;
+        quotaKeys: number;
+      }) => {
+        const tls = o.tls ? true : o.insecure ? false : undefined;
+        const r = await initCluster({ ...o, tls, quota: { bytes: o.quotaBytes, keys: o.quotaKeys } });
+        process.stdout.write(
+          `created a cluster of ${r.cluster.n} servers (t = ${r.cluster.t}, id ${r.cluster.id}) in ${o.dir}\n` +
+            `  public:  ${r.clusterFile} (servers, their receipt keys, the admin key, write policy: ${o.writers})\n` +
+            `  secret:  ${r.adminFile} (the admin identity: may write any key and grant any prefix; keep it off the servers)\n` +
+            r.serverFiles.map((f, i) => `  secret:  ${f} → ${r.cluster.servers[i]!.url}\n`).join('') +
+            r.notes.map((line) => `${line}\n`).join(''),
+        );
+        for (const w of r.warnings) process.stderr.write(`powerstore-server: warning: ${w}\n`);
+      },
+    );
 
   program
     .command('start')
-    .description('Run one server: WebSocket endpoint plus GET /healthz, /metrics and /usage on the same port. SIGHUP reloads the write policy from the cluster file.')
+    .description(
+      'Run one server: WebSocket endpoint plus GET /healthz, /metrics and /usage on the same port. SIGHUP reloads the write policy from the cluster file.',
+    )
     .requiredOption('--config <file>', 'the server-<id>.json written by init')
     .option('--cluster <file>', 'the cluster file (default: the one the server file names, normally cluster.json beside it)')
     .requiredOption('--data <path>', 'LevelDB directory (created if missing)')
     .option('--tls-cert <file>', 'PEM certificate: serve wss:// and https://')
     .option('--tls-key <file>', 'PEM private key for --tls-cert')
-    .option('--unsafe-no-fsync', 'FOR BENCHMARKS ONLY: acknowledge writes before they reach the disk; a power failure can lose acknowledged writes and break linearizability', false)
-    .option('--max-frame-bytes <n>', 'largest WebSocket message (default fits a 64 MiB value at t = 1)', integer(1024), DEFAULT_LIMITS.maxFrameBytes)
-    .option('--max-buffered-bytes <n>', 'memory budget: bytes of partial frames, requests being handled (with room for their replies) and unsent replies, over all connections', integer(1), DEFAULT_LIMITS.maxBufferedBytes)
-    .option('--max-buffered-bytes-per-address <n>', 'share of the budget the requests and replies of one client address may hold', integer(1), DEFAULT_LIMITS.maxBufferedBytesPerAddress)
-    .option('--max-send-buffer-bytes <n>', 'unsent reply bytes of one connection before it is no longer read', integer(1), DEFAULT_LIMITS.maxSendBufferBytes)
-    .option('--send-timeout-ms <ms>', 'close a connection whose replies make no progress for this long', integer(1), DEFAULT_LIMITS.sendTimeoutMs)
-    .option('--max-inflight-per-connection <n>', 'requests of one connection handled at once before it is no longer read', integer(1), DEFAULT_LIMITS.maxInFlightPerConnection)
+    .option(
+      '--unsafe-no-fsync',
+      'FOR BENCHMARKS ONLY: acknowledge writes before they reach the disk; a power failure can lose acknowledged writes and break linearizability',
+      false,
+    )
+    .option(
+      '--max-frame-bytes <n>',
+      'largest WebSocket message (default fits a 64 MiB value at t = 1)',
+      integer(1024),
+      DEFAULT_LIMITS.maxFrameBytes,
+    )
+    .option(
+      '--max-buffered-bytes <n>',
+      'memory budget: bytes of partial frames, requests being handled (with room for their replies) and unsent replies, over all connections',
+      integer(1),
+      DEFAULT_LIMITS.maxBufferedBytes,
+    )
+    .option(
+      '--max-buffered-bytes-per-address <n>',
+      'share of the budget the requests and replies of one client address may hold',
+      integer(1),
+      DEFAULT_LIMITS.maxBufferedBytesPerAddress,
+    )
+    .option(
+      '--max-send-buffer-bytes <n>',
+      'unsent reply bytes of one connection before it is no longer read',
+      integer(1),
+      DEFAULT_LIMITS.maxSendBufferBytes,
+    )
+    .option(
+      '--send-timeout-ms <ms>',
+      'close a connection whose replies make no progress for this long',
+      integer(1),
+      DEFAULT_LIMITS.sendTimeoutMs,
+    )
+    .option(
+      '--max-inflight-per-connection <n>',
+      'requests of one connection handled at once before it is no longer read',
+      integer(1),
+      DEFAULT_LIMITS.maxInFlightPerConnection,
+    )
     .option('--max-connections <n>', 'open WebSocket connections; more get HTTP 503', integer(1), DEFAULT_LIMITS.maxConnections)
-    .option('--max-connections-per-address <n>', 'open WebSocket connections from one address; more get HTTP 429', integer(1), DEFAULT_LIMITS.maxConnectionsPerAddress)
-    .option('--idle-timeout-ms <ms>', 'close a connection that sends nothing for this long; 0 disables', integer(0), DEFAULT_LIMITS.idleTimeoutMs)
-    .option('--frame-timeout-ms <ms>', 'close a connection whose frame takes longer than this to arrive whole', integer(1), DEFAULT_LIMITS.frameTimeoutMs)
-    .option('--history-keep <n>', 'entries kept per key below the last completed write (δ): reads overlapping at most this many writes finish in 2 rounds', integer(0, 1000), DEFAULT_HISTORY.keep)
-    .option('--max-pending-per-key <n>', 'writes of one key started and not completed held at once; more get PENDING_LIMIT', integer(1), DEFAULT_HISTORY.maxPendingPerKey)
+    .option(
+      '--max-connections-per-address <n>',
+      'open WebSocket connections from one address; more get HTTP 429',
+      integer(1),
+      DEFAULT_LIMITS.maxConnectionsPerAddress,
+    )
+    .option(
+      '--idle-timeout-ms <ms>',
+      'close a connection that sends nothing for this long; 0 disables',
+      integer(0),
+      DEFAULT_LIMITS.idleTimeoutMs,
+    )
+    .option(
+      '--frame-timeout-ms <ms>',
+      'close a connection whose frame takes longer than this to arrive whole',
+      integer(1),
+      DEFAULT_LIMITS.frameTimeoutMs,
+    )
+    .option(
+      '--history-keep <n>',
+      'entries kept per key below the last completed write (δ): reads overlapping at most this many writes finish in 2 rounds',
+      integer(0, 1000),
+      DEFAULT_HISTORY.keep,
+    )
+    .option(
+      '--max-pending-per-key <n>',
+      'writes of one key started and not completed held at once; more get PENDING_LIMIT',
+      integer(1),
+      DEFAULT_HISTORY.maxPendingPerKey,
+    )
     .option('--max-pending-per-writer <n>', 'the same, per key and writer identity', integer(1), DEFAULT_HISTORY.maxPendingPerWriter)
-    .option('--shutdown-timeout-ms <ms>', 'how long SIGTERM/SIGINT waits for in-flight requests', integer(1), DEFAULT_LIMITS.shutdownTimeoutMs)
+    .option(
+      '--shutdown-timeout-ms <ms>',
+      'how long SIGTERM/SIGINT waits for in-flight requests',
+      integer(1),
+      DEFAULT_LIMITS.shutdownTimeoutMs,
+    )
     .option('--heartbeat-ms <ms>', 'WebSocket ping interval; 0 disables', integer(0), DEFAULT_LIMITS.heartbeatMs)
     .addOption(new Option('--log-level <level>', 'pino log level').choices(LOG_LEVELS).default('info'))
     .action(async (o: StartFlags) => {
@@ -106,7 +195,7 @@ function buildCli(): Command {
 
   program
     .command('usage')
-    .description('Bytes and keys each owner stores on each server (from the running servers\' GET /usage), with quotas.')
+    .description("Bytes and keys each owner stores on each server (from the running servers' GET /usage), with quotas.")
     .requiredOption('--cluster <file>', 'the cluster file')
     .option('--owner <id>', 'only this owner')
     .option('--json', 'print JSON', false)
@@ -116,7 +205,9 @@ function buildCli(): Command {
 
   program
     .command('dev')
-    .description('Development cluster: create it in --dir if missing, start all 3t + 1 servers as child processes, stop them all on Ctrl-C.')
+    .description(
+      'Development cluster: create it in --dir if missing, start all 3t + 1 servers as child processes, stop them all on Ctrl-C.',
+    )
     .option('--t <t>', 'faulty servers tolerated when creating the cluster', integer(1, 84), 1)
     .option('--dir <dir>', 'cluster directory; data goes to <dir>/data-<id>', '.powerstore')
     .option('--host <host>', 'listen address when creating the cluster', '127.0.0.1')
@@ -247,7 +338,10 @@ async function runUsage(o: { cluster: string; owner?: string; json: boolean }): 
       try {
         const res = await fetch(url, { signal: AbortSignal.timeout(5000) });
         if (!res.ok) return { server: s.id, error: `HTTP ${res.status}` };
-        return (await res.json()) as { server: number; owners: { owner: string; bytes: number; keys: number; quota: { bytes?: number; keys?: number } }[] };
+        return (await res.json()) as {
+          server: number;
+          owners: { owner: string; bytes: number; keys: number; quota: { bytes?: number; keys?: number } }[];
+        };
       } catch (err) {
         return { server: s.id, error: (err as Error).message };
       }
@@ -266,7 +360,10 @@ async function runUsage(o: { cluster: string; owner?: string; json: boolean }): 
     }
     if (r.owners.length === 0) lines.push(`s${r.server}      (nothing stored)`);
     for (const x of r.owners) {
-      const quota = [x.quota.bytes !== undefined ? `${x.quota.bytes} bytes` : '', x.quota.keys !== undefined ? `${x.quota.keys} keys` : ''].filter(Boolean).join(', ') || 'unlimited';
+      const quota =
+        [x.quota.bytes !== undefined ? `${x.quota.bytes} bytes` : '', x.quota.keys !== undefined ? `${x.quota.keys} keys` : '']
+          .filter(Boolean)
+          .join(', ') || 'unlimited';
       lines.push(`s${r.server}      ${x.owner}  ${String(x.bytes).padStart(12)}  ${String(x.keys).padStart(6)}  ${quota}`);
     }
   }
@@ -278,7 +375,7 @@ async function runUsage(o: { cluster: string; owner?: string; json: boolean }): 
 async function main(argv: readonly string[]): Promise<void> {
   const program = buildCli();
   try {
-    await program.parseAsync(argv as string[]);
+    await program.parseAsync(argv);
   } catch (err) {
     const e = err as { code?: string; exitCode?: number; message?: string };
     if (typeof e.code === 'string' && e.code.startsWith('commander.')) {

@@ -150,7 +150,13 @@ export async function initCluster(options: InitOptions): Promise<InitResult> {
   const serverFiles = ids.map((id) => join(dir, serverFileName(id)));
   if (!options.force) {
     for (const f of [clusterFile, adminFile, ...serverFiles]) {
-      if (existsSync(f)) throw new ConfigError('CONFIG_EXISTS', f, undefined, 'a cluster already exists here; pass --force to replace it (its servers keep their old identity and data)');
+      if (existsSync(f))
+        throw new ConfigError(
+          'CONFIG_EXISTS',
+          f,
+          undefined,
+          'a cluster already exists here; pass --force to replace it (its servers keep their old identity and data)',
+        );
     }
   }
   mkdirSync(dir, { recursive: true });
@@ -164,7 +170,12 @@ export async function initCluster(options: InitOptions): Promise<InitResult> {
   const adminSeed = new Uint8Array(randomBytes(32));
   const admin = await crypto.signerFromSeed(adminSeed);
   const quota = options.quota ?? DEFAULT_QUOTA;
-  const policy: PolicyJson = { writers: options.writers ?? 'open', owners: [], revoked: { keys: [], grants: [] }, quotas: { default: quota, owners: {} } };
+  const policy: PolicyJson = {
+    writers: options.writers ?? 'open',
+    owners: [],
+    revoked: { keys: [], grants: [] },
+    quotas: { default: quota, owners: {} },
+  };
   const cluster: ClusterFile = {
     version: 2,
     id: toBase32(new Uint8Array(randomBytes(16))),
@@ -176,7 +187,14 @@ export async function initCluster(options: InitOptions): Promise<InitResult> {
   };
   writeJson(clusterFile, cluster, false);
   ids.forEach((id, i) => {
-    const file: ServerFile = { version: 2, id, host, port: basePort + i, cluster: 'cluster.json', secretKey: encodeBase64urlSeed(seeds[i]!) };
+    const file: ServerFile = {
+      version: 2,
+      id,
+      host,
+      port: basePort + i,
+      cluster: 'cluster.json',
+      secretKey: encodeBase64urlSeed(seeds[i]!),
+    };
     writeJson(serverFiles[i]!, file, true);
   });
   writeJson(adminFile, identityToJson(crypto, admin.publicKey, adminSeed), true);
@@ -215,7 +233,12 @@ export function readJson(file: string): Record<string, unknown> {
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new ConfigError('CONFIG_MISSING', file, undefined, `cannot read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new ConfigError(
+      'CONFIG_MISSING',
+      file,
+      undefined,
+      `cannot read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+    );
   }
   let value: unknown;
   try {
@@ -244,7 +267,8 @@ function int(obj: Record<string, unknown>, file: string, field: string, min: num
 
 function str(obj: Record<string, unknown>, file: string, field: string): string {
   const v = obj[field];
-  if (typeof v !== 'string' || v.length === 0) throw new ConfigError('CONFIG_INVALID', file, field, `must be a non-empty string, got ${describeValue(v)}`);
+  if (typeof v !== 'string' || v.length === 0)
+    throw new ConfigError('CONFIG_INVALID', file, field, `must be a non-empty string, got ${describeValue(v)}`);
   return v;
 }
 
@@ -272,7 +296,11 @@ export function secretFileWarning(file: string): SecretFileWarning | undefined {
   }
   if ((bits & 0o077) === 0) return undefined;
   const mode = `0${bits.toString(8).padStart(3, '0')}`;
-  return { file, mode, message: `${file} holds a secret key but its mode ${mode} lets other users read or change it; run: chmod 600 ${shellQuote(file)}` };
+  return {
+    file,
+    mode,
+    message: `${file} holds a secret key but its mode ${mode} lets other users read or change it; run: chmod 600 ${shellQuote(file)}`,
+  };
 }
 
 /** `s` as one shell word, quoted only when it needs to be, so the printed command can be pasted. */
@@ -296,7 +324,13 @@ export function loadPolicy(file: string, current: Cluster): Cluster['policy'] {
   const fresh = loadClusterFile(file);
   const same = JSON.stringify({ ...fresh.file, policy: undefined, servers: fresh.file.servers.map((s) => s.publicKey) });
   const before = JSON.stringify({ ...current.file, policy: undefined, servers: current.file.servers.map((s) => s.publicKey) });
-  if (same !== before) throw new ConfigError('CONFIG_INVALID', file, undefined, 'only "policy" may change while servers run (the cluster id, admin, t, n and server keys are fixed)');
+  if (same !== before)
+    throw new ConfigError(
+      'CONFIG_INVALID',
+      file,
+      undefined,
+      'only "policy" may change while servers run (the cluster id, admin, t, n and server keys are fixed)',
+    );
   return parsePolicy(fresh.file.policy).policy;
 }
 
@@ -308,10 +342,16 @@ export function loadPolicy(file: string, current: Cluster): Cluster['policy'] {
 export async function loadServerConfig(file: string, clusterPath?: string): Promise<LoadedServerConfig> {
   const obj = readJson(file);
   if (obj.version === 1 || obj.key !== undefined) {
-    throw new ConfigError('CONFIG_INVALID', file, 'version', 'a version 1 server file (MAC keys): PowerStore 0.2 servers sign receipts instead; create a new cluster with `powerstore-server init`');
+    throw new ConfigError(
+      'CONFIG_INVALID',
+      file,
+      'version',
+      'a version 1 server file (MAC keys): PowerStore 0.2 servers sign receipts instead; create a new cluster with `powerstore-server init`',
+    );
   }
   const version = int(obj, file, 'version', 1, Number.MAX_SAFE_INTEGER);
-  if (version !== CONFIG_VERSION) throw new ConfigError('CONFIG_INVALID', file, 'version', `this server reads version ${CONFIG_VERSION}, got ${version}`);
+  if (version !== CONFIG_VERSION)
+    throw new ConfigError('CONFIG_INVALID', file, 'version', `this server reads version ${CONFIG_VERSION}, got ${version}`);
   const host = str(obj, file, 'host');
   checkHost(host, file, 'host', false);
   const port = int(obj, file, 'port', 0, 65535);
@@ -326,7 +366,12 @@ export async function loadServerConfig(file: string, clusterPath?: string): Prom
   }
   const publicKey = (await crypto.signerFromSeed(seed)).publicKey;
   if (encodePublicKey(publicKey) !== cluster.file.servers[id - 1]!.publicKey) {
-    throw new ConfigError('CONFIG_INVALID', file, 'secretKey', `is not the key ${relativePath(clusterFile)} lists for server ${id} (servers[${id - 1}].publicKey)`);
+    throw new ConfigError(
+      'CONFIG_INVALID',
+      file,
+      'secretKey',
+      `is not the key ${relativePath(clusterFile)} lists for server ${id} (servers[${id - 1}].publicKey)`,
+    );
   }
   const warning = secretFileWarning(file);
   return { file, id, index: id - 1, host, port, clusterFile, cluster, seed, warnings: warning ? [warning] : [] };

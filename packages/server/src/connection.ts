@@ -156,7 +156,12 @@ export class ClientConnection implements BudgetUser {
 
   #pump(): void {
     const admission = this.#host.admission;
-    while (!this.#closed && this.#pending.length > 0 && this.#inFlight < this.#limits.maxInFlightPerConnection && this.#unsent < this.#limits.maxSendBufferBytes) {
+    while (
+      !this.#closed &&
+      this.#pending.length > 0 &&
+      this.#inFlight < this.#limits.maxInFlightPerConnection &&
+      this.#unsent < this.#limits.maxSendBufferBytes
+    ) {
       const next = this.#pending[0]!;
       const room = next.frame.length + this.#host.replyRoom(next.frame);
       if (!admission.tryReserve(this.address, 'requests', room)) {
@@ -200,7 +205,11 @@ export class ClientConnection implements BudgetUser {
 
   #updateReading(): void {
     if (this.#closed) return;
-    const own = !this.#stopped && this.#pending.length === 0 && this.#inFlight < this.#limits.maxInFlightPerConnection && this.#unsent < this.#limits.maxSendBufferBytes;
+    const own =
+      !this.#stopped &&
+      this.#pending.length === 0 &&
+      this.#inFlight < this.#limits.maxInFlightPerConnection &&
+      this.#unsent < this.#limits.maxSendBufferBytes;
     const read = own && !this.#host.admission.full;
     // Paused only because the server's budget is spent: ask to be told when it has room.
     if (own && !read) this.#host.admission.wait(this);

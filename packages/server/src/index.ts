@@ -20,7 +20,16 @@ export {
   type ServerFile,
 } from './config.js';
 export { ConfigError, ServerError, SERVER_ERROR_CODES, type ServerErrorCode } from './errors.js';
-export { GroupCommitter, LEVELDB_TUNING, LevelStorage, STORAGE_FORMAT, type CommitInfo, type LevelStorageOptions, type LevelTuning, type Put } from './level-storage.js';
+export {
+  GroupCommitter,
+  LEVELDB_TUNING,
+  LevelStorage,
+  STORAGE_FORMAT,
+  type CommitInfo,
+  type LevelStorageOptions,
+  type LevelTuning,
+  type Put,
+} from './level-storage.js';
 export { Admission, type AdmissionStats, type BudgetKind } from './admission.js';
 export { DEFAULT_LIMITS, DEFAULT_MAX_FRAME_BYTES, FRAME_OVERHEAD_BYTES, resolveLimits, type ServerLimits } from './limits.js';
 export { createMetrics, METRIC_OWNERS, type MetricSources, type ServerMetrics, type StorageStats } from './metrics.js';

@@ -199,7 +199,6 @@ export class GroupCommitter<D = never> {
   }
 }
 
-
 /** What `m:totals` and the `u:` records hold. */
 interface Totals {
   keys: number;
@@ -231,7 +230,11 @@ export class LevelStorage extends AbstractStorage {
    * another server, or an older storage format.
    */
   static async open(options: LevelStorageOptions): Promise<LevelStorage> {
-    const db = new ClassicLevel<string, Uint8Array>(options.path, { keyEncoding: 'utf8', valueEncoding: 'view', ...(options.leveldb ?? LEVELDB_TUNING) });
+    const db = new ClassicLevel<string, Uint8Array>(options.path, {
+      keyEncoding: 'utf8',
+      valueEncoding: 'view',
+      ...(options.leveldb ?? LEVELDB_TUNING),
+    });
     try {
       await db.open();
     } catch (err) {
@@ -239,7 +242,9 @@ export class LevelStorage extends AbstractStorage {
       const locked = /lock/i.test(cause);
       throw new ServerError(
         'STORAGE_FAILED',
-        locked ? `cannot open LevelDB at ${options.path}: another process (a running server?) holds its lock` : `cannot open LevelDB at ${options.path}: ${cause}`,
+        locked
+          ? `cannot open LevelDB at ${options.path}: another process (a running server?) holds its lock`
+          : `cannot open LevelDB at ${options.path}: ${cause}`,
         { cause: err },
       );
     }
@@ -287,7 +292,10 @@ export class LevelStorage extends AbstractStorage {
       );
     }
     if (meta.format !== STORAGE_FORMAT) {
-      throw new ServerError('STORAGE_MISMATCH', `${options.path}: storage format ${String(meta.format)}, this server reads ${STORAGE_FORMAT}`);
+      throw new ServerError(
+        'STORAGE_MISMATCH',
+        `${options.path}: storage format ${String(meta.format)}, this server reads ${STORAGE_FORMAT}`,
+      );
     }
     if (meta.n !== options.n) {
       throw new ServerError('STORAGE_MISMATCH', `${options.path}: belongs to a cluster of ${String(meta.n)} servers, not ${options.n}`);
@@ -296,7 +304,10 @@ export class LevelStorage extends AbstractStorage {
       throw new ServerError('STORAGE_MISMATCH', `${options.path}: belongs to cluster ${String(meta.cluster)}, not ${options.cluster}`);
     }
     if (options.identity !== undefined && meta.identity !== identity) {
-      throw new ServerError('STORAGE_MISMATCH', `${options.path}: belongs to another server or key (${String(meta.identity)}), not ${identity}`);
+      throw new ServerError(
+        'STORAGE_MISMATCH',
+        `${options.path}: belongs to another server or key (${String(meta.identity)}), not ${identity}`,
+      );
     }
   }
 
@@ -327,7 +338,12 @@ export class LevelStorage extends AbstractStorage {
       }
       w.owners.set(k.slice(2), { bytes: count(u.bytes, `usage record ${k}`), keys: count(u.keys, `usage record ${k}`) });
     }
-    this.restore({ keys: w.keys, entries: w.entries, largestFragment: w.largest, owners: [...w.owners].map(([o, u]) => [o, { ...u }] as const) });
+    this.restore({
+      keys: w.keys,
+      entries: w.entries,
+      largestFragment: w.largest,
+      owners: [...w.owners].map(([o, u]) => [o, { ...u }] as const),
+    });
   }
 
   /**
@@ -443,7 +459,10 @@ export class LevelStorage extends AbstractStorage {
     if (meta === undefined) return undefined;
     const m = this.#decodeMeta(key, meta);
     if (fragment === undefined || fragment.length !== m.fragmentLength) {
-      throw this.#corrupt(key, `fragment of entry ${ts.num} is ${fragment === undefined ? 'missing' : `${fragment.length} bytes, not ${m.fragmentLength}`}`);
+      throw this.#corrupt(
+        key,
+        `fragment of entry ${ts.num} is ${fragment === undefined ? 'missing' : `${fragment.length} bytes, not ${m.fragmentLength}`}`,
+      );
     }
     return { ...m.meta, fragment: this.#view(fragment) };
   }

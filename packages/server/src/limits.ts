@@ -76,14 +76,28 @@ export function resolveLimits(partial: Partial<ServerLimits> = {}): ServerLimits
     const v = l[name];
     if (!Number.isSafeInteger(v) || v < 0) throw new ServerError('CONFIG_INVALID', `${name} must be an integer ≥ 0, got ${v}`);
   };
-  for (const name of ['maxFrameBytes', 'maxInFlightPerConnection', 'maxBufferedBytes', 'maxBufferedBytesPerAddress', 'maxSendBufferBytes', 'sendTimeoutMs', 'maxConnections', 'maxConnectionsPerAddress', 'frameTimeoutMs', 'shutdownTimeoutMs'] as const) {
+  for (const name of [
+    'maxFrameBytes',
+    'maxInFlightPerConnection',
+    'maxBufferedBytes',
+    'maxBufferedBytesPerAddress',
+    'maxSendBufferBytes',
+    'sendTimeoutMs',
+    'maxConnections',
+    'maxConnectionsPerAddress',
+    'frameTimeoutMs',
+    'shutdownTimeoutMs',
+  ] as const) {
     positive(name);
   }
   nonNegative('idleTimeoutMs');
   nonNegative('heartbeatMs');
   // One request with room for the largest reply must always fit, or it could never start.
   if (l.maxBufferedBytes < 2 * l.maxFrameBytes) {
-    throw new ServerError('CONFIG_INVALID', `maxBufferedBytes (${l.maxBufferedBytes}) must be at least twice maxFrameBytes (${l.maxFrameBytes}): one request and its reply must fit`);
+    throw new ServerError(
+      'CONFIG_INVALID',
+      `maxBufferedBytes (${l.maxBufferedBytes}) must be at least twice maxFrameBytes (${l.maxFrameBytes}): one request and its reply must fit`,
+    );
   }
   return l;
 }

@@ -63,7 +63,7 @@ export function createMetrics(sources: MetricSources): ServerMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'powerstore_' });
   const registers = [registry];
-  const owners = () => [...(stats()?.owners() ?? new Map())].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, METRIC_OWNERS);
+  const owners = () => [...(stats()?.owners() ?? [])].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, METRIC_OWNERS);
   new Gauge({
     name: 'powerstore_owners',
     help: 'Owners with something stored on this server',

@@ -12,7 +12,12 @@ import type { ServerMetrics } from './metrics.js';
 /** What `GET /usage` answers: every owner's bytes and keys on this server, with its quota. */
 export interface UsageReport {
   readonly server: number;
-  readonly owners: readonly { readonly owner: string; readonly bytes: number; readonly keys: number; readonly quota: { bytes?: number; keys?: number } }[];
+  readonly owners: readonly {
+    readonly owner: string;
+    readonly bytes: number;
+    readonly keys: number;
+    readonly quota: { bytes?: number; keys?: number };
+  }[];
 }
 
 /** What the routes read from the running server. */

@@ -17,7 +17,16 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { encodeMessage, encodePublicKey, frameType, Server, type AbstractStorage, type Cluster, type HistoryLimits, type WritePolicy } from '@powerstore/protocol';
+import {
+  encodeMessage,
+  encodePublicKey,
+  frameType,
+  Server,
+  type AbstractStorage,
+  type Cluster,
+  type HistoryLimits,
+  type WritePolicy,
+} from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { Admission } from './admission.js';
 import { ClientConnection, type ConnectionHost } from './connection.js';
@@ -83,9 +92,10 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   const log = options.logger ?? pino({ level: 'info' });
   const connections = new Set<ClientConnection>();
   const admission = new Admission(limits);
-  let storage: AbstractStorage | undefined;
+  // Metrics exist before the storage opens (its commits feed them), so they read it late.
+  const opened: { storage?: AbstractStorage } = {};
   const metrics = createMetrics({
-    storage: () => storage,
+    storage: () => opened.storage,
     admission: () => admission.stats(),
     inFlight: () => [...connections].reduce((sum, c) => sum + c.inFlight, 0),
     paused: () => {
@@ -103,8 +113,9 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   if (encodePublicKey(signer.publicKey) !== options.cluster.file.servers[options.index]?.publicKey) {
     throw new ServerError('CONFIG_INVALID', `the receipt key is not the one cluster.json lists for server ${options.index + 1}`);
   }
-  if (!options.storage && options.dataDir === undefined) throw new ServerError('CONFIG_INVALID', 'startServer needs a dataDir or a storage');
-  storage =
+  if (!options.storage && options.dataDir === undefined)
+    throw new ServerError('CONFIG_INVALID', 'startServer needs a dataDir or a storage');
+  const store =
     options.storage ??
     (await LevelStorage.open({
       path: options.dataDir!,
@@ -117,7 +128,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
         metrics.commitGroup.observe(info.callbacks);
       },
     }));
-  const store = storage;
+  opened.storage = store;
   const protocol = new Server({
     config,
     index: options.index,
@@ -174,7 +185,13 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     let label = 'invalid';
     if (!isBinary) {
       metrics.errors.inc({ kind: 'text_frame' });
-      out = encodeMessage({ type: 'ERROR', key: '', opId: 0, code: 'INVALID_FRAME', message: 'text frames are not accepted; send binary frames' });
+      out = encodeMessage({
+        type: 'ERROR',
+        key: '',
+        opId: 0,
+        code: 'INVALID_FRAME',
+        message: 'text frames are not accepted; send binary frames',
+      });
     } else {
       // One frame handler for this server and the simulator: decoding, typed errors and
       // the protocol live in @powerstore/protocol.
@@ -221,7 +238,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   });
 
   http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    const address = clientAddress(req.socket as Socket);
+    const address = clientAddress(req.socket);
     const refusal = closing ? 'shutting_down' : admission.openConnection(address);
     if (refusal) {
       metrics.connectionsRejected.inc({ reason: refusal });
@@ -238,7 +255,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     });
     wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
       opened = true;
-      const conn = new ClientConnection(ws, req.socket as Socket, address, host);
+      const conn = new ClientConnection(ws, req.socket, address, host);
       connections.add(conn);
       metrics.connections.set(connections.size);
       ws.on('error', (err: Error & { code?: string }) => {
@@ -299,12 +316,19 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     stopTimers();
     await store.close();
     const code = (err as NodeJS.ErrnoException).code ?? 'unknown';
-    throw new ServerError('LISTEN_FAILED', `cannot listen on ${options.host}:${options.port} (${code}${code === 'EADDRINUSE' ? ': another process has the port' : ''})`, { cause: err });
+    throw new ServerError(
+      'LISTEN_FAILED',
+      `cannot listen on ${options.host}:${options.port} (${code}${code === 'EADDRINUSE' ? ': another process has the port' : ''})`,
+      { cause: err },
+    );
   }
   const port = (http.address() as AddressInfo).port;
   const urlHost = options.host.includes(':') ? `[${options.host}]` : options.host;
   const url = `${options.tls ? 'wss' : 'ws'}://${urlHost}:${port}`;
-  log.info({ url, id: options.index + 1, t: config.t, n: config.n, cluster: options.cluster.file.id, sync: options.sync ?? true, limits }, 'listening');
+  log.info(
+    { url, id: options.index + 1, t: config.t, n: config.n, cluster: options.cluster.file.id, sync: options.sync ?? true, limits },
+    'listening',
+  );
 
   async function shutdown(): Promise<void> {
     log.info({ connections: connections.size }, 'shutting down');

@@ -40,19 +40,16 @@ export interface StaticServer {
  * Serves `root` (index.html for directories) and `clusterJson` at `/cluster.json`. On a
  * loopback `host`, requests with any other `Host` get 421 Misdirected Request.
  */
-export async function startStaticServer(options: {
-  root: string;
-  clusterJson: string;
-  host: string;
-  port: number;
-}): Promise<StaticServer> {
+export async function startStaticServer(options: { root: string; clusterJson: string; host: string; port: number }): Promise<StaticServer> {
   const root = resolve(options.root);
   const checkHost = isLoopbackHost(options.host);
   const server = createServer((req, res) => {
     // The bound port (options.port may be 0); address() is null once closing.
     const port = (server.address() as AddressInfo | null)?.port ?? options.port;
     if (checkHost && !loopbackHostHeader(req.headers.host, port)) {
-      res.writeHead(421, { 'content-type': 'text/plain; charset=utf-8' }).end('misdirected request: this development server answers only to localhost, 127.0.0.1 and [::1]\n');
+      res
+        .writeHead(421, { 'content-type': 'text/plain; charset=utf-8' })
+        .end('misdirected request: this development server answers only to localhost, 127.0.0.1 and [::1]\n');
       return;
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -76,7 +73,11 @@ export async function startStaticServer(options: {
     try {
       if (statSync(file).isDirectory()) file = join(file, 'index.html');
       const size = statSync(file).size;
-      res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream', 'content-length': size, 'cache-control': 'no-cache' });
+      res.writeHead(200, {
+        'content-type': TYPES[extname(file)] ?? 'application/octet-stream',
+        'content-length': size,
+        'cache-control': 'no-cache',
+      });
       if (req.method === 'HEAD') res.end();
       else createReadStream(file).pipe(res);
     } catch {

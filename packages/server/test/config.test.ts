@@ -31,21 +31,29 @@ describe('cluster files', () => {
     const admin = identityFromJson(JSON.parse(readFileSync(r.adminFile, 'utf8')));
     expect(cluster.identity.admin).toEqual(admin.publicKey);
     const crypto = createCryptoProvider();
-    expect(JSON.parse(readFileSync(r.adminFile, 'utf8')).ownerId).toBe(ownerIdOf(crypto, admin.publicKey));
-    for (const f of r.serverFiles) expect(readFileSync(f, 'utf8')).not.toContain(JSON.parse(readFileSync(r.adminFile, 'utf8')).secretKey);
+    expect((JSON.parse(readFileSync(r.adminFile, 'utf8')) as { ownerId: string }).ownerId).toBe(ownerIdOf(crypto, admin.publicKey));
+    for (const f of r.serverFiles)
+      expect(readFileSync(f, 'utf8')).not.toContain((JSON.parse(readFileSync(r.adminFile, 'utf8')) as { secretKey: string }).secretKey);
   });
 
   it('init writes wss:// for a host that is not loopback, and says to start the servers with a certificate', async () => {
     const remote = await initCluster({ t: 1, dir: fresh(), host: '10.1.2.3' });
     expect(remote.tls).toBe(true);
-    expect(remote.cluster.servers.map((s) => s.url)).toEqual(['wss://10.1.2.3:7001', 'wss://10.1.2.3:7002', 'wss://10.1.2.3:7003', 'wss://10.1.2.3:7004']);
+    expect(remote.cluster.servers.map((s) => s.url)).toEqual([
+      'wss://10.1.2.3:7001',
+      'wss://10.1.2.3:7002',
+      'wss://10.1.2.3:7003',
+      'wss://10.1.2.3:7004',
+    ]);
     const notes = remote.notes.join('\n');
     expect(notes).toContain('--tls-cert');
     expect(notes).toContain('--tls-key');
     expect(notes).toContain('subjectAltName=IP:10.1.2.3');
     expect(notes).toContain('--insecure');
     expect(remote.warnings).toEqual([]);
-    expect((await initCluster({ t: 1, dir: fresh(), host: 'store.example.com' })).cluster.servers[0]!.url).toBe('wss://store.example.com:7001');
+    expect((await initCluster({ t: 1, dir: fresh(), host: 'store.example.com' })).cluster.servers[0]!.url).toBe(
+      'wss://store.example.com:7001',
+    );
     // Plaintext on request, with a warning.
     const plain = await initCluster({ t: 1, dir: fresh(), host: '10.1.2.3', tls: false });
     expect(plain.tls).toBe(false);
@@ -134,7 +142,7 @@ describe('cluster files', () => {
   it('a policy reload takes only the policy; anything else changed is refused', async () => {
     const r = await initCluster({ t: 1, dir: fresh() });
     const current = loadClusterFile(r.clusterFile);
-    const json = JSON.parse(readFileSync(r.clusterFile, 'utf8'));
+    const json = JSON.parse(readFileSync(r.clusterFile, 'utf8')) as { policy: object };
     writeFileSync(r.clusterFile, JSON.stringify({ ...json, policy: { ...json.policy, writers: 'owners' } }));
     expect(loadPolicy(r.clusterFile, current).writers).toBe('owners');
     writeFileSync(r.clusterFile, JSON.stringify({ ...json, t: 2 }));

@@ -96,7 +96,7 @@ describe('secret files', () => {
 
   it('a server logging at trace level prints no piece of its receipt key, through start, traffic, errors and close', async () => {
     const r = await initCluster({ t: 1, dir: fresh() });
-    const secret = String(JSON.parse(readFileSync(r.serverFiles[0]!, 'utf8')).secretKey);
+    const secret = (JSON.parse(readFileSync(r.serverFiles[0]!, 'utf8')) as { secretKey: string }).secretKey;
     const config = await loadServerConfig(r.serverFiles[0]!);
     let logs = '';
     const sink = new Writable({
@@ -106,7 +106,15 @@ describe('secret files', () => {
       },
     });
     const logger = pino({ level: 'trace' }, sink);
-    const server = await startServer({ cluster: config.cluster, index: 0, seed: config.seed, host: '127.0.0.1', port: 0, dataDir: join(root, 'trace-data'), logger });
+    const server = await startServer({
+      cluster: config.cluster,
+      index: 0,
+      seed: config.seed,
+      host: '127.0.0.1',
+      port: 0,
+      dataDir: join(root, 'trace-data'),
+      logger,
+    });
     try {
       const http = server.url.replace(/^ws/, 'http');
       await (await fetch(`${http}/healthz`)).text();

@@ -43,7 +43,15 @@ describe('startServer', () => {
   it('on close, answers the requests it accepted, closes with 1001, and every acknowledged STORE is durable', async () => {
     const { config, admin } = await setup();
     const dataDir = join(root, 'graceful');
-    const server = await startServer({ cluster: config.cluster, index: 0, seed: config.seed, host: '127.0.0.1', port: 0, dataDir, logger: silent });
+    const server = await startServer({
+      cluster: config.cluster,
+      index: 0,
+      seed: config.seed,
+      host: '127.0.0.1',
+      port: 0,
+      dataDir,
+      logger: silent,
+    });
     const ws = new WebSocket(server.url, { perMessageDeflate: false });
     await new Promise<void>((resolve) => ws.once('open', () => resolve()));
     const replies: Reply[] = [];
@@ -63,7 +71,14 @@ describe('startServer', () => {
       const value = new Uint8Array(randomBytes(100_000));
       const fragments = codec.encode(value);
       const cc = await computeCrossChecksum(crypto, fragments, value.length, false);
-      const cert = await signCertificate(crypto, config.cluster.identity.id, admin, { key, ts, nonceHash: nonceHash(crypto, new Uint8Array(randomBytes(32))), ccDigest: crossChecksumDigest(crypto, cc), tombstone: cc.tombstone, grant: undefined });
+      const cert = await signCertificate(crypto, config.cluster.identity.id, admin, {
+        key,
+        ts,
+        nonceHash: nonceHash(crypto, new Uint8Array(randomBytes(32))),
+        ccDigest: crossChecksumDigest(crypto, cc),
+        tombstone: cc.tombstone,
+        grant: undefined,
+      });
       ws.send(encodeMessage({ type: 'STORE', key, opId: i, ts, stripe: 0, fragment: fragments[0]!, cc, cert }));
     }
     expect(await closed).toBe(1001);
@@ -83,7 +98,15 @@ describe('startServer', () => {
   it('runs on any storage backend handed to it, and closes it on shutdown', async () => {
     const { config, admin } = await setup();
     const memory = new MemoryStorage();
-    const server = await startServer({ cluster: config.cluster, index: 0, seed: config.seed, host: '127.0.0.1', port: 0, storage: memory, logger: silent });
+    const server = await startServer({
+      cluster: config.cluster,
+      index: 0,
+      seed: config.seed,
+      host: '127.0.0.1',
+      port: 0,
+      storage: memory,
+      logger: silent,
+    });
     expect(server.storage).toBe(memory);
     const ws = new WebSocket(server.url, { perMessageDeflate: false });
     await new Promise<void>((resolve) => ws.once('open', () => resolve()));
@@ -92,8 +115,17 @@ describe('startServer', () => {
     const value = new Uint8Array(randomBytes(1000));
     const fragments = codec.encode(value);
     const cc = await computeCrossChecksum(crypto, fragments, value.length, false);
-    const cert = await signCertificate(crypto, config.cluster.identity.id, admin, { key: 'm', ts, nonceHash: nonceHash(crypto, new Uint8Array(randomBytes(32))), ccDigest: crossChecksumDigest(crypto, cc), tombstone: cc.tombstone, grant: undefined });
-    const reply = new Promise<Reply>((resolve) => ws.once('message', (d: Buffer) => resolve(decodeMessage(new Uint8Array(d), { n: 4 }) as Reply)));
+    const cert = await signCertificate(crypto, config.cluster.identity.id, admin, {
+      key: 'm',
+      ts,
+      nonceHash: nonceHash(crypto, new Uint8Array(randomBytes(32))),
+      ccDigest: crossChecksumDigest(crypto, cc),
+      tombstone: cc.tombstone,
+      grant: undefined,
+    });
+    const reply = new Promise<Reply>((resolve) =>
+      ws.once('message', (d: Buffer) => resolve(decodeMessage(new Uint8Array(d), { n: 4 }) as Reply)),
+    );
     ws.send(encodeMessage({ type: 'STORE', key: 'm', opId: 1, ts, stripe: 0, fragment: fragments[0]!, cc, cert }));
     expect((await reply).type).toBe('STORE_ACK');
     expect(memory.entries('m').map((e) => e.ts.num)).toEqual([1]);
@@ -101,13 +133,25 @@ describe('startServer', () => {
     ws.close();
     await server.close();
     await expect(memory.withKey('m', (r) => r.getLc())).rejects.toMatchObject({ code: 'STORAGE_CLOSED' });
-    await expect(startServer({ cluster: config.cluster, index: 0, seed: config.seed, host: '127.0.0.1', port: 0, logger: silent })).rejects.toMatchObject({ code: 'CONFIG_INVALID', message: /dataDir/ });
+    await expect(
+      startServer({ cluster: config.cluster, index: 0, seed: config.seed, host: '127.0.0.1', port: 0, logger: silent }),
+    ).rejects.toMatchObject({ code: 'CONFIG_INVALID', message: /dataDir/ });
   });
 
   it('rejects inconsistent limits, and a receipt key that is not the cluster file’s, with CONFIG_INVALID', async () => {
     const { config } = await setup();
-    const base = { cluster: config.cluster, index: 0, seed: config.seed, host: '127.0.0.1', port: 0, dataDir: join(root, 'limits'), logger: silent };
-    await expect(startServer({ ...base, limits: { maxFrameBytes: 1 << 20, maxBufferedBytes: 1 << 10 } })).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
+    const base = {
+      cluster: config.cluster,
+      index: 0,
+      seed: config.seed,
+      host: '127.0.0.1',
+      port: 0,
+      dataDir: join(root, 'limits'),
+      logger: silent,
+    };
+    await expect(startServer({ ...base, limits: { maxFrameBytes: 1 << 20, maxBufferedBytes: 1 << 10 } })).rejects.toMatchObject({
+      code: 'CONFIG_INVALID',
+    });
     await expect(startServer({ ...base, limits: { maxConnections: 0 } })).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
     await expect(startServer({ ...base, index: 1 })).rejects.toMatchObject({ code: 'CONFIG_INVALID', message: /receipt key/ });
   });

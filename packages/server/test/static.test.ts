@@ -48,7 +48,15 @@ it('answers loopback Hosts, with no port or its own', async () => {
 });
 
 it('refuses any other Host with 421, for the page and the cluster file alike', async () => {
-  for (const host of [`evil.example:${port}`, 'evil.example', `127.0.0.1:${port + 1}`, `10.0.0.1:${port}`, `evil.example@127.0.0.1:${port}`, `127.0.0.1.nip.io:${port}`, '']) {
+  for (const host of [
+    `evil.example:${port}`,
+    'evil.example',
+    `127.0.0.1:${port + 1}`,
+    `10.0.0.1:${port}`,
+    `evil.example@127.0.0.1:${port}`,
+    `127.0.0.1.nip.io:${port}`,
+    '',
+  ]) {
     for (const path of ['/', '/cluster.json']) {
       const r = await get(path, host);
       expect(r.status, `${host} ${path}`).toBe(421);

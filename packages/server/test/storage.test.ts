@@ -2,7 +2,14 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { MemoryStorage, storageConformance, type HistoryEntry, type StorageHarness, type StorageSupports, type Timestamp } from '@powerstore/protocol';
+import {
+  MemoryStorage,
+  storageConformance,
+  type HistoryEntry,
+  type StorageHarness,
+  type StorageSupports,
+  type Timestamp,
+} from '@powerstore/protocol';
 import { ClassicLevel } from 'classic-level';
 import { LevelStorage } from '../src/index.js';
 
@@ -51,9 +58,16 @@ describe('LevelStorage specifics', () => {
   it('refuses a database of another cluster, cluster size or identity', async () => {
     const path = join(root, `db-${dirs++}`);
     await (await LevelStorage.open({ path, n: N, cluster: 'c1', identity: 'server-1:abc' })).close();
-    await expect(LevelStorage.open({ path, n: 7, cluster: 'c1', identity: 'server-1:abc' })).rejects.toMatchObject({ code: 'STORAGE_MISMATCH' });
-    await expect(LevelStorage.open({ path, n: N, cluster: 'c1', identity: 'server-2:abc' })).rejects.toMatchObject({ code: 'STORAGE_MISMATCH' });
-    await expect(LevelStorage.open({ path, n: N, cluster: 'c2', identity: 'server-1:abc' })).rejects.toMatchObject({ code: 'STORAGE_MISMATCH', message: /cluster c1/ });
+    await expect(LevelStorage.open({ path, n: 7, cluster: 'c1', identity: 'server-1:abc' })).rejects.toMatchObject({
+      code: 'STORAGE_MISMATCH',
+    });
+    await expect(LevelStorage.open({ path, n: N, cluster: 'c1', identity: 'server-2:abc' })).rejects.toMatchObject({
+      code: 'STORAGE_MISMATCH',
+    });
+    await expect(LevelStorage.open({ path, n: N, cluster: 'c2', identity: 'server-1:abc' })).rejects.toMatchObject({
+      code: 'STORAGE_MISMATCH',
+      message: /cluster c1/,
+    });
     await (await LevelStorage.open({ path, n: N, cluster: 'c1', identity: 'server-1:abc' })).close();
   });
 
@@ -62,7 +76,10 @@ describe('LevelStorage specifics', () => {
     const db = new ClassicLevel<string, string>(path);
     await db.put('m:meta', JSON.stringify({ format: 1, n: N, identity: '' }));
     await db.close();
-    await expect(LevelStorage.open({ path, n: N })).rejects.toMatchObject({ code: 'STORAGE_MISMATCH', message: /format 1.*empty data directory/s });
+    await expect(LevelStorage.open({ path, n: N })).rejects.toMatchObject({
+      code: 'STORAGE_MISMATCH',
+      message: /format 1.*empty data directory/s,
+    });
   });
 
   it('a second open of a directory in use says another process holds it', async () => {
@@ -77,7 +94,10 @@ describe('LevelStorage specifics', () => {
     const db = new ClassicLevel<string, string>(path);
     await db.put('m:meta', JSON.stringify({ format: 3, n: N, identity: '' }));
     await db.close();
-    await expect(LevelStorage.open({ path, n: N })).rejects.toMatchObject({ code: 'STORAGE_MISMATCH', message: /format 3.*empty data directory/s });
+    await expect(LevelStorage.open({ path, n: N })).rejects.toMatchObject({
+      code: 'STORAGE_MISMATCH',
+      message: /format 3.*empty data directory/s,
+    });
   });
 
   it('opens without reading any key record: totals come from their own records', async () => {
@@ -105,7 +125,7 @@ describe('LevelStorage specifics', () => {
     await s.close();
   });
 
-  it('sizes LevelDB for fragments: 6 MiB of them stay in the memtable, where LevelDB\'s default sizes would have written tables', async () => {
+  it("sizes LevelDB for fragments: 6 MiB of them stay in the memtable, where LevelDB's default sizes would have written tables", async () => {
     const tables = (path: string) => readdirSync(path).filter((f) => f.endsWith('.ldb')).length;
     const ts = (num: number): Timestamp => ({ num, writerId: new Uint8Array(32).fill(1) });
     const fragment = new Uint8Array(128 * 1024).fill(3);
@@ -114,7 +134,14 @@ describe('LevelStorage specifics', () => {
       stripe: 0,
       fragment,
       cc: { tombstone: false, valueLength: 2 * fragment.length, hashes: Array.from({ length: N }, () => new Uint8Array(32)) },
-      cert: { nonceHash: new Uint8Array(32), ccDigest: new Uint8Array(32), signer: new Uint8Array(32), signature: new Uint8Array(64), tombstone: false, grant: undefined },
+      cert: {
+        nonceHash: new Uint8Array(32),
+        ccDigest: new Uint8Array(32),
+        signer: new Uint8Array(32),
+        signature: new Uint8Array(64),
+        tombstone: false,
+        grant: undefined,
+      },
     });
     const fill = async (s: LevelStorage) => {
       for (let k = 0; k < 48; k++) await s.withKey(`k${k}`, (r) => r.putEntry(entry(1), { owner: 'o', bytes: fragment.length, quota: {} }));
