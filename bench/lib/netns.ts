@@ -25,9 +25,9 @@
 import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
-import { createServer } from 'node:net';
 import { release } from 'node:os';
 import { gunzipSync } from 'node:zlib';
+import { freeBasePort } from '../../test/ports.js';
 
 export type NetProfileName = 'loopback' | '1gbit' | 'shared-1gbit' | 'wan-100mbit';
 
@@ -295,14 +295,6 @@ function hookExit(): void {
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
 }
 
-async function portFree(port: number): Promise<boolean> {
-  return new Promise((done) => {
-    const s = createServer();
-    s.once('error', () => done(false));
-    s.listen(port, '127.0.0.1', () => s.close(() => done(true)));
-  });
-}
-
 /** The loopback network: today's bench, nothing created. */
 function loopbackNetwork(): Network {
   const self: NetHost = { role: 'bench', address: '127.0.0.1' };
@@ -310,15 +302,7 @@ function loopbackNetwork(): Network {
     profile: NET_PROFILES.loopback,
     self,
     host: (role) => ({ role, address: '127.0.0.1' }),
-    async basePort(count) {
-      for (let attempt = 0; attempt < 50; attempt++) {
-        const base = 20_000 + Math.floor(Math.random() * 30_000);
-        let ok = true;
-        for (let p = base; p < base + count && ok; p++) ok = await portFree(p);
-        if (ok) return base;
-      }
-      throw new Error('no free ports');
-    },
+    basePort: freeBasePort,
     spawn: (_host, command, args, options) => spawn(command, args, options),
     qdiscs: () => [],
     describe: () => ({ profile: 'loopback', description: NET_PROFILES.loopback.description }),

@@ -5,7 +5,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, statSync } from 'node:fs';
-import { connect, createServer, type Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +23,9 @@ import {
 } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { loadClusterFile } from '../../packages/server/src/index.js';
+import { freeBasePort } from '../ports.js';
+
+export { freeBasePort };
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 /** The built CLI, as npm would install it. */
@@ -76,25 +79,6 @@ export async function ensureBuiltProjects(projects: readonly string[]): Promise<
 export function cli(args: readonly string[]): { status: number | null; stdout: string; stderr: string } {
   const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 30_000 });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
-}
-
-async function portFree(port: number): Promise<boolean> {
-  return new Promise((done) => {
-    const s = createServer();
-    s.once('error', () => done(false));
-    s.listen(port, '127.0.0.1', () => s.close(() => done(true)));
-  });
-}
-
-/** A base port with `count` consecutive free ports after it, chosen at random to avoid other runs. */
-export async function freeBasePort(count: number): Promise<number> {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const base = 20_000 + Math.floor(Math.random() * 30_000);
-    let ok = true;
-    for (let p = base; p < base + count && ok; p++) ok = await portFree(p);
-    if (ok) return base;
-  }
-  throw new Error('no free ports');
 }
 
 /** A cluster made by `powerstore-server init` and run by `powerstore-server start`. */

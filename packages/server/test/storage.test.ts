@@ -54,6 +54,23 @@ for (const stateCacheKeys of [10_000, 0]) {
   );
 }
 
+const ts = (num: number): Timestamp => ({ num, writerId: new Uint8Array(32).fill(1) });
+/** A history entry at `ts(num)` holding `fragment`; its hashes and signatures are placeholders (storage checks none). */
+const entry = (num: number, fragment: Uint8Array): HistoryEntry => ({
+  ts: ts(num),
+  stripe: 0,
+  fragment,
+  cc: { tombstone: false, valueLength: 2 * fragment.length, hashes: Array.from({ length: N }, () => new Uint8Array(32).fill(7)) },
+  cert: {
+    nonceHash: new Uint8Array(32),
+    ccDigest: new Uint8Array(32),
+    signer: new Uint8Array(32),
+    signature: new Uint8Array(64),
+    tombstone: false,
+    grant: undefined,
+  },
+});
+
 describe('LevelStorage specifics', () => {
   it('refuses a database of another cluster, cluster size or identity', async () => {
     const path = join(root, `db-${dirs++}`);
@@ -103,16 +120,11 @@ describe('LevelStorage specifics', () => {
   it('opens without reading any key record: totals come from their own records', async () => {
     const path = join(root, `db-${dirs++}`);
     let s = await LevelStorage.open({ path, n: N });
-    const ts = (num: number): Timestamp => ({ num, writerId: new Uint8Array(32).fill(1) });
-    const b = (length: number) => new Uint8Array(length).fill(7);
-    const e = (num: number): HistoryEntry => ({
-      ts: ts(num),
-      stripe: 0,
-      fragment: b(10),
-      cc: { tombstone: false, valueLength: 20, hashes: Array.from({ length: N }, () => b(32)) },
-      cert: { nonceHash: b(32), ccDigest: b(32), signer: b(32), signature: b(64), tombstone: false, grant: undefined },
-    });
-    await Promise.all(['a', 'b', 'c'].map((k) => s.withKey(k, (r) => r.putEntry(e(1), { owner: 'o', bytes: 10, quota: {} }))));
+    await Promise.all(
+      ['a', 'b', 'c'].map((k) =>
+        s.withKey(k, (r) => r.putEntry(entry(1, new Uint8Array(10).fill(7)), { owner: 'o', bytes: 10, quota: {} })),
+      ),
+    );
     await s.close();
     // A key record a scan at open would choke on.
     const db = new ClassicLevel<string, string>(path);
@@ -127,24 +139,10 @@ describe('LevelStorage specifics', () => {
 
   it("sizes LevelDB for fragments: 6 MiB of them stay in the memtable, where LevelDB's default sizes would have written tables", async () => {
     const tables = (path: string) => readdirSync(path).filter((f) => f.endsWith('.ldb')).length;
-    const ts = (num: number): Timestamp => ({ num, writerId: new Uint8Array(32).fill(1) });
     const fragment = new Uint8Array(128 * 1024).fill(3);
-    const entry = (num: number): HistoryEntry => ({
-      ts: ts(num),
-      stripe: 0,
-      fragment,
-      cc: { tombstone: false, valueLength: 2 * fragment.length, hashes: Array.from({ length: N }, () => new Uint8Array(32)) },
-      cert: {
-        nonceHash: new Uint8Array(32),
-        ccDigest: new Uint8Array(32),
-        signer: new Uint8Array(32),
-        signature: new Uint8Array(64),
-        tombstone: false,
-        grant: undefined,
-      },
-    });
     const fill = async (s: LevelStorage) => {
-      for (let k = 0; k < 48; k++) await s.withKey(`k${k}`, (r) => r.putEntry(entry(1), { owner: 'o', bytes: fragment.length, quota: {} }));
+      for (let k = 0; k < 48; k++)
+        await s.withKey(`k${k}`, (r) => r.putEntry(entry(1, fragment), { owner: 'o', bytes: fragment.length, quota: {} }));
     };
     const tuned = join(root, `db-${dirs++}`);
     const s = await LevelStorage.open({ path: tuned, n: N });
