@@ -9,13 +9,14 @@
  * link (`shared-1gbit`) or 100 Mbit/s host links (`wan-100mbit`); root only.
  *
  *   pnpm bench          the matrix below (~45 min)
+ *   pnpm bench --net 1gbit   on the network: every size at t = 1, 256 KiB at t = 2, 3 (~20 min)
  *   pnpm bench:quick    t = 1, 256 KiB, read and write, fsync on (≤ 3 min)
  *   pnpm bench:quick --net 1gbit
  *   tsx --conditions=@powerstore/source bench/run.ts --t 1 --sizes 4k,1m --ops read --fsync on,off ...
  *
  * Writes bench/results/<out>.json, .md and <out>-throughput-latency.svg, where <out> is
  * `latest` (the full matrix; its chart is throughput-latency.svg), `quick` for --quick,
- * or --out NAME.
+ * either followed by `-net-<profile>` with --net, or --out NAME.
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
@@ -93,6 +94,14 @@ function matrix(): Cell[] {
     return cells;
   }
   const R = Number(flags.repeats ?? 3);
+  if (netName !== 'loopback') {
+    // On an emulated network, the paper's comparison: every size at t = 1 and the default
+    // size at t = 2 and 3, fsync on, distinct keys (loopback's full matrix covers the rest).
+    for (const valueBytes of Object.values(SIZES))
+      for (const op of ['read', 'write'] as Op[]) add(1, valueBytes, op, 'distinct', true, valueBytes === 262144 ? R : 1);
+    for (const t of [2, 3]) for (const op of ['read', 'write'] as Op[]) add(t, 262144, op, 'distinct', true, 1);
+    return cells;
+  }
   // Ordered so the most wanted results come first (each (t, fsync) group is written out as
   // soon as it is done): t = 1 with fsync, then t = 1 without, then t = 2 and 3.
   const sizes = Object.values(SIZES);
@@ -189,7 +198,7 @@ async function measure(
 // ---- main ---------------------------------------------------------------------------
 
 const cells = matrix();
-const out = flags.out ?? (quick ? 'quick' : 'latest');
+const out = flags.out ?? (quick ? 'quick' : 'latest') + (netName === 'loopback' ? '' : `-net-${netName}`);
 mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
 const started = Date.now();
 const rows: Row[] = [];
