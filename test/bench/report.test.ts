@@ -1,0 +1,61 @@
+/** The bench report's arithmetic: peaks per repetition, ratios as medians of per-repetition ratios, targets met or not. */
+import { describe, expect, it } from 'vitest';
+import { peaks, targetRows, type Row } from '../../bench/lib/report.js';
+import type { SystemName } from '../../bench/lib/clusters.js';
+import type { Op } from '../../bench/load/worker.js';
+
+function row(system: SystemName, op: Op, rep: number, clients: number, opsPerSec: number, t = 1): Row {
+  return {
+    system,
+    net: '1gbit',
+    op,
+    t,
+    valueBytes: 262144,
+    clients,
+    opsPerSec,
+    mbPerSec: 0,
+    p50Ms: 1,
+    p99Ms: 2,
+    fsync: true,
+    keys: 'distinct',
+    rep,
+    errors: 0,
+  };
+}
+
+describe('bench report', () => {
+  it('takes each repetition’s best step and the median of per-repetition ratios', () => {
+    const rows = [
+      // rep 1: PowerStore peaks at 300 (4 clients), M-ABD at 100, single at 400
+      row('powerstore', 'read', 1, 1, 200),
+      row('powerstore', 'read', 1, 4, 300),
+      row('m-abd', 'read', 1, 4, 100),
+      row('single', 'read', 1, 4, 400),
+      // rep 2: 330 / 110 / 300
+      row('powerstore', 'read', 2, 4, 330),
+      row('m-abd', 'read', 2, 4, 110),
+      row('single', 'read', 2, 4, 300),
+      // rep 3: 280 / 140 / 350
+      row('powerstore', 'read', 3, 4, 280),
+      row('m-abd', 'read', 3, 4, 140),
+      row('single', 'read', 3, 4, 350),
+    ];
+    const ps = peaks(rows).find((p) => p.system === 'powerstore')!;
+    expect(ps.repPeaks).toEqual([300, 330, 280]);
+    expect(ps.opsPerSec).toBe(300);
+    // Per repetition: 3.0, 3.0, 2.0 against M-ABD; 0.75, 1.1, 0.8 against single.
+    expect(ps.vsAbd).toBe(3);
+    expect(ps.vsSingle).toBe(0.8);
+    expect(targetRows(peaks(rows))).toEqual([
+      expect.objectContaining({ op: 'read', vs: 'm-abd', ratio: 3, atLeast: 3, met: true }),
+      expect.objectContaining({ op: 'read', vs: 'single', ratio: 0.8, atLeast: 0.9, met: false }),
+    ]);
+  });
+
+  it('checks writes against M-ABD only, for every t', () => {
+    const rows = [row('powerstore', 'write', 1, 4, 150, 2), row('m-abd', 'write', 1, 4, 100, 2), row('single', 'write', 1, 4, 400, 2)];
+    expect(targetRows(peaks(rows))).toEqual([
+      expect.objectContaining({ t: 2, op: 'write', vs: 'm-abd', ratio: 1.5, atLeast: 1.6, met: false }),
+    ]);
+  });
+});
