@@ -71,7 +71,11 @@ export async function signedMessages(config: ClusterConfig, cluster: ClusterIden
     });
     const candidate = { ts, nonce, cert, proof: [0, 1, 2].map((server) => ({ server, signature: new Uint8Array(64).fill(i) })) };
     out.push({ type: 'STORE', key, opId: i, ts, stripe: 0, fragment: fragments[0]!, cc, cert });
-    out.push(i % 2 ? { type: 'COMPLETE', key, opId: i, candidate } : { type: 'FILTER', key, opId: i, stripe: 0, candidates: [candidate] });
+    out.push(
+      i % 2
+        ? { type: 'COMPLETE', key, opId: i, candidate }
+        : { type: 'FILTER', key, opId: i, stripe: 0, fragment: true, candidates: [candidate] },
+    );
   }
   return out;
 }
@@ -114,6 +118,7 @@ function validFrame(ctx: Context): fc.Arbitrary<Uint8Array> {
       key,
       opId,
       stripe: fc.constantFrom(0, 0, 1),
+      fragment: fc.boolean(),
       candidates: fc.array(candidate, { maxLength: n }),
     }),
     fc

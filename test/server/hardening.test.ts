@@ -169,7 +169,7 @@ describe('writes nobody may make are refused by every server; state unchanged', 
     // What any client can learn: the candidate (COLLECT) and each server's entry (FILTER).
     const entries = await Promise.all(
       raws.map(async (r) => {
-        const f = await r.request({ type: 'FILTER', key, opId: opId++, stripe: 0, candidates: [lc] });
+        const f = await r.request({ type: 'FILTER', key, opId: opId++, stripe: 0, fragment: true, candidates: [lc] });
         return f.type === 'FILTER_ACK' ? f.entry! : undefined;
       }),
     );
@@ -186,6 +186,7 @@ describe('writes nobody may make are refused by every server; state unchanged', 
       ).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
       // The genuine certificate and cross-checksum, another fragment.
       const e = entries[i]!;
+      const fragment = e.fragment!; // asked for with its fragment
       expect(
         await raw.request({
           type: 'STORE',
@@ -193,7 +194,7 @@ describe('writes nobody may make are refused by every server; state unchanged', 
           opId: opId++,
           ts: w.ts,
           stripe: 0,
-          fragment: e.fragment.map((b) => b ^ 0xff),
+          fragment: fragment.map((b) => b ^ 0xff),
           cc: e.cc,
           cert: e.cert,
         }),
@@ -201,9 +202,9 @@ describe('writes nobody may make are refused by every server; state unchanged', 
       // Mallory's own certificate for a key outside her namespace.
       expect(await raw.request(own.requests[i]!)).toMatchObject({ type: 'ERROR', code: 'NOT_AUTHORIZED' });
       // Control: the genuine STORE again, byte for byte: acknowledged (an idempotent retry).
-      expect(
-        await raw.request({ type: 'STORE', key, opId: opId++, ts: w.ts, stripe: 0, fragment: e.fragment, cc: e.cc, cert: e.cert }),
-      ).toMatchObject({ type: 'STORE_ACK' });
+      expect(await raw.request({ type: 'STORE', key, opId: opId++, ts: w.ts, stripe: 0, fragment, cc: e.cc, cert: e.cert })).toMatchObject({
+        type: 'STORE_ACK',
+      });
     }
     expect(await metricSum('powerstore_auth_rejected_total', { type: 'STORE' })).toBe(rejectedBefore + 2 * cluster.config.n);
     expect(await lcOf(raws[0]!, key)).toEqual(lc);
@@ -292,11 +293,11 @@ describe('writes nobody may make are refused by every server; state unchanged', 
     expect(before.ts.num).toBe(1);
     const invalidBefore = metricValue(await cluster.metrics(1), 'powerstore_invalid_candidates_total');
     const forged: Candidate = { ...before, ts: { ...before.ts, num: 1000 } };
-    const alone = await raw.request({ type: 'FILTER', key: 'wb', opId: opId++, stripe: 0, candidates: [forged] });
+    const alone = await raw.request({ type: 'FILTER', key: 'wb', opId: opId++, stripe: 0, fragment: true, candidates: [forged] });
     expect(alone).toMatchObject({ type: 'FILTER_ACK', entry: undefined });
     expect(alone.type === 'FILTER_ACK' && alone.ts.num).toBe(0);
     // Next to the real candidate, the server picks the real one.
-    const both = await raw.request({ type: 'FILTER', key: 'wb', opId: opId++, stripe: 0, candidates: [forged, before] });
+    const both = await raw.request({ type: 'FILTER', key: 'wb', opId: opId++, stripe: 0, fragment: true, candidates: [forged, before] });
     expect(both.type === 'FILTER_ACK' && both.ts).toEqual(before.ts);
     expect(await lcOf(raw, 'wb')).toEqual(before);
     expect(metricValue(await cluster.metrics(1), 'powerstore_invalid_candidates_total')).toBe(invalidBefore + 2);
@@ -305,7 +306,7 @@ describe('writes nobody may make are refused by every server; state unchanged', 
       type: 'ERROR',
       code: 'UNAUTHENTICATED',
     });
-    const f = await raw.request({ type: 'FILTER', key: 'target', opId: opId++, stripe: 0, candidates: [before] });
+    const f = await raw.request({ type: 'FILTER', key: 'target', opId: opId++, stripe: 0, fragment: true, candidates: [before] });
     expect(f.type === 'FILTER_ACK' && f.ts.num).toBe(0);
     expect(await lcOf(raw, 'target')).toBeUndefined();
     expect(new TextDecoder().decode((await writer.read('wb')).value)).toBe('real');
@@ -430,7 +431,7 @@ describe('transport limits', () => {
     const metrics0 = await cluster.metrics(2);
     const filtersBefore = metricValue(metrics0, 'powerstore_requests_total', { type: 'FILTER' });
     ws.pause();
-    const frame = encodeMessage({ type: 'FILTER', key, opId: 1, stripe: 0, candidates: [candidate] });
+    const frame = encodeMessage({ type: 'FILTER', key, opId: 1, stripe: 0, fragment: true, candidates: [candidate] });
     for (let i = 0; i < count; i++) ws.send(frame);
     await new Promise((r) => setTimeout(r, 1500));
     const stalled = await cluster.metrics(2);

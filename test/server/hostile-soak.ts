@@ -174,7 +174,7 @@ type Count = (kind: string, n?: number) => void;
 
 /** 8 sockets that ask for the big fragment 8 times each and never read; reopened when closed. */
 async function pausedReaders(url: string, address: string, key: string, candidate: Candidate, until: number, count: Count): Promise<void> {
-  const frame = encodeMessage({ type: 'FILTER', key, opId: 1, stripe: 0, candidates: [candidate] });
+  const frame = encodeMessage({ type: 'FILTER', key, opId: 1, stripe: 0, fragment: true, candidates: [candidate] });
   await Promise.all(
     Array.from({ length: 8 }, async () => {
       while (Date.now() < until) {

@@ -92,7 +92,7 @@ describe('hostile clients cannot exhaust a server; honest clients stay served', 
         const ws = await openWs(url);
         ws.pause();
         ws.on('error', () => undefined);
-        const frame = encodeMessage({ type: 'FILTER', key, opId: 100 + i, stripe: 0, candidates: [candidate] });
+        const frame = encodeMessage({ type: 'FILTER', key, opId: 100 + i, stripe: 0, fragment: true, candidates: [candidate] });
         for (let j = 0; j < 8; j++) ws.send(frame);
         attackers.push(ws);
       }

@@ -131,7 +131,8 @@ export class ByzantineServer {
       case 'corrupt-fragment': {
         const reply = await honest();
         if (reply.type !== 'FILTER_ACK' || !reply.entry) return [{ reply }];
-        const fragment = reply.entry.fragment.length > 0 ? flip(reply.entry.fragment, this.prng) : this.prng.bytes(this.prng.range(1, 8));
+        // Asked for metadata only, it sends a fragment nobody asked for, which must not help either.
+        const fragment = reply.entry.fragment?.length ? flip(reply.entry.fragment, this.prng) : this.prng.bytes(this.prng.range(1, 8));
         return [{ reply: { ...reply, entry: { ...reply.entry, fragment } } }];
       }
       case 'corrupt-cc': {

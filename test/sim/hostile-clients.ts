@@ -132,7 +132,11 @@ export class HostileClient {
       }
       if (!probe.candidate) return this.#mount(probe);
       for (let i = 0; i < this.#ctx.config.n; i++)
-        this.#ctx.send(i, { type: 'FILTER', key: probe.key, opId: probe.opId, stripe: 0, candidates: [probe.candidate] }, undefined);
+        this.#ctx.send(
+          i,
+          { type: 'FILTER', key: probe.key, opId: probe.opId, stripe: 0, fragment: true, candidates: [probe.candidate] },
+          undefined,
+        );
     } else if (
       probe.phase === 'filter' &&
       reply.type === 'FILTER_ACK' &&
@@ -165,7 +169,7 @@ export class HostileClient {
       }
       case 'restore-mismatched-fragment': {
         const e = probe.entry;
-        if (!c || !e) return;
+        if (!c || !e?.fragment) return;
         const fragment = e.fragment.length > 0 ? e.fragment.map((b, i) => (i === 0 ? b ^ 1 : b)) : Uint8Array.of(1);
         this.#toAll(() => ({ type: 'STORE', key, opId: this.#opId, ts: c.ts, stripe: 0, fragment, cc: e.cc, cert: e.cert }), refuse);
         break;
@@ -198,13 +202,14 @@ export class HostileClient {
         if (!c) return;
         const other = `${cast.prefix}elsewhere-${prng.int(3)}`;
         const e = probe.entry;
-        if (e)
+        const fragment = e?.fragment;
+        if (e && fragment)
           this.#toAll(
-            () => ({ type: 'STORE', key: other, opId: this.#opId, ts: c.ts, stripe: 0, fragment: e.fragment, cc: e.cc, cert: e.cert }),
+            () => ({ type: 'STORE', key: other, opId: this.#opId, ts: c.ts, stripe: 0, fragment, cc: e.cc, cert: e.cert }),
             refuse,
           );
         this.#toAll(() => ({ type: 'COMPLETE', key: other, opId: this.#opId, candidate: c }), refuse);
-        this.#toAll(() => ({ type: 'FILTER', key: other, opId: this.#opId, stripe: 0, candidates: [c] }), {
+        this.#toAll(() => ({ type: 'FILTER', key: other, opId: this.#opId, stripe: 0, fragment: true, candidates: [c] }), {
           kind: 'not-selected',
           attack,
           ts: c.ts,
@@ -235,7 +240,12 @@ export class HostileClient {
         for (const i of prng.subset(Array.from({ length: this.#ctx.config.n }, (_, j) => j))) {
           const opId = this.#opId++;
           if (prng.chance(0.5)) this.#ctx.send(i, { type: 'COMPLETE', key, opId, candidate: f }, refuse);
-          else this.#ctx.send(i, { type: 'FILTER', key, opId, stripe: 0, candidates: [f] }, { kind: 'not-selected', attack, ts: f.ts });
+          else
+            this.#ctx.send(
+              i,
+              { type: 'FILTER', key, opId, stripe: 0, fragment: true, candidates: [f] },
+              { kind: 'not-selected', attack, ts: f.ts },
+            );
         }
         break;
       }
@@ -244,7 +254,7 @@ export class HostileClient {
         if (!c) break;
         const flipped: Candidate = { ...c, cert: { ...c.cert, tombstone: !c.cert.tombstone } };
         this.#toAll(() => ({ type: 'COMPLETE', key, opId: this.#opId, candidate: flipped }), refuse);
-        this.#toAll(() => ({ type: 'FILTER', key, opId: this.#opId, stripe: 0, candidates: [flipped] }), {
+        this.#toAll(() => ({ type: 'FILTER', key, opId: this.#opId, stripe: 0, fragment: true, candidates: [flipped] }), {
           kind: 'not-selected',
           attack,
           ts: c.ts,

@@ -5,6 +5,7 @@
  */
 import {
   authorityProblem,
+  certificateId,
   ReadOperation,
   Server,
   WriteOperation,
@@ -147,6 +148,21 @@ class IgnoresCrossChecksum extends ReadOperation {
   }
 }
 
+/**
+ * `safe(c)` counts metadata-only FILTER answers (the entry's certificate and
+ * cross-checksum, no fragment) as if they carried a matching fragment: a read trusts
+ * fewer than `t + 1` fragments.
+ */
+class CountsMetadata extends ReadOperation {
+  protected override safeMembers(c: Candidate): number[] | undefined {
+    const id = certificateId(c.cert);
+    const members = [...this.answers].filter(
+      ([, w]) => w.entry && w.certId === id && timestampsEqual(w.ts, c.ts) && (w.fragmentOk || !w.entry.fragment),
+    );
+    return members.length >= this.options.config.t + 1 ? members.map(([i]) => i) : undefined;
+  }
+}
+
 /** CLOCK adopts candidates without checking that they are valid. */
 class TrustingClock extends WriteOperation {
   protected override async acceptClockCandidate(): Promise<boolean> {
@@ -252,5 +268,10 @@ export const MUTANTS: readonly Mutant[] = [
     name: 'reader-trusts-newer',
     description: 'a reader moves on to a newer candidate a server names without checking it is valid',
     protocol: withReader((o, key, opId) => new TrustsNewer(o, key, opId)),
+  },
+  {
+    name: 'reader-counts-metadata',
+    description: 'a read counts metadata-only FILTER answers towards safe(c), trusting fewer than t + 1 fragments',
+    protocol: withReader((o, key, opId) => new CountsMetadata(o, key, opId)),
   },
 ];

@@ -20,6 +20,7 @@ import {
   MemoryStorage,
   ownerIdOf,
   ProtocolError,
+  ReadOperation,
   toHex,
   WriterSession,
   type ClientOperation,
@@ -139,7 +140,12 @@ interface Running {
   readonly name: string;
   readonly crashIn: 'STORE' | 'COMPLETE' | undefined;
   readonly valueBytes: Uint8Array | undefined;
+  /** A read's timer (virtual time): armed while it waits on fragments it asked for, as a real client's is. */
+  timerAt?: number;
 }
+
+/** How long a simulated reader waits on the servers it asked for fragments before asking the others. */
+const FRAGMENT_TIMEOUT = 300;
 
 interface Client {
   readonly name: string;
@@ -395,6 +401,8 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     }
     if (s.send) emit(client, run, s);
     if (client.crashed) return;
+    if (run.op instanceof ReadOperation && run.timerAt === undefined && run.op.awaitingFragments)
+      run.timerAt = network.now + FRAGMENT_TIMEOUT;
     if (s.error) {
       client.running.delete(reply.opId);
       if (client.role === 'reader')
@@ -424,7 +432,14 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       if (!starter || c.nextStart < starter.nextStart!) starter = c;
     }
     const attackAt = attackTimes[0]?.at;
-    const times = [message?.at, starter?.nextStart, attackAt].filter((x): x is number => x !== undefined);
+    let timer: { run: Running; client: Client } | undefined;
+    for (const c of clients) {
+      if (c.crashed) continue;
+      for (const run of c.running.values())
+        if (run.timerAt !== undefined && (!timer || run.timerAt < timer.run.timerAt!)) timer = { run, client: c };
+    }
+    const timerAt = timer?.run.timerAt;
+    const times = [message?.at, starter?.nextStart, attackAt, timerAt].filter((x): x is number => x !== undefined);
     if (times.length === 0) {
       if (network.heal()) continue;
       break;
@@ -437,6 +452,12 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     }
     if (attackAt === at) {
       mallory.launch(attackTimes.shift()!.attack);
+      continue;
+    }
+    if (timer && timerAt === at) {
+      // Fired once per FILTER round; a restarted round may arm it again.
+      timer.run.timerAt = undefined;
+      if (timer.run.op instanceof ReadOperation) emit(timer.client, timer.run, timer.run.op.stalled());
       continue;
     }
     const m = message!;

@@ -51,8 +51,8 @@ export class Round<F> {
   readonly request: RequestType;
   /** When it went out, for round-trip times. */
   readonly started = performance.now();
-  /** Each server's frame; emptied when the round ends. */
-  frames: ReadonlyMap<number, Uint8Array>;
+  /** Each server's frame (the latest, when a supplement asked it again); emptied when the round ends. */
+  frames: Map<number, Uint8Array>;
   /** Servers sent the request on their current connection that have not answered it. */
   readonly pending = new Set<number>();
   /** Servers that acknowledged it. */
@@ -76,7 +76,7 @@ export class Round<F> {
     flight: F,
     key: string,
     request: RequestType,
-    frames: ReadonlyMap<number, Uint8Array>,
+    frames: Map<number, Uint8Array>,
     report: (server: number, reason: string) => void,
   ) {
     this.id = id;
@@ -171,7 +171,7 @@ export class RoundBook<F> {
     flight: F,
     key: string,
     request: RequestType,
-    encode: (id: number) => ReadonlyMap<number, Uint8Array>,
+    encode: (id: number) => Map<number, Uint8Array>,
     report: (server: number, reason: string) => void,
   ): Round<F> {
     const id = this.#nextId++;

@@ -102,6 +102,8 @@ export interface Progress {
 
 /** How often progress is polled while a round's frames drain. */
 const PROGRESS_INTERVAL_MS = 100;
+/** Shortest wait for fragments a read asked for before it asks the other servers (see #armFragmentTimer). */
+const FRAGMENT_WAIT_MIN_MS = 20;
 
 /** What `stat` reports about a key. */
 export interface KeyStat {
@@ -218,6 +220,8 @@ interface InFlight {
   readonly onEvidence: (server: number, reason: string) => void;
   readonly onProgress: ((progress: Progress) => void) | undefined;
   progressTimer: ReturnType<typeof setInterval> | undefined;
+  /** A read's wait for the servers it asked for fragments (see `ReadOperation.stalled`). */
+  fragmentTimer: ReturnType<typeof setTimeout> | undefined;
   finish(result: unknown): void;
   fail(error: unknown): void;
 }
@@ -465,6 +469,7 @@ class PowerStore implements Store {
       const need = quorum(this.cluster);
       const cleanup = (succeeded: boolean) => {
         clearTimeout(timer);
+        clearTimeout(flight.fragmentTimer);
         clearInterval(flight.progressTimer);
         signal?.removeEventListener('abort', onAbort);
         this.#inFlight.delete(opId);
@@ -478,6 +483,7 @@ class PowerStore implements Store {
         onEvidence,
         onProgress: options?.onProgress,
         progressTimer: undefined,
+        fragmentTimer: undefined,
         finish: (r) => {
           cleanup(true);
           resolve(r as R);
@@ -507,7 +513,16 @@ class PowerStore implements Store {
       flight.finish(step.result);
       return;
     }
-    if (!step.send) return;
+    if (step.supplement && step.send && flight.round?.flight === flight) {
+      this.#supplement(flight, flight.round, step.send);
+      return;
+    }
+    if (!step.send) {
+      this.#armFragmentTimer(flight);
+      return;
+    }
+    clearTimeout(flight.fragmentTimer);
+    flight.fragmentTimer = undefined;
     this.#endRound(flight, false);
     const send = step.send;
     const round = this.#rounds.start(
@@ -528,6 +543,30 @@ class PowerStore implements Store {
       }
     }
     if (flight.onProgress) this.#trackProgress(flight, phaseOf(step.send[0]!.message.type), sent);
+  }
+
+  /** Sends a supplement's messages under the round in progress's wire id. */
+  #supplement(flight: InFlight, round: Round<InFlight>, send: readonly Outgoing[]): void {
+    for (const [to, frame] of this.#encodeRound(send, round.id)) {
+      round.frames.set(to, frame);
+      if (this.#connections[to]!.send(frame, SEND_HIGH_WATER_BYTES)) round.pending.add(to);
+    }
+    this.#armFragmentTimer(flight);
+  }
+
+  /**
+   * A read that has `n − t` answers but waits on the servers it asked for fragments gives
+   * them twice as long as the quorum took (at least {@link FRAGMENT_WAIT_MIN_MS}), then asks
+   * the others: a slow or dead server costs one timer, not the operation's timeout.
+   */
+  #armFragmentTimer(flight: InFlight): void {
+    const op = flight.op;
+    const round = flight.round;
+    if (!(op instanceof ReadOperation) || !op.awaitingFragments || flight.fragmentTimer !== undefined || !round) return;
+    const wait = Math.max(FRAGMENT_WAIT_MIN_MS, 2 * (performance.now() - round.started));
+    flight.fragmentTimer = setTimeout(() => {
+      flight.chain = flight.chain.then(() => this.#apply(flight, op.stalled())).catch((e) => flight.fail(e));
+    }, wait);
   }
 
   /**

@@ -27,6 +27,12 @@ import {
 
 /** The only version this code speaks. Version 1 (MAC vectors) is refused. */
 export const WIRE_VERSION = 2;
+/** FILTER's flags byte: bit 0 asks for the entry's fragment; other bits are invalid. */
+const FILTER_WANTS_FRAGMENT = 0x01;
+/** FILTER_ACK's entry byte: no entry, the entry with its fragment, or its metadata only. */
+const ENTRY_NONE = 0;
+const ENTRY_WITH_FRAGMENT = 1;
+const ENTRY_METADATA_ONLY = 2;
 /** Longest key name, in UTF-8 bytes. */
 export const MAX_KEY_LENGTH = 1024;
 /** Longest ERROR message, in UTF-8 bytes. */
@@ -79,6 +85,7 @@ export function encodeMessage(m: Message): Uint8Array {
       break;
     case 'FILTER':
       w.u32(m.stripe, 'stripe');
+      w.u8(m.fragment ? FILTER_WANTS_FRAGMENT : 0);
       if (m.candidates.length > MAX_SERVERS) throw new ProtocolError('INVALID_ARGUMENT', 'too many candidates');
       w.u8(m.candidates.length);
       for (const c of m.candidates) writeCandidate(w, c);
@@ -97,9 +104,9 @@ export function encodeMessage(m: Message): Uint8Array {
     case 'FILTER_ACK':
       writeTs(w, m.ts);
       w.u32(m.stripe, 'stripe');
-      w.u8(m.entry ? 1 : 0);
+      w.u8(!m.entry ? ENTRY_NONE : m.entry.fragment ? ENTRY_WITH_FRAGMENT : ENTRY_METADATA_ONLY);
       if (m.entry) {
-        writeFragment(w, m.entry.fragment);
+        if (m.entry.fragment) writeFragment(w, m.entry.fragment);
         writeCc(w, m.entry.cc);
         writeCert(w, m.entry.cert);
       }
@@ -185,10 +192,12 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
       return { type, key, opId, candidate: readCandidate(r) };
     case 'FILTER': {
       const stripe = r.u32('stripe');
+      const flags = r.u8('FILTER flags');
+      if ((flags & ~FILTER_WANTS_FRAGMENT) !== 0) ByteReader.invalid(`unknown FILTER flags 0x${flags.toString(16)}`);
       const count = r.u8('candidate count');
       if (count > r.n) ByteReader.invalid(`${count} candidates, at most ${r.n}`);
       const candidates = Array.from({ length: count }, () => readCandidate(r));
-      return { type, key, opId, stripe, candidates };
+      return { type, key, opId, stripe, fragment: flags === FILTER_WANTS_FRAGMENT, candidates };
     }
     case 'CLOCK_ACK':
     case 'COLLECT_ACK':
@@ -203,10 +212,15 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
       const ts = readTs(r);
       const stripe = r.u32('stripe');
       let entry: FilterAck['entry'];
-      if (r.bool('entry flag')) {
+      const kind = r.u8('entry kind');
+      if (kind > ENTRY_METADATA_ONLY) ByteReader.invalid(`unknown FILTER_ACK entry kind ${kind}`);
+      if (kind === ENTRY_WITH_FRAGMENT) {
         const fragment = readFragment(r);
         const cc = readCc(r);
         entry = { fragment, cc, cert: readCert(r) };
+      } else if (kind === ENTRY_METADATA_ONLY) {
+        const cc = readCc(r);
+        entry = { cc, cert: readCert(r) };
       }
       const newer = readOptionalCandidate(r);
       return newer ? { type, key, opId, ts, stripe, entry, newer } : { type, key, opId, ts, stripe, entry };

@@ -43,10 +43,15 @@ export interface CompleteRequest extends Base {
 export interface CollectRequest extends Base {
   readonly type: 'COLLECT';
 }
-/** Reader round 2: the candidate set, to validate, write back and answer with fragments. */
+/** Reader round 2: the candidate set, to validate, write back and answer with the entry. */
 export interface FilterRequest extends Base {
   readonly type: 'FILTER';
   readonly stripe: number;
+  /**
+   * Whether to send the entry's fragment. Readers ask `t + 1` servers for fragments and the
+   * others for the entry's metadata only (timestamp, cross-checksum, certificate).
+   */
+  readonly fragment: boolean;
   readonly candidates: readonly Candidate[];
 }
 
@@ -76,7 +81,8 @@ export interface FilterAck extends Base {
   readonly type: 'FILTER_ACK';
   readonly ts: Timestamp;
   readonly stripe: number;
-  readonly entry: { readonly fragment: Uint8Array; readonly cc: CrossChecksum; readonly cert: WriteCertificate } | undefined;
+  /** `fragment` is absent when the FILTER asked for metadata only. */
+  readonly entry: { readonly fragment?: Uint8Array; readonly cc: CrossChecksum; readonly cert: WriteCertificate } | undefined;
   /**
    * Set when the server no longer holds `ts`'s entry because its history was collected up
    * to a newer completed write: the server's `lc`, which the reader may move on to (it
@@ -118,6 +124,11 @@ export interface Outgoing {
 export interface Step<R> {
   /** Messages to send now. */
   readonly send?: readonly Outgoing[];
+  /**
+   * The messages extend the round in progress instead of starting a new one (a read asking
+   * more servers for fragments): answers to the round's earlier messages still count.
+   */
+  readonly supplement?: boolean;
   /** Set once, when the operation has finished. */
   readonly result?: R;
   /**

@@ -10,6 +10,23 @@
  * forward to a write that completed meanwhile instead of waiting for entries that are
  * gone. A reader concurrent with at most δ writes (`HistoryLimits.keep`) never needs to.
  *
+ * FILTER asks `t + 1` servers for fragments and the others for metadata only (the
+ * entry's timestamp, cross-checksum and certificate): `t + 1` fragments that match the
+ * signed cross-checksum are all a decode needs, so a read moves about one value's worth of
+ * bytes instead of `n / (t + 1)` of it. Nothing else changes: every server still validates
+ * and writes back the candidates, and `invalid()` counts metadata answers as before (they
+ * report the server's timestamp). `safe(c)` still needs `t + 1` answers carrying `c`'s
+ * certificate *and* a fragment that matches it, so a metadata-only answer never makes a
+ * candidate safe, and fragments cannot be forged (each is bound by its hash in the
+ * cross-checksum the writer signed). Fallback, at most once per round: the servers not yet
+ * asked are asked for fragments as soon as an answer from a server asked for its fragment
+ * does not carry one that verifies for the highest candidate, when `n − t` have answered,
+ * the highest candidate is not safe and every server asked for a fragment has answered,
+ * or when the host calls {@link ReadOperation.stalled} (its timer: a server asked for a
+ * fragment is slow or gone). After a fallback every server has been asked for its
+ * fragment, which is the protocol without this optimisation, so liveness is as before:
+ * the `n − t ≥ 2t + 1` correct servers answer, at least `t + 1` of them with `c`'s entry.
+ *
  * REPAIR is gone: the paper needs it because a MAC vector can verify at some correct
  * servers and not at others (BigMac). A certificate verifies at every correct server or
  * at none, so every correct server in FILTER's quorum writes back the selected candidate
@@ -43,6 +60,12 @@ export interface ReaderOptions {
    * shows the length the writer signed, instead of decoding it.
    */
   readonly maxValueLength?: number;
+  /**
+   * The `t + 1` servers (protocol indices) a FILTER round asks for fragments first.
+   * Default: `t + 1` consecutive servers from `(opId + round) mod n`, which spreads the
+   * fragment traffic of many reads over all servers.
+   */
+  readonly fragmentServers?: (opId: number, round: number) => readonly number[];
 }
 
 /** What a finished read reports. */
@@ -90,6 +113,11 @@ export class ReadOperation implements ClientOperation<ReadResult> {
   #rounds = 0;
   /** The highest timestamp in C when this FILTER round went out. */
   #asked: Timestamp = TS0;
+  /** This FILTER round's candidates, as sent. */
+  #sent: readonly Candidate[] = [];
+  /** Servers this FILTER round asked for their fragment. */
+  readonly #fragmentAsked = new Set<number>();
+  #fellBack = false;
 
   constructor(options: ReaderOptions, key: string, opId: number) {
     const { config, codec } = options;
@@ -118,7 +146,9 @@ export class ReadOperation implements ClientOperation<ReadResult> {
   async onReply(from: number, reply: Reply): Promise<Step<ReadResult>> {
     const { config } = this.options;
     if (reply.key !== this.key || reply.opId !== this.opId || from < 0 || from >= config.n) return {};
-    if (this.#phase === 'idle' || this.#phase === 'done' || this.#responded.has(from)) return {};
+    if (this.#phase === 'idle' || this.#phase === 'done') return {};
+    // In FILTER, a server asked again for its fragment (a fallback) may answer twice.
+    if (this.#responded.has(from) && !(this.#phase === 'filter' && this.#upgrades(from, reply))) return {};
     if (reply.type === 'ERROR') {
       const failure = this.#rejections.add(config, from, reply);
       if (!failure) return {};
@@ -148,12 +178,19 @@ export class ReadOperation implements ClientOperation<ReadResult> {
           return { error: tooLarge };
         }
         this.#responded.add(from);
-        this.answers.set(from, await this.#answer(from, reply));
+        const answer = await this.#answer(from, reply);
+        this.answers.set(from, answer);
         if (reply.newer) await this.#noteNewer(from, reply.newer);
         this.#dropInvalid();
-        if (this.#responded.size < quorum(config)) return {};
+        // A server asked for its fragment did not send one that serves the highest candidate.
+        const disappointed = this.#fragmentAsked.has(from) && !this.#servesHighest(answer);
+        if (this.#responded.size < quorum(config)) return disappointed ? this.#fallBack() : {};
         const step = this.#tryFinish();
-        if (step.result || !this.#newer) return step;
+        if (step.result) return step;
+        if (!this.#newer) {
+          const outstanding = [...this.#fragmentAsked].some((i) => !this.answers.has(i));
+          return disappointed || !outstanding ? this.#fallBack() : {};
+        }
         // Not safe yet, and the version asked for is gone at some server: move forward.
         // Only the highest candidate can be returned, so the older ones are dropped (C
         // stays within the n candidates a FILTER carries).
@@ -165,6 +202,52 @@ export class ReadOperation implements ClientOperation<ReadResult> {
       default:
         return {};
     }
+  }
+
+  /**
+   * The host's timer fired: a server asked for its fragment has not answered. Asks the
+   * servers not yet asked (once per round; nothing to send otherwise).
+   */
+  stalled(): Step<ReadResult> {
+    return this.#phase === 'filter' ? this.#fallBack() : {};
+  }
+
+  /**
+   * Whether the read waits on fragments from servers it asked for them, with `n − t`
+   * answers in: when the host should arm the timer that calls {@link stalled}.
+   */
+  get awaitingFragments(): boolean {
+    return this.#phase === 'filter' && !this.#fellBack && this.#responded.size >= quorum(this.options.config);
+  }
+
+  /**
+   * A second answer from `from` replaces its first when the first brought no usable fragment
+   * and `from` has been asked for its fragment since: the new answer may bring the fragment,
+   * or name the newer candidate the server moved on to.
+   */
+  #upgrades(from: number, reply: Reply): boolean {
+    return reply.type === 'FILTER_ACK' && this.#fragmentAsked.has(from) && this.answers.get(from)?.fragmentOk === false;
+  }
+
+  /** Whether `w` carries a verified fragment of the highest candidate in C (trivially, when C is empty). */
+  #servesHighest(w: FilterAnswer): boolean {
+    let high: Candidate | undefined;
+    for (const c of this.candidates.values()) if (!high || compareTimestamps(c.ts, high.ts) > 0) high = c;
+    if (!high) return true;
+    return w.fragmentOk && timestampsEqual(w.ts, high.ts) && w.certId === certificateId(high.cert);
+  }
+
+  /** Asks every server not yet asked for its fragment (at most once per round). */
+  #fallBack(): Step<ReadResult> {
+    if (this.#fellBack) return {};
+    this.#fellBack = true;
+    const send: Outgoing[] = [];
+    for (let to = 0; to < this.options.config.n; to++) {
+      if (this.#fragmentAsked.has(to)) continue;
+      this.#fragmentAsked.add(to);
+      send.push({ to, message: { type: 'FILTER', key: this.key, opId: this.opId, stripe: 0, fragment: true, candidates: this.#sent } });
+    }
+    return send.length > 0 ? { send, supplement: true } : {};
   }
 
   /** `invalid(c) ≜ |{i ∈ R : W[i].ts < c.ts}| ≥ n − t`: enough servers vouch nothing that high is valid. */
@@ -188,18 +271,24 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     return members.length >= this.options.config.t + 1 ? members : undefined;
   }
 
-  /** Whether server `i`'s fragment is entry `i` of the cross-checksum its certificate signs. */
-  protected async fragmentVerifies(i: number, entry: NonNullable<FilterAck['entry']>): Promise<boolean> {
-    const { codec, crypto } = this.options;
+  /** Whether the entry's certificate signs its cross-checksum (what a metadata-only answer can show). */
+  protected entryConsistent(entry: NonNullable<FilterAck['entry']>): boolean {
     const { valueLength } = entry.cc;
     // Bounded before the codec sees it: the entry may come from a Byzantine server.
     if (!Number.isSafeInteger(valueLength) || valueLength < 0 || valueLength > MAX_VALUE_LENGTH) return false;
     return (
       entry.cc.hashes.length === this.options.config.n &&
-      bytesEqual(crossChecksumDigest(crypto, entry.cc), entry.cert.ccDigest) &&
-      entry.cc.tombstone === entry.cert.tombstone &&
-      entry.fragment.length === codec.fragmentLength(valueLength) &&
-      (await fragmentMatches(crypto, entry.cc, i, entry.fragment))
+      bytesEqual(crossChecksumDigest(this.options.crypto, entry.cc), entry.cert.ccDigest) &&
+      entry.cc.tombstone === entry.cert.tombstone
+    );
+  }
+
+  /** Whether server `i`'s fragment is entry `i` of the cross-checksum its certificate signs (false without a fragment). */
+  protected async fragmentVerifies(i: number, entry: NonNullable<FilterAck['entry']>): Promise<boolean> {
+    const { codec, crypto } = this.options;
+    if (entry.fragment === undefined || !this.entryConsistent(entry)) return false;
+    return (
+      entry.fragment.length === codec.fragmentLength(entry.cc.valueLength) && (await fragmentMatches(crypto, entry.cc, i, entry.fragment))
     );
   }
 
@@ -207,7 +296,11 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     const entry = reply.entry;
     if (!entry) return { ts: reply.ts, entry, certId: undefined, fragmentOk: false };
     const fragmentOk = await this.fragmentVerifies(from, entry);
-    if (!fragmentOk) this.options.onEvidence?.(from, 'sent a fragment that does not match the cross-checksum its certificate signs');
+    if (entry.fragment === undefined) {
+      if (!this.entryConsistent(entry)) this.options.onEvidence?.(from, 'sent an entry whose certificate does not sign its cross-checksum');
+    } else if (!fragmentOk) {
+      this.options.onEvidence?.(from, 'sent a fragment that does not match the cross-checksum its certificate signs');
+    }
     return { ts: reply.ts, entry, certId: certificateId(entry.cert), fragmentOk };
   }
 
@@ -262,7 +355,22 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     this.#rejections.clear();
     const candidates = [...this.candidates.values()];
     this.#asked = candidates.reduce((high, c) => (compareTimestamps(c.ts, high) > 0 ? c.ts : high), TS0);
-    return { send: this.#toAll({ type: 'FILTER', key: this.key, opId: this.opId, stripe: 0, candidates }) };
+    this.#sent = candidates;
+    this.#fellBack = false;
+    this.#fragmentAsked.clear();
+    const { config } = this.options;
+    const chosen =
+      this.options.fragmentServers?.(this.opId, this.#rounds) ?? defaultFragmentServers(config.n, config.t, this.opId + this.#rounds);
+    for (const i of chosen) if (Number.isInteger(i) && i >= 0 && i < config.n) this.#fragmentAsked.add(i);
+    check(this.#fragmentAsked.size >= config.t + 1, `fragmentServers must name at least t + 1 = ${config.t + 1} distinct servers`);
+    const send: Outgoing[] = [];
+    for (let to = 0; to < config.n; to++) {
+      send.push({
+        to,
+        message: { type: 'FILTER', key: this.key, opId: this.opId, stripe: 0, fragment: this.#fragmentAsked.has(to), candidates },
+      });
+    }
+    return { send };
   }
 
   /** FILTER's exit: `n − t` answers and a highest candidate that is safe, or C = ∅. */
@@ -297,4 +405,10 @@ export class ReadOperation implements ClientOperation<ReadResult> {
   #toAll(message: Outgoing['message']): Outgoing[] {
     return Array.from({ length: this.options.config.n }, (_, to) => ({ to, message }));
   }
+}
+
+/** `t + 1` consecutive servers from `start mod n`. */
+export function defaultFragmentServers(n: number, t: number, start: number): number[] {
+  const first = ((start % n) + n) % n;
+  return Array.from({ length: t + 1 }, (_, k) => (first + k) % n);
 }

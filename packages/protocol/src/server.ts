@@ -344,7 +344,11 @@ export class Server {
     const { entry, newer } = await this.storage.withKey(req.key, async (record) => {
       if (!chv) return { entry: undefined, newer: undefined };
       await this.writeBack(record, chv, req.key);
-      const entry = await record.getEntry(ts);
+      // Asked for metadata only, the fragment is not even read.
+      const full = req.fragment ? await record.getEntry(ts) : undefined;
+      const meta = full ?? (req.fragment ? undefined : await record.getEntryMeta(ts));
+      const entry: FilterAck['entry'] =
+        meta && (full ? { fragment: full.fragment, cc: meta.cc, cert: meta.cert } : { cc: meta.cc, cert: meta.cert });
       return { entry, newer: entry ? undefined : await this.newerThanCollected(record, ts) };
     });
     const reply: FilterAck = {
@@ -353,7 +357,7 @@ export class Server {
       opId: req.opId,
       ts,
       stripe: req.stripe,
-      entry: entry ? { fragment: entry.fragment, cc: entry.cc, cert: entry.cert } : undefined,
+      entry,
     };
     return newer ? { ...reply, newer } : reply;
   }

@@ -57,7 +57,13 @@ export function message(n: number): fc.Arbitrary<Message> {
     fc.record({ type: fc.constantFrom('CLOCK' as const, 'COLLECT' as const), ...base }),
     fc.record({ type: fc.constant('STORE' as const), ...base, ts: timestamp(), stripe, fragment, cc: cc(n), cert: certificate() }),
     fc.record({ type: fc.constant('COMPLETE' as const), ...base, candidate: candidate(n) }),
-    fc.record({ type: fc.constant('FILTER' as const), ...base, stripe, candidates: fc.array(candidate(n), { maxLength: n }) }),
+    fc.record({
+      type: fc.constant('FILTER' as const),
+      ...base,
+      stripe,
+      fragment: fc.boolean(),
+      candidates: fc.array(candidate(n), { maxLength: n }),
+    }),
     fc.record({ type: fc.constant('STORE_ACK' as const), ...base, ts: timestamp(), receipt: bytes(64) }),
     fc.record({ type: fc.constant('COMPLETE_ACK' as const), ...base, ts: timestamp() }),
     fc.record({
@@ -70,7 +76,10 @@ export function message(n: number): fc.Arbitrary<Message> {
       ...base,
       ts: timestamp(),
       stripe,
-      entry: fc.option(fc.record({ fragment, cc: cc(n), cert: certificate() }), { nil: undefined }),
+      // With its fragment, or metadata only (a FILTER that asked for no fragment).
+      entry: fc.option(fc.oneof(fc.record({ fragment, cc: cc(n), cert: certificate() }), fc.record({ cc: cc(n), cert: certificate() })), {
+        nil: undefined,
+      }),
     }),
     fc.record({
       type: fc.constant('ERROR' as const),

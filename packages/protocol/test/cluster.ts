@@ -74,9 +74,11 @@ export async function makeCluster(
   let opId = 1;
 
   /** Runs `op`, delivering every message at once; resolves with the result or rejects with the step's error. */
-  async function drive<R>(op: ClientOperation<R>): Promise<R> {
+  async function drive<R>(op: ClientOperation<R> & { stalled?(): Step<R> }): Promise<R> {
     let queue: Outgoing[] = [...((await op.start()).send ?? [])];
-    while (queue.length > 0) {
+    // Nothing left to deliver: a real host's timer fires (a read asks more servers for fragments).
+    const stalled = () => (queue.length === 0 ? (op.stalled?.().send ?? []) : []);
+    while (queue.length > 0 || (queue.push(...stalled()), queue.length > 0)) {
       const [o, ...rest] = queue;
       queue = rest;
       if (skip.has(o!.to)) continue;

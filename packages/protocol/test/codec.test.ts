@@ -72,8 +72,8 @@ describe('wire codec', () => {
     });
     const m = decodeMessage(frame, { n: N });
     if (m.type !== 'FILTER_ACK' || !m.entry) throw new Error('wrong type');
-    expect(m.entry.fragment.buffer).toBe(frame.buffer);
-    expect([...m.entry.fragment]).toEqual([1, 2, 3, 4, 5]);
+    expect(m.entry.fragment?.buffer).toBe(frame.buffer);
+    expect([...(m.entry.fragment ?? [])]).toEqual([1, 2, 3, 4, 5]);
   });
 
   it('never throws anything but typed errors on random bytes', () => {
@@ -159,13 +159,48 @@ describe('wire codec', () => {
     }
   });
 
+  it('FILTER says whether it wants the fragment, FILTER_ACK whether it carries one; other values are INVALID_FRAME', () => {
+    const cc_ = { tombstone: false, valueLength: 10, hashes: hashes() };
+    for (const fragment of [true, false]) {
+      const frame = encodeMessage({ type: 'FILTER', key: 'k', opId: 1, stripe: 0, fragment, candidates: [] });
+      expect(decodeMessage(frame, { n: N })).toMatchObject({ type: 'FILTER', fragment });
+      // The flags byte follows the 4-byte stripe, which is the last field before it that is 0 here.
+      const at = frame.length - 2;
+      expect(frame[at]).toBe(fragment ? 1 : 0);
+      for (const bit of [2, 0x80]) {
+        const bad = frame.slice();
+        bad[at]! |= bit;
+        expect(() => decodeMessage(bad, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
+      }
+    }
+    const meta = encodeMessage({ type: 'FILTER_ACK', key: 'k', opId: 1, ts, stripe: 0, entry: { cc: cc_, cert } });
+    const decoded = decodeMessage(meta, { n: N });
+    expect(decoded.type === 'FILTER_ACK' && decoded.entry).toMatchObject({ cc: cc_ });
+    expect(decoded.type === 'FILTER_ACK' && decoded.entry && 'fragment' in decoded.entry).toBe(false);
+    const full = encodeMessage({
+      type: 'FILTER_ACK',
+      key: 'k',
+      opId: 1,
+      ts,
+      stripe: 0,
+      entry: { fragment: Uint8Array.of(7), cc: cc_, cert },
+    });
+    // Same frame but for the entry byte (2 vs 1) and the fragment's 4-byte length and 1 byte.
+    expect(full.length - meta.length).toBe(5);
+    const entryAt = [...meta.keys()].find((i) => meta[i] !== full[i])!;
+    expect([meta[entryAt], full[entryAt]]).toEqual([2, 1]);
+    const bad = meta.slice();
+    bad[entryAt] = 3;
+    expect(() => decodeMessage(bad, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
+  });
+
   it('enforces cross-checksum lengths and candidate counts against n', () => {
     fc.assert(
       fc.property(cc(N), candidate(), (sum, c) => {
         const frame = encodeMessage({ type: 'STORE', key: 'k', opId: 1, ts, stripe: 0, fragment: new Uint8Array(0), cc: sum, cert });
         // A cross-checksum of n = 4 entries is not one of a 7-server cluster.
         expect(() => decodeMessage(frame, { n: 7 })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
-        const many = encodeMessage({ type: 'FILTER', key: 'k', opId: 1, stripe: 0, candidates: [c, c, c, c, c] });
+        const many = encodeMessage({ type: 'FILTER', key: 'k', opId: 1, stripe: 0, fragment: true, candidates: [c, c, c, c, c] });
         expect(() => decodeMessage(many, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
       }),
       { numRuns: 50 },
@@ -214,7 +249,7 @@ describe('wire codec', () => {
   });
 
   it('frameType reads the announced type from two bytes, and nothing of another version', () => {
-    const frame = encodeMessage({ type: 'FILTER', key: 'k', opId: 1, stripe: 0, candidates: [] });
+    const frame = encodeMessage({ type: 'FILTER', key: 'k', opId: 1, stripe: 0, fragment: true, candidates: [] });
     expect(frameType(frame)).toBe('FILTER');
     expect(frameType(frame.subarray(0, 2))).toBe('FILTER');
     expect(frameType(frame.subarray(0, 1))).toBeUndefined();

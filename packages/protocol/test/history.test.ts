@@ -90,7 +90,9 @@ describe('garbage collection', () => {
     const read = new ReadOperation({ config: c.config, crypto, codec: c.codec, verifier: c.verifier }, own(c.owner, 'by-filter'), 998);
     const filter = await round(c, read, (await read.start()).send!);
     expect(filter.next[0]!.message.type).toBe('FILTER');
-    const result = await round(c, read, serverThreeFirst(filter.next));
+    let result = await round(c, read, serverThreeFirst(filter.next));
+    // Server 4, asked for its fragment, has no entry for the delete: the others are asked for theirs.
+    while (!result.result && result.next.length > 0) result = await round(c, read, result.next);
     expect(result.result).toMatchObject({ value: undefined });
     expect(await kept(own(c.owner, 'by-filter'))).toEqual([]);
     expect((await c.storages[3]!.withKey(own(c.owner, 'by-filter'), (r) => r.getLc()))?.cert.tombstone).toBe(true);

@@ -5,8 +5,9 @@
  * failing fast when servers refuse, and the evidence they report about servers. Whole
  * runs, message by message, are the transcripts in `testdata/` (`scenarios.test.ts`).
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
+  MemoryStorage,
   OPEN_POLICY,
   ownerIdOf,
   ReadOperation,
@@ -181,6 +182,100 @@ describe('WriterSession', () => {
   });
 });
 
+describe('ReadOperation: t + 1 fragments', () => {
+  /**
+   * Reads `key` asking servers `chosen` for fragments first: `reply` may tamper with or
+   * withhold (undefined) a server's answer; when nothing is left to deliver, the host's
+   * timer fires once (`stalled`). Returns the result and every FILTER sent, in order.
+   */
+  async function fetchRead(
+    c: Awaited<ReturnType<typeof makeCluster>>,
+    key: string,
+    chosen: number[],
+    reply: (to: number, r: Reply) => Reply | undefined = (_to, r) => r,
+  ) {
+    const op = new ReadOperation({ config: c.config, crypto, codec: c.codec, verifier: c.verifier, fragmentServers: () => chosen }, key, 3);
+    const filters: { to: number; fragment: boolean; supplement: boolean }[] = [];
+    const queue: Outgoing[] = [];
+    const take = (step: Step<unknown>) => {
+      for (const o of step.send ?? [])
+        if (o.message.type === 'FILTER') filters.push({ to: o.to, fragment: o.message.fragment, supplement: !!step.supplement });
+      queue.push(...(step.send ?? []));
+    };
+    take(await op.start());
+    let timerFired = false;
+    for (;;) {
+      if (queue.length === 0) {
+        expect(timerFired, 'the read stalled twice').toBe(false);
+        expect(op.awaitingFragments).toBe(true);
+        timerFired = true;
+        take(op.stalled());
+        continue;
+      }
+      const o = queue.shift()!;
+      const r = reply(o.to, await c.servers[o.to]!.handle(o.message));
+      if (!r) continue;
+      const step = await op.onReply(o.to, r);
+      if (step.result) return { result: step.result, filters, timerFired };
+      take(step);
+    }
+  }
+
+  it('asks t + 1 servers for fragments and the others for metadata only, and reads from those t + 1', async () => {
+    const c = await makeCluster(1);
+    const key = own(c.owner, 'k');
+    await c.write(key, { kind: 'value', value: text('real value') });
+    const { result, filters, timerFired } = await fetchRead(c, key, [1, 2]);
+    expect(new TextDecoder().decode(result.value)).toBe('real value');
+    expect(filters).toEqual([0, 1, 2, 3].map((to) => ({ to, fragment: to === 1 || to === 2, supplement: false })));
+    expect(timerFired).toBe(false);
+  });
+
+  it('asks the other servers for fragments at once when a chosen server’s fragment does not verify', async () => {
+    const c = await makeCluster(1);
+    const key = own(c.owner, 'k');
+    await c.write(key, { kind: 'value', value: text('real value') });
+    const { result, filters } = await fetchRead(c, key, [0, 1], (to, r) => {
+      if (to !== 0 || r.type !== 'FILTER_ACK' || !r.entry?.fragment) return r;
+      const fragment = r.entry.fragment.slice();
+      fragment[0]! ^= 0xff;
+      return { ...r, entry: { ...r.entry, fragment } };
+    });
+    expect(new TextDecoder().decode(result.value)).toBe('real value');
+    expect(filters.filter((f) => f.supplement)).toEqual([
+      { to: 2, fragment: true, supplement: true },
+      { to: 3, fragment: true, supplement: true },
+    ]);
+  });
+
+  it('waits for a silent chosen server until the host’s timer, then asks the others; metadata answers never make a read safe', async () => {
+    const c = await makeCluster(1);
+    const key = own(c.owner, 'k');
+    await c.write(key, { kind: 'value', value: text('real value') });
+    // Server 0 never answers FILTER: n − t metadata and fragment answers are in, one fragment short.
+    const { result, filters, timerFired } = await fetchRead(c, key, [0, 1], (to, r) =>
+      to === 0 && r.type === 'FILTER_ACK' ? undefined : r,
+    );
+    expect(timerFired).toBe(true);
+    expect(new TextDecoder().decode(result.value)).toBe('real value');
+    expect(filters.filter((f) => f.supplement).map((f) => f.to)).toEqual([2, 3]);
+  });
+
+  it('a server asked for metadata only does not read the fragment from storage', async () => {
+    const c = await makeCluster(1);
+    const key = own(c.owner, 'k');
+    await c.write(key, { kind: 'value', value: text('real value') });
+    const reads = vi.spyOn(MemoryStorage.prototype as unknown as { readFragment(): unknown }, 'readFragment');
+    try {
+      await fetchRead(c, key, [1, 2]);
+      // Servers 1 and 2 read their fragments; 0 and 3 answered from metadata.
+      expect(reads.mock.contexts.map((s) => c.storages.indexOf(s as MemoryStorage)).sort()).toEqual([1, 2]);
+    } finally {
+      reads.mockRestore();
+    }
+  });
+});
+
 describe('ReadOperation', () => {
   it('waits out t refusals in a round; t + 1 end the read with the code they share, or INTERNAL', async () => {
     const c = await makeCluster(1);
@@ -259,7 +354,7 @@ describe('ReadOperation', () => {
     for (;;) {
       const o = queue.shift()!;
       let reply = await c.servers[o.to]!.handle(o.message);
-      if (reply.type === 'FILTER_ACK' && reply.entry && o.to === 0) {
+      if (reply.type === 'FILTER_ACK' && reply.entry?.fragment && o.to === 0) {
         const fragment = reply.entry.fragment.slice();
         fragment[0]! ^= 0xff;
         reply = { ...reply, entry: { ...reply.entry, fragment } };

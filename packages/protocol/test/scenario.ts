@@ -35,7 +35,7 @@
  * - `drop <server>…` / `heal <server>…`: the server is down, up again; messages to and
  *   from a down server are dropped when their turn comes (its storage survives).
  * - `byzantine <server> <behaviour>…`: adds `corrupt-fragment` (flips a byte of every
- *   fragment it answers FILTER with), `inflate-timestamp` (adds 100 to the timestamp of
+ *   fragment it answers FILTER with, and makes one up when asked for metadata only), `inflate-timestamp` (adds 100 to the timestamp of
  *   the candidate it answers CLOCK and COLLECT with); `honest` clears them.
  * - `replay <op> <key> [key=<key2>] [value=<value>]`: intruder `<op>` sends every server
  *   the STORE it last saw a writer send it for `<key>`, under `<key2>` and with the
@@ -43,6 +43,8 @@
  * - `forge <op> <key> <value> [ts=<num>]`: intruder `<op>`, an identity of its own,
  *   signs a certificate for `<key>` (default number: above every STORE seen) and sends
  *   the STOREs.
+ * - `timeout <op>`: the host's timer of read `<op>` fires (`ReadOperation.stalled`): the
+ *   servers not yet asked for their fragment are asked now.
  * - `pending`: the queued messages. `state <key>`: each server's `lc` and history.
  *
  * Trace lines: `<from> → <to> <message>` per delivered message (`(dropped)` when a down
@@ -252,6 +254,12 @@ export class Scenario {
       case 'forge':
         await this.#forge(required(args[0], 'intruder'), required(args[1], 'key'), required(args[2], 'value'), keywords(args.slice(3)));
         break;
+      case 'timeout': {
+        const client = this.#clients.get(required(args[0], 'operation name'));
+        if (!client?.op || !(client.op instanceof ReadOperation)) throw new Error(`no read ${JSON.stringify(args[0])} running`);
+        this.#send(client, client.op.stalled().send ?? []);
+        break;
+      }
       case 'pending':
         for (const e of this.#queue) this.#out.push(this.#describe(e));
         break;
@@ -446,8 +454,9 @@ export class Scenario {
   /** What a Byzantine server sends instead of its honest reply. */
   #misbehave(server: number, reply: Reply): Reply {
     const behaviours = this.#byzantine.get(server);
-    if (behaviours?.has('corrupt-fragment') && reply.type === 'FILTER_ACK' && reply.entry && reply.entry.fragment.length > 0) {
-      const fragment = reply.entry.fragment.slice();
+    if (behaviours?.has('corrupt-fragment') && reply.type === 'FILTER_ACK' && reply.entry && reply.entry.fragment?.length !== 0) {
+      // Asked for metadata only, it sends a made-up fragment anyway.
+      const fragment = reply.entry.fragment?.slice() ?? Uint8Array.of(0x11, 0x22, 0x33);
       fragment[0]! ^= 0xff;
       return { ...reply, entry: { ...reply.entry, fragment } };
     }
@@ -532,9 +541,15 @@ export class Scenario {
       case 'COMPLETE':
         return `${head} ts=${this.#ts(m.candidate.ts)} proof=${m.candidate.proof.map((r) => serverName(r.server)).join(',')}`;
       case 'FILTER':
-        return `${head} C={${m.candidates.map((c) => this.#ts(c.ts)).join(',')}}`;
+        return `${head}${m.fragment ? ' +fragment' : ''} C={${m.candidates.map((c) => this.#ts(c.ts)).join(',')}}`;
       case 'FILTER_ACK': {
-        const entry = !m.entry ? 'no entry' : m.entry.cc.tombstone ? 'tombstone' : `fr=${fragment(m.entry.fragment)}`;
+        const entry = !m.entry
+          ? 'no entry'
+          : m.entry.cc.tombstone
+            ? 'tombstone'
+            : m.entry.fragment
+              ? `fr=${fragment(m.entry.fragment)}`
+              : 'metadata only';
         return `${head} ts=${this.#ts(m.ts)} ${entry}${m.newer ? ` newer=${this.#ts(m.newer.ts)}` : ''}`;
       }
       case 'ERROR':

@@ -224,7 +224,7 @@ describe('STORE admission', () => {
     expect(await c.servers[0]!.handle({ ...a.store, fragment: new Uint8Array(7) })).toMatchObject({ code: 'INVALID_ARGUMENT' });
     expect(await c.servers[0]!.handle({ ...a.store, stripe: 1 })).toMatchObject({ code: 'UNSUPPORTED' });
     expect(await c.servers[0]!.handle({ ...a.store, key: '' })).toMatchObject({ code: 'INVALID_ARGUMENT' });
-    expect(await c.servers[0]!.handle({ type: 'FILTER', key: 'k', opId: 1, stripe: 3, candidates: [] })).toMatchObject({
+    expect(await c.servers[0]!.handle({ type: 'FILTER', key: 'k', opId: 1, stripe: 3, fragment: true, candidates: [] })).toMatchObject({
       code: 'UNSUPPORTED',
     });
   });
@@ -336,7 +336,7 @@ describe('lc changes', () => {
     });
     for (const candidate of forged) {
       expect(await server.handle({ type: 'COMPLETE', key, opId: 2, candidate })).toMatchObject({ type: 'ERROR', code: 'UNAUTHENTICATED' });
-      expect(await server.handle({ type: 'FILTER', key, opId: 2, stripe: 0, candidates: [candidate] })).toMatchObject({
+      expect(await server.handle({ type: 'FILTER', key, opId: 2, stripe: 0, fragment: true, candidates: [candidate] })).toMatchObject({
         type: 'FILTER_ACK',
         ts: { num: 0 },
       });
@@ -350,12 +350,16 @@ describe('lc changes', () => {
       type: 'ERROR',
       code: 'UNAUTHENTICATED',
     });
-    expect(await c.servers[0]!.handle({ type: 'FILTER', key, opId: 2, stripe: 0, candidates: [flippedFlag] })).toMatchObject({
+    expect(
+      await c.servers[0]!.handle({ type: 'FILTER', key, opId: 2, stripe: 0, fragment: true, candidates: [flippedFlag] }),
+    ).toMatchObject({
       type: 'FILTER_ACK',
       ts: { num: 0 },
     });
     // Replayed on another key, the real candidate is not valid either (certificates bind the key).
-    expect(await server.handle({ type: 'FILTER', key: own(c.owner, 'other'), opId: 3, stripe: 0, candidates: [real] })).toMatchObject({
+    expect(
+      await server.handle({ type: 'FILTER', key: own(c.owner, 'other'), opId: 3, stripe: 0, fragment: true, candidates: [real] }),
+    ).toMatchObject({
       ts: { num: 0 },
       entry: undefined,
     });
@@ -365,7 +369,7 @@ describe('lc changes', () => {
     expect((await lcOf(c, 2, key))!.ts).toEqual(w2.ts);
     // A server that never saw the write accepts the candidate on its certificate alone.
     const fresh = await makeCluster(1);
-    expect(await fresh.servers[3]!.handle({ type: 'FILTER', key, opId: 1, stripe: 0, candidates: [real] })).toMatchObject({
+    expect(await fresh.servers[3]!.handle({ type: 'FILTER', key, opId: 1, stripe: 0, fragment: true, candidates: [real] })).toMatchObject({
       type: 'FILTER_ACK',
       ts: real.ts,
       entry: undefined,
