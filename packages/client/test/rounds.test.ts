@@ -134,6 +134,41 @@ afterEach(async () => {
   cluster = undefined;
 });
 
+describe('reads fetch t + 1 fragments', () => {
+  it('asks t + 1 servers for fragments; a silent one costs a short wait, not the timeout, and the others are asked in the same round', async () => {
+    const store = await open({ timeoutMs: 5_000 });
+    const key = `${store.namespace}fetch`;
+    await store.put(key, 'value');
+    const asked: boolean[][] = [];
+    const record = (silent: number | undefined) => {
+      const round: boolean[] = [];
+      asked.push(round);
+      for (let i = 0; i < config.n; i++) {
+        cluster!.scripts[i] = (request) => {
+          if (request.type !== 'FILTER') return false;
+          round.push(request.fragment);
+          return i === silent;
+        };
+      }
+    };
+    record(undefined);
+    expect(text(await store.get(key))).toBe('value');
+    expect(asked[0]!.filter(Boolean)).toHaveLength(T + 1);
+    // Each server in turn never answers FILTER; whichever servers a read picks, it ends well
+    // before its 5 s timeout.
+    for (let silent = 0; silent < config.n; silent++) {
+      for (let read = 0; read < 2; read++) {
+        record(silent);
+        const started = performance.now();
+        expect(text(await store.get(key))).toBe('value');
+        expect(performance.now() - started).toBeLessThan(2_000);
+      }
+    }
+    // Some read picked the silent server and asked the others too (a supplement: more FILTERs than n).
+    expect(asked.some((round) => round.length > config.n)).toBe(true);
+  });
+});
+
 describe('replies count only for the round they answer', () => {
   it('a COLLECT_ACK arriving during FILTER is not an answer to FILTER: a reconnect resends FILTER to that server', async () => {
     const store = await open();
