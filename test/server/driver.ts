@@ -40,7 +40,12 @@ interface Running {
   resolve(v: unknown): void;
   reject(e: Error): void;
   done: boolean;
+  /** A read's wait for the fragments it asked for (as @powerstore/client's). */
+  fragmentTimer?: ReturnType<typeof setTimeout>;
 }
+
+/** How long a read waits on servers it asked for fragments before asking the others (a server may be down). */
+const FRAGMENT_WAIT_MS = 50;
 
 /** Connections to every server of a cluster. */
 export class ClusterClient {
@@ -105,10 +110,12 @@ export class ClusterClient {
         done: false,
         resolve: (v) => {
           clearTimeout(timer);
+          clearTimeout(entry.fragmentTimer);
           resolve(v as R);
         },
         reject: (e) => {
           clearTimeout(timer);
+          clearTimeout(entry.fragmentTimer);
           reject(e);
         },
       };
@@ -130,7 +137,18 @@ export class ClusterClient {
       entry.resolve(step.result);
       return;
     }
+    if (step.send && !step.supplement) {
+      // A new round: its own wait for fragments.
+      clearTimeout(entry.fragmentTimer);
+      entry.fragmentTimer = undefined;
+    }
     for (const o of step.send ?? []) this.send(o.to, encodeMessage(o.message));
+    const op = entry.op;
+    if (op instanceof ReadOperation && op.awaitingFragments && entry.fragmentTimer === undefined) {
+      entry.fragmentTimer = setTimeout(() => {
+        entry.chain = entry.chain.then(() => this.#step(entry, opId, op.stalled())).catch((e: unknown) => this.#fail(entry, opId, e));
+      }, FRAGMENT_WAIT_MS);
+    }
   }
 
   #fail(entry: Running, opId: number, e: unknown): void {
