@@ -75,6 +75,7 @@ const storage: ServerStorage = {
   },
   usage: (owner) => level.usage(owner),
   owners: () => level.owners(),
+  list: (prefix, after, limit) => level.list(prefix, after, limit),
 };
 
 const crypto = timedCrypto(createCryptoProvider(), clock, here);

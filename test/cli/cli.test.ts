@@ -148,6 +148,42 @@ it('reports stat, deletes with rm, and exits 3 for a missing key', async () => {
   expect(human.stdout.toString()).toMatch(/state: +deleted/);
 });
 
+it('lists keys with ls: a prefix, @/ for your namespace, --json, --limit', async () => {
+  const cl = ['--cluster', join(cluster.dir, 'cluster.json'), '--identity', join(home, 'lister.json')];
+  await run([...cl, 'id']);
+  for (const [name, body] of [
+    ['ls/b', 'bb'],
+    ['ls/a', 'a'],
+    ['ls2/c', 'ccc'],
+  ]) {
+    expect((await run([...cl, 'put', `@/${name}`, '-'], { input: Buffer.from(body!) })).code).toBe(0);
+  }
+  const human = await run([...cl, 'ls', '@/ls/']);
+  expect(human.code).toBe(0);
+  expect(
+    human.stdout
+      .toString()
+      .trim()
+      .split('\n')
+      .map((l) => l.trim().split(/ +/)),
+  ).toEqual([
+    ['1', expect.stringMatching(/\/ls\/a$/)],
+    ['2', expect.stringMatching(/\/ls\/b$/)],
+  ]);
+  expect(human.stderr).toContain('2 keys');
+  const json = await run([...cl, 'ls', '@/', '--json', '--limit', '2']);
+  const lines = json.stdout
+    .toString()
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { key: string; size: number });
+  expect(lines.map((l) => [l.key.slice(l.key.indexOf('/') + 1), l.size])).toEqual([
+    ['ls/a', 1],
+    ['ls/b', 2],
+  ]);
+  expect((await run([...cl, 'ls', '@/', '--limit', '0'])).code).toBe(2);
+});
+
 it('exits 5 without an identity for a write, 2 on a usage error, 5 on a broken cluster file', async () => {
   // From a directory with no .powerstore/ and a home with no identity to fall back on.
   const empty = mkdtempSync(join(tmpdir(), 'powerstore-cli-cwd-'));

@@ -7,7 +7,7 @@ import { connect, Identity, PowerStoreError, type Store } from '@powerstore/clie
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { encodePublicKey } from '@powerstore/protocol';
-import { startByzantineProxy, startRefusingServer, type ByzantineProxy } from '../fixtures/byzantine-proxy.js';
+import { startByzantineProxy, startListingLiar, startRefusingServer, type ByzantineProxy } from '../fixtures/byzantine-proxy.js';
 import { CliCluster, ensureBuilt, metricValue } from '../server/harness.js';
 
 /** Keys per owner and server (init --quota-keys). */
@@ -282,6 +282,68 @@ describe('a Byzantine server', () => {
     const s2 = store.servers().find((s) => s.id === 2)!;
     expect(s2.misbehaving).toMatch(/fragment/);
     expect(store.servers().filter((s) => s.misbehaving)).toHaveLength(1);
+  });
+});
+
+describe('listing keys', () => {
+  it('lists a prefix in pages, with sizes and timestamps, without deleted keys; a reader without identity lists too', async () => {
+    const store = await open();
+    const names = ['photos/b.jpg', 'photos/a.jpg', 'photos2/c.jpg', 'notes/x', 'photos/d/e.jpg'];
+    await Promise.all(names.map((n, i) => store.put(k(store, n), 'x'.repeat(i + 1))));
+    await store.delete(k(store, 'photos/d/e.jpg'));
+    const all = await store.list(k(store, 'photos/'));
+    expect(all).toEqual({
+      keys: [
+        { key: k(store, 'photos/a.jpg'), size: 2, timestamp: { num: 1, writerId: expect.any(String) as string } },
+        { key: k(store, 'photos/b.jpg'), size: 1, timestamp: { num: 1, writerId: expect.any(String) as string } },
+      ],
+      cursor: undefined,
+    });
+    const reader = await open({ identity: false });
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await reader.list(k(store, ''), { limit: 2, ...(cursor ? { cursor } : {}) });
+      expect(page.keys.length).toBeLessThanOrEqual(2);
+      seen.push(...page.keys.map((x) => x.key));
+      cursor = page.cursor;
+    } while (cursor);
+    expect(seen).toEqual(['notes/x', 'photos/a.jpg', 'photos/b.jpg', 'photos2/c.jpg'].map((n) => k(store, n)));
+    expect(await code(reader.list('', { limit: 0 }))).toBe('INVALID_ARGUMENT');
+    expect(await code(reader.list('a/', { cursor: 'b/1' }))).toBe('INVALID_ARGUMENT');
+  });
+
+  it('a Byzantine server can neither hide a completed write nor invent a key, and inventing is reported', async () => {
+    const id = await Identity.generate();
+    const writer = await open({ identity: id });
+    const hider = await startListingLiar(clusterFile.servers[1]!.url, clusterFile.n, 'hide');
+    const inventor = await startListingLiar(clusterFile.servers[1]!.url, clusterFile.n, 'invent', k(writer, 'listed/0-forged'));
+    try {
+      // Server 3 is out of reach for these clients, so every write completes at 1, 2 and 4
+      // only, and a listing needs server 2's answer: the hider cannot be outvoted by 3.
+      const withServer2 = (url: string) =>
+        clusterFile.servers.map((s) => (s.id === 2 ? { ...s, url } : s.id === 3 ? { ...s, url: 'ws://127.0.0.1:9' } : s));
+      const viaHider = await open({ identity: id, servers: withServer2(hider.url) });
+      await viaHider.put(k(writer, 'listed/1'), 'one');
+      const hidden = await viaHider.list(k(writer, 'listed/'));
+      expect(hidden.keys.map((x) => x.key)).toEqual([k(writer, 'listed/1')]);
+      expect(hider.corrupted).toBeGreaterThan(0);
+      // A dropped answer needs another in its place: here server 3 is reachable again.
+      const viaInventor = await open({
+        identity: false,
+        servers: clusterFile.servers.map((s) => (s.id === 2 ? { ...s, url: inventor.url } : s)),
+      });
+      // The proxied server is often the slowest, its answer after the quorum: list until one listing has seen it (bounded).
+      for (let i = 0; i < 100 && !viaInventor.servers()[1]!.misbehaving; i++) {
+        const invented = await viaInventor.list(k(writer, 'listed/'));
+        expect(invented.keys.map((x) => x.key)).toEqual([k(writer, 'listed/1')]);
+      }
+      expect(inventor.corrupted).toBeGreaterThan(0);
+      expect(viaInventor.servers().find((s) => s.id === 2)!.misbehaving).toMatch(/not valid/);
+    } finally {
+      await hider.close();
+      await inventor.close();
+    }
   });
 });
 

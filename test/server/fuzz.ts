@@ -14,6 +14,7 @@ import {
   decodeMessage,
   encodeMessage,
   ERROR_CODES,
+  isRequest,
   makeWriterId,
   nonceHash,
   signCertificate,
@@ -212,9 +213,7 @@ export async function runFuzz(options: {
     try {
       if (!isBinary) throw new Error('text reply');
       const m = decodeMessage(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), { n: options.config.n });
-      if (m.type === 'CLOCK' || m.type === 'STORE' || m.type === 'COMPLETE' || m.type === 'COLLECT' || m.type === 'FILTER') {
-        throw new Error(`server sent a request (${m.type})`);
-      }
+      if (isRequest(m)) throw new Error(`server sent a request (${m.type})`);
       reply = m;
     } catch (err) {
       failure ??= new FuzzFailure(`undecodable reply: ${(err as Error).message}`);

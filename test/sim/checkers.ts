@@ -176,6 +176,7 @@ export class Checker {
       withKey: (key, fn) => storage.withKey(key, (record) => fn(watched(key, record))),
       usage: (owner) => storage.usage(owner),
       owners: () => storage.owners(),
+      list: (prefix, after, limit) => storage.list(prefix, after, limit),
     };
   }
 

@@ -325,6 +325,7 @@ const PHASE_LABEL: Record<Progress['phase'], string> = {
   complete: 'completing the write',
   collect: 'collecting',
   filter: 'filtering',
+  list: 'listing',
 };
 
 function uploadItem(file: File): { li: HTMLLIElement; bar: HTMLProgressElement; text: HTMLElement } {

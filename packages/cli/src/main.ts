@@ -1,8 +1,9 @@
 /**
- * `powerstore`: put, get, rm, stat, id and grant against a PowerStore cluster from the shell.
+ * `powerstore`: put, get, rm, stat, ls, id and grant against a PowerStore cluster from the shell.
  *
  *   powerstore put <key> <file|->     powerstore get <key> [file]
  *   powerstore rm <key>               powerstore stat <key> [--json]
+ *   powerstore ls [prefix] [--json]
  *   powerstore id [--new]             powerstore grant <publicKey> <prefix> --expires <when>
  *
  * The cluster file comes from --cluster, $POWERSTORE_CLUSTER or .powerstore/cluster.json
@@ -342,6 +343,32 @@ export function program(): Command {
     });
 
   cli
+    .command('ls')
+    .description('list the keys starting with a prefix (all keys without one), with their sizes')
+    .argument('[prefix]', 'the prefix (@/ for your own namespace)', '')
+    .option('--json', 'print one JSON object per key: {"key","size","timestamp"}')
+    .option('--limit <count>', 'list at most this many keys', positiveInt)
+    .action(async (prefix: string, options: { json?: boolean; limit?: number }) => {
+      const listed = await withStore(cli.opts<GlobalOptions>(), false, async (store, signal) => {
+        const full = expandKey(prefix, store);
+        let count = 0;
+        let cursor: string | undefined;
+        do {
+          const limit = Math.min(MAX_PAGE, (options.limit ?? Infinity) - count);
+          const page = await store.list(full, { signal, limit, ...(cursor === undefined ? {} : { cursor }) });
+          const lines = page.keys.map((k) =>
+            options.json ? JSON.stringify(k) : `${(k.size === undefined ? '?' : String(k.size)).padStart(12)}  ${k.key}`,
+          );
+          if (lines.length > 0) process.stdout.write(`${lines.join('\n')}\n`);
+          count += page.keys.length;
+          cursor = page.cursor;
+        } while (cursor !== undefined && count < (options.limit ?? Infinity));
+        return count;
+      });
+      if (!options.json) process.stderr.write(`${listed} key${listed === 1 ? '' : 's'}\n`);
+    });
+
+  cli
     .command('id')
     .description(
       `print your identity (public key, owner id, namespace), creating it first if needed (default: ${userIdentityPath()}, mode 0600)`,
@@ -391,6 +418,9 @@ export function program(): Command {
 
   return cli;
 }
+
+/** Keys asked for per LIST round: the most a page may hold. */
+const MAX_PAGE = 1000;
 
 function positiveInt(v: string): number {
   const n = Number(v);

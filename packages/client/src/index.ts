@@ -12,7 +12,7 @@
  * ```
  */
 export { connect, DEFAULT_MAX_VALUE_BYTES, DEFAULT_TIMEOUT_MS } from './store.js';
-export type { ConnectOptions, Expiry, KeyStat, OperationOptions, Progress, Store } from './store.js';
+export type { ConnectOptions, Expiry, KeyStat, ListedKey, ListOptions, ListResult, OperationOptions, Progress, Store } from './store.js';
 export { Identity } from './identity.js';
 export { openBrowserIdentity } from '#identity-store';
 export type { ClusterFile, GrantJson, IdentityJson } from '@powerstore/protocol';

@@ -24,6 +24,7 @@ const ACK_OF: { readonly [T in RequestType]: Reply['type'] } = {
   COMPLETE: 'COMPLETE_ACK',
   COLLECT: 'COLLECT_ACK',
   FILTER: 'FILTER_ACK',
+  LIST: 'LIST_ACK',
 };
 
 /**

@@ -14,7 +14,9 @@ import {
   grantToJson,
   INSTANCE_ID_LENGTH,
   MAX_EXPIRY,
+  ListOperation,
   MAX_KEY_LENGTH,
+  MAX_LIST_LIMIT,
   ownerIdOf,
   ProtocolError,
   quorum,
@@ -93,7 +95,7 @@ export interface OperationOptions {
 /** Where an operation is: its round, and how much of that round's data is on the wire. */
 export interface Progress {
   /** The protocol round: a write is clock → store → complete, a read collect → filter. */
-  readonly phase: 'clock' | 'store' | 'complete' | 'collect' | 'filter';
+  readonly phase: 'clock' | 'store' | 'complete' | 'collect' | 'filter' | 'list';
   /** Bytes of this round's frames handed to the network so far, over all servers. */
   readonly bytesSent: number;
   /** Bytes of this round's frames, over all servers. */
@@ -126,6 +128,34 @@ export interface KeyStat {
   readonly misbehaving: readonly { readonly id: number; readonly reason: string }[];
 }
 
+/** One key as `list` finds it. */
+export interface ListedKey {
+  readonly key: string;
+  /** Bytes in the value; `undefined` only for a write that completed while the listing ran (`stat` tells). */
+  readonly size: number | undefined;
+  /** Timestamp of the latest completed write: its number and writer id (hex). */
+  readonly timestamp: { readonly num: number; readonly writerId: string };
+}
+
+/** One page of `list`. */
+export interface ListResult {
+  /** Keys in code point order (UTF-8 byte order); deleted keys are left out. */
+  readonly keys: readonly ListedKey[];
+  /**
+   * Pass it as `cursor` for the next page; `undefined` once the listing is complete. A
+   * page may hold fewer than `limit` keys and still have a cursor.
+   */
+  readonly cursor: string | undefined;
+}
+
+/** Options of `list`. */
+export interface ListOptions extends OperationOptions {
+  /** Most keys in the page, 1–1000 (default 1000). */
+  readonly limit?: number;
+  /** Where to continue: the previous page's `cursor`. */
+  readonly cursor?: string;
+}
+
 /** When a grant expires: a `Date`, milliseconds since the epoch, or `'never'` (the year 9999). */
 export type Expiry = Date | number | 'never';
 
@@ -148,6 +178,13 @@ export interface Store {
   delete(key: string, options?: OperationOptions): Promise<void>;
   /** Reads `key` and reports the timestamp, size, writer and which servers answered or misbehaved. */
   stat(key: string, options?: OperationOptions): Promise<KeyStat>;
+  /**
+   * One page of the keys starting with `prefix` ('' for all) that hold a value. Each key
+   * comes with a certificate the client checks, so a Byzantine server can neither invent
+   * keys nor hide one whose write completed before the listing began; writes completing
+   * meanwhile may or may not appear. Page on with `cursor`.
+   */
+  list(prefix: string, options?: ListOptions): Promise<ListResult>;
   /**
    * Signs a grant letting `grantee` (a public key, base64url) write keys starting with
    * `prefix` (inside this identity's namespace, or anywhere for the admin) until `expires`.
@@ -346,6 +383,31 @@ class PowerStore implements Store {
       rounds: result.rounds,
       answered: op.answered().map((i) => i + 1),
       misbehaving: [...evidence].map(([index, reason]) => ({ id: index + 1, reason })),
+    };
+  }
+
+  async list(prefix: string, options: ListOptions = {}): Promise<ListResult> {
+    if (typeof prefix !== 'string') throw invalid('prefix must be a string');
+    const prefixBytes = new TextEncoder().encode(prefix).length;
+    if (prefixBytes > MAX_KEY_LENGTH) throw invalid(`prefix is ${prefixBytes} bytes of UTF-8, the maximum is ${MAX_KEY_LENGTH}`);
+    const limit = options.limit ?? MAX_LIST_LIMIT;
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) throw invalid(`limit must be an integer in 1..${MAX_LIST_LIMIT}`);
+    const after = options.cursor ?? '';
+    if (typeof after !== 'string' || (after !== '' && !after.startsWith(prefix))) {
+      throw invalid('cursor must be a cursor that list returned for this prefix');
+    }
+    const opId = this.#nextOpId++;
+    const onEvidence = (i: number, reason: string) => this.#misbehaving(i, reason);
+    const { crypto } = this.#parts;
+    const op = new ListOperation({ config: this.cluster, crypto, verifier: this.#verifier, onEvidence }, prefix, after, limit, opId);
+    const page = await this.#run(op, opId, options, onEvidence);
+    return {
+      keys: page.keys.map((k) => ({
+        key: k.key,
+        size: k.size,
+        timestamp: { num: k.candidate.ts.num, writerId: toHex(k.candidate.ts.writerId) },
+      })),
+      cursor: page.cursor,
     };
   }
 

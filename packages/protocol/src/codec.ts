@@ -7,7 +7,8 @@
 import { MAX_SERVERS, MAX_VALUE_LENGTH } from './config.js';
 import { SIGNATURE_LENGTH } from './crypto.js';
 import { ERROR_CODE_NUMBERS, ProtocolError, errorCodeOf } from './errors.js';
-import type { FilterAck, Message } from './messages.js';
+import { MAX_LIST_LIMIT } from './listing.js';
+import type { FilterAck, ListEntry, Message } from './messages.js';
 import {
   ByteReader,
   ByteWriter,
@@ -33,6 +34,8 @@ const FILTER_WANTS_FRAGMENT = 0x01;
 const ENTRY_NONE = 0;
 const ENTRY_WITH_FRAGMENT = 1;
 const ENTRY_METADATA_ONLY = 2;
+/** LIST_ACK's flags byte: bit 0 says the server has more keys; other bits are invalid. */
+const LIST_MORE = 0x01;
 /** Longest key name, in UTF-8 bytes. */
 export const MAX_KEY_LENGTH = 1024;
 /** Longest ERROR message, in UTF-8 bytes. */
@@ -45,11 +48,13 @@ const TYPE_CODES = {
   COLLECT: 0x04,
   FILTER: 0x05,
   // 0x06 was REPAIR (version 1); certificates made it unnecessary.
+  LIST: 0x07,
   CLOCK_ACK: 0x81,
   STORE_ACK: 0x82,
   COMPLETE_ACK: 0x83,
   COLLECT_ACK: 0x84,
   FILTER_ACK: 0x85,
+  LIST_ACK: 0x87,
   ERROR: 0xff,
 } as const satisfies Record<Message['type'], number>;
 const TYPE_NAMES = new Map<number, Message['type']>(Object.entries(TYPE_CODES).map(([name, code]) => [code, name as Message['type']]));
@@ -90,9 +95,22 @@ export function encodeMessage(m: Message): Uint8Array {
       w.u8(m.candidates.length);
       for (const c of m.candidates) writeCandidate(w, c);
       break;
+    case 'LIST':
+      w.string(m.after, MAX_KEY_LENGTH, 'after');
+      if (!Number.isInteger(m.limit) || m.limit < 1 || m.limit > MAX_LIST_LIMIT) {
+        throw new ProtocolError('INVALID_ARGUMENT', `limit must be in 1..${MAX_LIST_LIMIT}`);
+      }
+      w.u16(m.limit);
+      break;
     case 'CLOCK_ACK':
     case 'COLLECT_ACK':
       writeOptionalCandidate(w, m.candidate);
+      break;
+    case 'LIST_ACK':
+      w.u8(m.more ? LIST_MORE : 0);
+      if (m.entries.length > MAX_LIST_LIMIT) throw new ProtocolError('INVALID_ARGUMENT', 'too many list entries');
+      w.u16(m.entries.length);
+      for (const e of m.entries) writeListEntry(w, e);
       break;
     case 'STORE_ACK':
       writeTs(w, m.ts);
@@ -118,6 +136,20 @@ export function encodeMessage(m: Message): Uint8Array {
       break;
   }
   return w.finish();
+}
+
+function writeListEntry(w: ByteWriter, e: ListEntry): void {
+  w.string(e.key, MAX_KEY_LENGTH, 'key');
+  writeCandidate(w, e.candidate);
+  w.u8(e.cc ? 1 : 0);
+  if (e.cc) writeCc(w, e.cc);
+}
+
+/** Bytes `e` takes in a LIST_ACK frame: what a server counts to keep its answer under `MAX_LIST_REPLY_BYTES`. */
+export function listEntryBytes(e: ListEntry): number {
+  const w = new ByteWriter();
+  writeListEntry(w, e);
+  return w.length;
 }
 
 /** What every frame starts with, readable even when the body is not. */
@@ -199,9 +231,30 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
       const candidates = Array.from({ length: count }, () => readCandidate(r));
       return { type, key, opId, stripe, fragment: flags === FILTER_WANTS_FRAGMENT, candidates };
     }
+    case 'LIST': {
+      const after = r.string(MAX_KEY_LENGTH, 'after');
+      const limit = r.u16('limit');
+      if (limit < 1 || limit > MAX_LIST_LIMIT) ByteReader.invalid(`list limit ${limit}, must be in 1..${MAX_LIST_LIMIT}`);
+      return { type, key, opId, after, limit };
+    }
     case 'CLOCK_ACK':
     case 'COLLECT_ACK':
       return { type, key, opId, candidate: readOptionalCandidate(r) };
+    case 'LIST_ACK': {
+      const flags = r.u8('LIST_ACK flags');
+      if ((flags & ~LIST_MORE) !== 0) ByteReader.invalid(`unknown LIST_ACK flags 0x${flags.toString(16)}`);
+      const count = r.u16('entry count');
+      if (count > MAX_LIST_LIMIT) ByteReader.invalid(`${count} list entries, at most ${MAX_LIST_LIMIT}`);
+      const entries: ListEntry[] = [];
+      for (let i = 0; i < count; i++) {
+        const entryKey = r.string(MAX_KEY_LENGTH, 'key');
+        const candidate = readCandidate(r);
+        const hasCc = r.u8('cross-checksum flag');
+        if (hasCc > 1) ByteReader.invalid(`unknown cross-checksum flag ${hasCc}`);
+        entries.push({ key: entryKey, candidate, cc: hasCc === 1 ? readCc(r) : undefined });
+      }
+      return { type, key, opId, entries, more: flags === LIST_MORE };
+    }
     case 'STORE_ACK': {
       const ts = readTs(r);
       return { type, key, opId, ts, receipt: r.fixed(SIGNATURE_LENGTH, 'receipt') };

@@ -96,6 +96,17 @@ export {
   writerTagOf,
   type IdentityJson,
 } from './identity.js';
+export {
+  compareKeys,
+  inListRange,
+  ListOperation,
+  MAX_LIST_LIMIT,
+  MAX_LIST_REPLY_BYTES,
+  MIN_LIST_PAGE,
+  type ListedKey,
+  type ListOptions,
+  type ListPage,
+} from './listing.js';
 export { isRequest, REQUEST_TYPES, type ClientOperation, type HistoryEntry, type Outgoing, type Step } from './messages.js';
 export type * from './messages.js';
 export { Admission, OPEN_POLICY, type Quota, type Refusal, type WritePolicy } from './policy.js';

@@ -55,6 +55,16 @@ export interface FilterRequest extends Base {
   readonly candidates: readonly Candidate[];
 }
 
+/**
+ * Listing: the keys starting with `key` (the prefix; empty for every key) and greater than
+ * `after` (in code point order; empty to start at the first), at most `limit` of them.
+ */
+export interface ListRequest extends Base {
+  readonly type: 'LIST';
+  readonly after: string;
+  readonly limit: number;
+}
+
 /** The server's `lc`; `undefined` stands for `c0`. The writer believes it only if it is valid. */
 export interface ClockAck extends Base {
   readonly type: 'CLOCK_ACK';
@@ -90,6 +100,21 @@ export interface FilterAck extends Base {
    */
   readonly newer?: Candidate;
 }
+/** One key in a LIST answer: its `lc`, and `lc`'s cross-checksum when the server holds its entry. */
+export interface ListEntry {
+  readonly key: string;
+  /** Valid like every `lc` (a certificate and a proof of `n − t` receipts); a delete's when the key was deleted. */
+  readonly candidate: Candidate;
+  /** What the certificate's digest covers (the value's length), when the server stored `lc`'s entry. */
+  readonly cc: CrossChecksum | undefined;
+}
+/** The keys with a completed write (`lc`) this server holds, in code point order of their names. */
+export interface ListAck extends Base {
+  readonly type: 'LIST_ACK';
+  readonly entries: readonly ListEntry[];
+  /** Set when the server has more keys after the last entry (the limit, or the reply's size, cut it short). */
+  readonly more: boolean;
+}
 /** The request was rejected; `code` says why. */
 export interface ErrorReply extends Base {
   readonly type: 'ERROR';
@@ -98,16 +123,16 @@ export interface ErrorReply extends Base {
 }
 
 /** Client → server. */
-export type Request = ClockRequest | StoreRequest | CompleteRequest | CollectRequest | FilterRequest;
+export type Request = ClockRequest | StoreRequest | CompleteRequest | CollectRequest | FilterRequest | ListRequest;
 /** Server → client. */
-export type Reply = ClockAck | StoreAck | CompleteAck | CollectAck | FilterAck | ErrorReply;
+export type Reply = ClockAck | StoreAck | CompleteAck | CollectAck | FilterAck | ListAck | ErrorReply;
 /** Anything on the wire. */
 export type Message = Request | Reply;
 /** The request types. */
 export type RequestType = Request['type'];
 
 /** Every request type, for hosts that label metrics by type. */
-export const REQUEST_TYPES: readonly RequestType[] = ['CLOCK', 'STORE', 'COMPLETE', 'COLLECT', 'FILTER'];
+export const REQUEST_TYPES: readonly RequestType[] = ['CLOCK', 'STORE', 'COMPLETE', 'COLLECT', 'FILTER', 'LIST'];
 
 /** Whether `m` is a request (rather than a reply). */
 export function isRequest(m: Message): m is Request {

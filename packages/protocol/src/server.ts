@@ -18,7 +18,7 @@
 import { bytesEqual } from './bytes.js';
 import { certificatesEqual, type Candidate } from './candidate.js';
 import { CertificateVerifier, receiptMessage, type CertificateCheck, type StoreProof, type WriteCertificate } from './certificate.js';
-import { decodeHeader, decodeMessage, encodeMessage } from './codec.js';
+import { decodeHeader, decodeMessage, encodeMessage, listEntryBytes } from './codec.js';
 import type { ClusterConfig } from './config.js';
 import { crossChecksumDigest, fragmentMatches } from './cross-checksum.js';
 import type { CryptoProvider, Signer } from './crypto.js';
@@ -31,6 +31,8 @@ import {
   type ErrorReply,
   type FilterAck,
   type FilterRequest,
+  type ListEntry,
+  type ListRequest,
   type HistoryEntry,
   type Message,
   type Reply,
@@ -39,6 +41,7 @@ import {
   type StoreRequest,
 } from './messages.js';
 import { Admission, OPEN_POLICY, type Quota, type Refusal, type WritePolicy } from './policy.js';
+import { MAX_LIST_REPLY_BYTES } from './listing.js';
 import { historyEntryBytes, type EntryInfo, type EntryMeta } from './record.js';
 import type { KeyRecord, ServerStorage } from './storage.js';
 import { TS0, compareTimestamps, type Timestamp } from './timestamp.js';
@@ -181,6 +184,8 @@ export class Server {
           return await this.onComplete(request);
         case 'FILTER':
           return await this.onFilter(request);
+        case 'LIST':
+          return await this.onList(request);
       }
     } catch (err) {
       if (err instanceof ProtocolError) return errorReply(request, err.code, err.message);
@@ -363,6 +368,25 @@ export class Server {
   }
 
   /**
+   * LIST: the keys in range that have an `lc`, each with `lc` and its cross-checksum, up to
+   * the limit and {@link MAX_LIST_REPLY_BYTES}. Every `lc` was valid when it was set, so
+   * nothing is verified here; readers verify each one (see `listing.ts`).
+   */
+  protected async onList(req: ListRequest): Promise<Reply> {
+    const { keys, more } = await this.storage.list(req.key, req.after, req.limit);
+    const entries: ListEntry[] = [];
+    // The frame's header, the prefix included, is under 2 KiB.
+    let bytes = 2048;
+    for (const k of keys) {
+      const entry: ListEntry = { key: k.key, candidate: k.lc, cc: k.cc };
+      bytes += listEntryBytes(entry);
+      if (bytes > MAX_LIST_REPLY_BYTES) return { type: 'LIST_ACK', key: req.key, opId: req.opId, entries, more: true };
+      entries.push(entry);
+    }
+    return { type: 'LIST_ACK', key: req.key, opId: req.opId, entries, more };
+  }
+
+  /**
    * When `ts`'s entry was collected, `lc` (newer, and valid like every `lc`): what the
    * reader moves on to instead of waiting for an entry this server will never send.
    */
@@ -431,7 +455,8 @@ export class Server {
     const bad = (m: string): never => {
       throw new ProtocolError('INVALID_ARGUMENT', m);
     };
-    if (req.key.length === 0) bad('the key must not be empty');
+    // A LIST's key is the prefix, and every key starts with the empty one.
+    if (req.key.length === 0 && req.type !== 'LIST') bad('the key must not be empty');
     switch (req.type) {
       case 'STORE':
         if (req.stripe !== 0) throw new ProtocolError('UNSUPPORTED', 'multi-stripe values are not supported yet');

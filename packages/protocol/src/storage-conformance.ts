@@ -156,6 +156,44 @@ export function storageConformance(
         check(e?.fragment.length === i + 1, `key ${JSON.stringify(k)} read another key's entry`);
       }
     }),
+    on(
+      'list: keys with lc in code point order, by prefix, after a key, in pages, with lc and its cross-checksum',
+      async ({ storage: s }) => {
+        // Code point order puts U+10000 (a surrogate pair in UTF-16) after U+FFFD.
+        const names = ['p/b', 'p/a', 'p/\u{10000}', 'p/\ufffd', 'p0', 'p', 'q/a', 'p/c'];
+        for (const [i, k] of names.entries()) {
+          await s.withKey(k, async (r) => {
+            await r.putEntry(entry(ts(i + 1)), charge('o', 1));
+            await r.setLc(candidate(ts(i + 1)));
+          });
+        }
+        // Written back (no entry here), and one still being written (no lc): listed without cc, and not at all.
+        await s.withKey('p/d', (r) => r.setLc(candidate(ts(20))));
+        await s.withKey('p/e', async (r) => void (await r.putEntry(entry(ts(21)), charge('o', 1))));
+        const all = await s.list('p/', '', 100);
+        const got = all.keys.map((k) => k.key);
+        const want = ['p/a', 'p/b', 'p/c', 'p/d', 'p/\ufffd', 'p/\u{10000}'];
+        check(JSON.stringify(got) === JSON.stringify(want) && !all.more, `list('p/') gave ${JSON.stringify(got)}, more=${all.more}`);
+        const a = all.keys[0]!;
+        check(
+          candidatesEqual(a.lc, candidate(ts(2))) && a.cc?.valueLength === entry(ts(2)).cc.valueLength,
+          'list must carry lc and its cc',
+        );
+        check(all.keys[3]!.cc === undefined, "a key whose lc's entry is not here is listed without a cross-checksum");
+        const page1 = await s.list('p/', '', 2);
+        check(page1.keys.map((k) => k.key).join() === 'p/a,p/b' && page1.more, 'a page of 2 with more');
+        const page2 = await s.list('p/', 'p/b', 3);
+        check(
+          page2.keys.map((k) => k.key).join() === 'p/c,p/d,p/\ufffd' && page2.more,
+          `page after p/b: ${page2.keys.map((k) => k.key).join()}`,
+        );
+        const last = await s.list('p/', 'p/\ufffd', 3);
+        check(last.keys.map((k) => k.key).join() === 'p/\u{10000}' && !last.more, 'the last page has no more');
+        const everything = await s.list('', '', 100);
+        check(everything.keys.length === names.length + 1, `list('') lists every key with lc, got ${everything.keys.length}`);
+        check((await s.list('p/', 'p/\u{10000}', 10)).keys.length === 0 && (await s.list('r', '', 10)).keys.length === 0, 'empty ranges');
+      },
+    ),
     on('a callback reads its own writes, and deletes of its own puts', async ({ storage: s }) => {
       await s.withKey('k', async (r) => {
         await r.setLc(candidate(ts(1)));

@@ -17,6 +17,8 @@
  * synchronous step, so concurrent STOREs of different keys cannot overshoot a quota.
  */
 import type { Candidate } from './candidate.js';
+import type { CrossChecksum } from './cross-checksum.js';
+import { compareKeys, inListRange } from './listing.js';
 import { KeyedMutex } from './key-mutex.js';
 import type { HistoryEntry } from './messages.js';
 import type { Quota } from './policy.js';
@@ -77,6 +79,20 @@ export interface ServerStorage {
   usage(owner: string): Usage;
   /** Every owner with something stored. */
   owners(): ReadonlyMap<string, Usage>;
+  /**
+   * Keys with a completed write (`lc`) that start with `prefix` and sort after `after` (in
+   * code point order, `compareKeys`), with `lc` and, when stored, `lc`'s cross-checksum:
+   * at most `limit` of them, in order, and whether there are more. Reads what is committed,
+   * key by key (not a snapshot of the whole store).
+   */
+  list(prefix: string, after: string, limit: number): Promise<{ readonly keys: readonly StoredKey[]; readonly more: boolean }>;
+}
+
+/** One key as {@link ServerStorage.list} finds it. */
+export interface StoredKey {
+  readonly key: string;
+  readonly lc: Candidate;
+  readonly cc: CrossChecksum | undefined;
 }
 
 /** A failure of the storage itself (as opposed to a refused request). */
@@ -214,6 +230,31 @@ export abstract class AbstractStorage implements ServerStorage {
   protected abstract commit(changes: KeyChanges): Promise<void>;
   /** Releases the backend; called once, after every callback and commit has finished. */
   protected abstract closeBackend(): Promise<void>;
+  /**
+   * Committed states of up to `limit` keys that start with `prefix` and sort after `after`
+   * (code point order, which is UTF-8 byte order), in that order.
+   */
+  protected abstract readStates(prefix: string, after: string, limit: number): Promise<readonly (readonly [string, KeyState])[]>;
+
+  async list(prefix: string, after: string, limit: number): Promise<{ readonly keys: readonly StoredKey[]; readonly more: boolean }> {
+    if (this.#closing) throw new StorageError('STORAGE_CLOSED', 'storage is closing');
+    const keys: StoredKey[] = [];
+    let from = after;
+    // Keys holding only writes in progress have no `lc`: skip them, reading on in batches.
+    for (;;) {
+      const want = limit + 1 - keys.length;
+      const batch = await this.readStates(prefix, from, want);
+      for (const [key, state] of batch) {
+        if (!state.lc) continue;
+        if (keys.length === limit) return { keys, more: true };
+        const lcTs = state.lc.ts;
+        const cc = state.index.some((e) => timestampsEqual(e.ts, lcTs)) ? (await this.readEntryMeta(key, lcTs))?.cc : undefined;
+        keys.push({ key, lc: state.lc, cc });
+      }
+      if (batch.length < want) return { keys, more: false };
+      from = batch.at(-1)![0];
+    }
+  }
 
   /** The whole committed `Hist[key][ts]`; backends may read both parts at once. */
   protected async readEntry(key: string, ts: Timestamp): Promise<HistoryEntry | undefined> {
@@ -490,6 +531,11 @@ export class MemoryStorage extends AbstractStorage {
 
   protected async readFragment(key: string, ts: Timestamp): Promise<Uint8Array | undefined> {
     return this.#entries.get(key)?.get(timestampKey(ts))?.fragment;
+  }
+
+  protected async readStates(prefix: string, after: string, limit: number): Promise<readonly (readonly [string, KeyState])[]> {
+    const keys = [...this.#states.keys()].filter((k) => inListRange(k, prefix, after)).sort(compareKeys);
+    return keys.slice(0, limit).map((k) => [k, this.#states.get(k)!] as const);
   }
 
   protected async commit(c: KeyChanges): Promise<void> {

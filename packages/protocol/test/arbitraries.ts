@@ -2,6 +2,7 @@
 import fc from 'fast-check';
 import {
   ERROR_CODES,
+  MAX_LIST_LIMIT,
   type Candidate,
   type CrossChecksum,
   type Grant,
@@ -80,6 +81,13 @@ export function message(n: number): fc.Arbitrary<Message> {
       entry: fc.option(fc.oneof(fc.record({ fragment, cc: cc(n), cert: certificate() }), fc.record({ cc: cc(n), cert: certificate() })), {
         nil: undefined,
       }),
+    }),
+    fc.record({ type: fc.constant('LIST' as const), ...base, after: key, limit: fc.integer({ min: 1, max: MAX_LIST_LIMIT }) }),
+    fc.record({
+      type: fc.constant('LIST_ACK' as const),
+      ...base,
+      entries: fc.array(fc.record({ key, candidate: candidate(n), cc: fc.option(cc(n), { nil: undefined }) }), { maxLength: 3 }),
+      more: fc.boolean(),
     }),
     fc.record({
       type: fc.constant('ERROR' as const),

@@ -4,6 +4,7 @@ import { createCryptoProvider } from '../src/crypto.node.js';
 import {
   clusterConfig,
   MemoryStorage,
+  ListOperation,
   ReadOperation,
   Server,
   WriteOperation,
@@ -108,6 +109,8 @@ export async function makeCluster(
     write: (key: string, value: WriteValue, s: WriterSession = defaultSession) =>
       drive(new WriteOperation({ config, crypto, codec, random, session: s, now }, key, value, opId++)),
     read: (key: string) => drive(new ReadOperation({ config, crypto, codec, verifier }, key, opId++)),
+    listOp: (prefix: string, after = '', limit = 1000, onEvidence?: (server: number, reason: string) => void) =>
+      new ListOperation({ config, crypto, verifier, ...(onEvidence ? { onEvidence } : {}) }, prefix, after, limit, opId++),
   };
 }
 

@@ -552,6 +552,10 @@ export class Scenario {
               : 'metadata only';
         return `${head} ts=${this.#ts(m.ts)} ${entry}${m.newer ? ` newer=${this.#ts(m.newer.ts)}` : ''}`;
       }
+      case 'LIST':
+        return `${head} after=${JSON.stringify(m.after)} limit=${m.limit}`;
+      case 'LIST_ACK':
+        return `${head} ${m.entries.map((e) => `${e.key}@${this.#ts(e.candidate.ts)}`).join(',')}${m.more ? ' +more' : ''}`;
       case 'ERROR':
         return `${head} ${m.code}: ${m.message}`;
     }

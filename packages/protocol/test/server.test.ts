@@ -387,7 +387,7 @@ describe('Server.handleFrame', () => {
       fc.asyncProperty(fc.oneof(fc.uint8Array({ maxLength: 200 }), message(4).map(encodeMessage)), async (frame) => {
         const r = await c.servers[0]!.handleFrame(frame);
         const reply = decodeMessage(r.reply, { n: 4 });
-        expect(['CLOCK_ACK', 'STORE_ACK', 'COMPLETE_ACK', 'COLLECT_ACK', 'FILTER_ACK', 'ERROR']).toContain(reply.type);
+        expect(['CLOCK_ACK', 'STORE_ACK', 'COMPLETE_ACK', 'COLLECT_ACK', 'FILTER_ACK', 'LIST_ACK', 'ERROR']).toContain(reply.type);
         expect(r.error).toBe(reply.type === 'ERROR' ? reply.code : undefined);
       }),
       { numRuns: 1000 },
@@ -421,7 +421,12 @@ describe('Server.handleFrame', () => {
       cluster: c.cluster,
       signer: c.serverSigners[0]!,
       now: () => 0,
-      storage: { withKey: () => Promise.reject(new Error('disk on fire')), usage: () => ({ bytes: 0, keys: 0 }), owners: () => new Map() },
+      storage: {
+        withKey: () => Promise.reject(new Error('disk on fire')),
+        usage: () => ({ bytes: 0, keys: 0 }),
+        owners: () => new Map(),
+        list: () => Promise.reject(new Error('disk on fire')),
+      },
     });
     const r = await failing.handleFrame(encodeMessage({ type: 'COLLECT', key: 'k', opId: 3 }));
     expect(r).toMatchObject({ type: 'COLLECT', error: 'INTERNAL' });

@@ -46,7 +46,12 @@ describe('the conformance suite', () => {
       const record = (key: string) =>
         ({ getLc: async () => lcs.get(key), setLc: async (c: Candidate) => void lcs.set(key, c) }) as unknown as KeyRecord;
       const ledger = new UsageLedger();
-      return { withKey: async (key, fn) => fn(record(key)), usage: (o) => ledger.usage(o), owners: () => ledger.owners() };
+      return {
+        withKey: async (key, fn) => fn(record(key)),
+        usage: (o) => ledger.usage(o),
+        owners: () => ledger.owners(),
+        list: async () => ({ keys: [], more: false }),
+      };
     };
     const check = storageConformance(() => ({ storage: unlocked() })).find((c) => c.name.startsWith('callbacks on one key'))!;
     await expect(check.run()).rejects.toThrow(/storage conformance/);
@@ -73,6 +78,7 @@ describe('the conformance suite', () => {
           ),
         usage: (o) => ledger.usage(o),
         owners: () => ledger.owners(),
+        list: (prefix, after, limit) => inner.list(prefix, after, limit),
       };
     };
     const check = storageConformance(() => ({ storage: racy() })).find((c) => c.name.startsWith('concurrent puts'))!;

@@ -31,6 +31,7 @@
 import { ClassicLevel } from 'classic-level';
 import {
   AbstractStorage,
+  compareKeys,
   decodeEntryMetaRecord,
   decodeKeyRecord,
   encodeEntryMetaRecord,
@@ -417,6 +418,22 @@ export class LevelStorage extends AbstractStorage {
 
   #entryKey(prefix: 'h' | 'f', key: string, ts: Timestamp): string {
     return `${prefix}:${key.length}:${key}:${timestampKey(ts)}`;
+  }
+
+  protected async readStates(prefix: string, after: string, limit: number): Promise<readonly (readonly [string, KeyState])[]> {
+    // Strings are stored as UTF-8, whose byte order is `compareKeys`'s code point order.
+    const range = compareKeys(after, prefix) >= 0 ? { gt: `k:${after}` } : { gte: `k:${prefix}` };
+    const out: [string, KeyState][] = [];
+    for await (const [k, raw] of this.#db.iterator({ ...range, lt: 'k;', limit })) {
+      const key = k.slice(2);
+      if (!key.startsWith(prefix)) break;
+      try {
+        out.push([key, decodeKeyRecord(this.#view(raw), this.#n).state]);
+      } catch (err) {
+        throw this.#corrupt(key, (err as Error).message);
+      }
+    }
+    return out;
   }
 
   protected async readState(key: string): Promise<KeyState | undefined> {

@@ -21,6 +21,7 @@ import {
   encodeMessage,
   encodePublicKey,
   frameType,
+  MAX_LIST_REPLY_BYTES,
   Server,
   type AbstractStorage,
   type Cluster,
@@ -151,9 +152,11 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     limits,
     admission,
     replyRoom(frame) {
-      // A FILTER's reply carries one fragment, at most the longest stored; every other
-      // reply is a header, a candidate or an error.
-      if (frameType(frame) !== 'FILTER') return FRAME_OVERHEAD_BYTES;
+      // A FILTER's reply carries one fragment, at most the longest stored; a LIST's is kept
+      // under MAX_LIST_REPLY_BYTES; every other reply is a header, a candidate or an error.
+      const type = frameType(frame);
+      if (type === 'LIST') return MAX_LIST_REPLY_BYTES + FRAME_OVERHEAD_BYTES;
+      if (type !== 'FILTER') return FRAME_OVERHEAD_BYTES;
       return Math.min(limits.maxFrameBytes, store.largestFragmentBytes + FRAME_OVERHEAD_BYTES);
     },
     handle: (frame, isBinary) =>
