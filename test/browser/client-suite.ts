@@ -144,6 +144,19 @@ export const clientSuite: Record<string, SuiteCase> = {
     });
   },
 
+  async 'lists keys under a prefix in pages, without deleted ones'(env) {
+    await withStores(env, async (open, keyOf) => {
+      const store = await open();
+      for (const name of ['list/b', 'list/a', 'list/c']) await store.put(keyOf(name), name);
+      await store.delete(keyOf('list/c'));
+      const first = await store.list(keyOf('list/'), { limit: 1 });
+      assert(first.keys.length === 1 && first.keys[0]!.key === keyOf('list/a') && first.cursor !== undefined, 'first page');
+      const rest = await store.list(keyOf('list/'), { cursor: first.cursor! });
+      const names = rest.keys.map((k) => `${k.key}:${k.size}`).join();
+      assert(names === `${keyOf('list/b')}:6` && rest.cursor === undefined, `second page: ${names}`);
+    });
+  },
+
   async 'gets undefined for a key never written'(env) {
     await withStores(env, async (open, keyOf) => {
       const store = await open();

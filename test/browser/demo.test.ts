@@ -158,13 +158,29 @@ describe('the demo web app', () => {
     await page.click('[data-testid="file-row"][data-name="scratch.txt"] [data-testid="delete"]');
     await page.waitForSelector('[data-testid="file-row"][data-name="scratch.txt"]', { state: 'detached' });
 
-    // The list lives in PowerStore (~<owner>/demo/index): a fresh page load sees it, with the same identity.
+    // The list is PowerStore's listing of ~<owner>/files/: a fresh page load sees it, with the same identity.
     await page.reload();
     await page.waitForSelector('body[data-ready="true"]');
     await page.waitForSelector('[data-testid="file-row"][data-name="notes.bin"]');
     expect(await listed(page)).toEqual(['notes.bin']);
     expect((await download(page, 'notes.bin')).equals(notes)).toBe(true);
     expect(await page.textContent('[data-testid="identity"]')).toBe(namespace);
+  }, 60_000);
+
+  it('two tabs storing files at the same moment both keep theirs: the list is the cluster listing, not a shared index', async () => {
+    const [left, right] = [await openDemo(), await openDemo()];
+    await Promise.all([storeFile(left, 'left.bin', content(20_000, 7)), storeFile(right, 'right.bin', content(20_000, 8))]);
+    await left.reload();
+    await left.waitForSelector('body[data-ready="true"]');
+    await left.waitForSelector('[data-testid="file-row"][data-name="right.bin"]');
+    expect(await listed(left)).toEqual(expect.arrayContaining(['left.bin', 'right.bin']));
+    expect(await left.textContent('[data-testid="file-row"][data-name="left.bin"] [data-testid="file-version"]')).toBe('1');
+    for (const name of ['left.bin', 'right.bin']) {
+      await left.click(`[data-testid="file-row"][data-name="${name}"] [data-testid="delete"]`);
+      await left.waitForSelector(`[data-testid="file-row"][data-name="${name}"]`, { state: 'detached' });
+    }
+    await right.close();
+    await left.close();
   }, 60_000);
 
   it('fetched nothing but its own files and the public cluster.json, and its site holds no secret', () => {

@@ -9,9 +9,7 @@
  */
 import { connect, Identity, openBrowserIdentity, PowerStoreError, type Progress, type ServerStatus, type Store } from '@powerstore/client';
 
-/** Where the page keeps its list of files, in its own namespace: in PowerStore itself, so it survives reloads. */
-let INDEX_KEY = 'demo/index';
-/** Files are stored under `~<ownerId>/files/<name>`. */
+/** Files are stored under `~<ownerId>/files/<name>`; the page lists that prefix, so the list survives reloads and other tabs. */
 let FILE_PREFIX = 'files/';
 /** A connected server whose last answer took longer than this is shown as slow. */
 const SLOW_ROUND_TRIP_MS = 1_000;
@@ -20,18 +18,13 @@ const SLOW_BUFFERED_BYTES = 1024 * 1024;
 /** How often the server list is refreshed (round-trip times change without events). */
 const SERVER_REFRESH_MS = 500;
 
-interface IndexEntry {
+interface FileEntry {
   readonly key: string;
   readonly name: string;
-  readonly size: number;
-  readonly type: string;
-  /** ISO date. */
-  readonly storedAt: string;
-}
-
-interface FileIndex {
-  readonly version: 1;
-  readonly files: readonly IndexEntry[];
+  /** `undefined` for a file whose write completed while it was being listed. */
+  readonly size: number | undefined;
+  /** The write's timestamp number: 1 for the first upload under a name, higher for each replacement. */
+  readonly version: number;
 }
 
 /** What the page shows for a server's connection. */
@@ -59,7 +52,7 @@ const ui = {
 };
 
 let store: Store | undefined;
-let files: readonly IndexEntry[] = [];
+let files: readonly FileEntry[] = [];
 
 // ---------------------------------------------------------------------------- messages
 
@@ -173,37 +166,26 @@ function renderServers(servers: readonly ServerStatus[]): void {
   }
 }
 
-// ---------------------------------------------------------------------------- the index
+// ---------------------------------------------------------------------------- the list
 
-function parseIndex(bytes: Uint8Array | undefined): FileIndex {
-  if (bytes === undefined) return { version: 1, files: [] };
-  const parsed: unknown = JSON.parse(new TextDecoder().decode(bytes));
-  const list = (parsed as { files?: unknown } | null)?.files;
-  if (!Array.isArray(list)) throw new Error(`${INDEX_KEY} does not hold a file list`);
-  const entries = (list as unknown[]).filter((f): f is IndexEntry => {
-    const e = f as Partial<Record<keyof IndexEntry, unknown>> | null;
-    return typeof e === 'object' && e !== null && typeof e.key === 'string' && typeof e.name === 'string' && typeof e.size === 'number';
-  });
-  return { version: 1, files: entries };
+/**
+ * The files under {@link FILE_PREFIX}, listed from the cluster page by page. No index key
+ * to read-modify-write: two tabs storing files at once both see both.
+ */
+async function listFiles(s: Store): Promise<FileEntry[]> {
+  const out: FileEntry[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await s.list(FILE_PREFIX, cursor === undefined ? {} : { cursor });
+    for (const k of page.keys) out.push({ key: k.key, name: k.key.slice(FILE_PREFIX.length), size: k.size, version: k.timestamp.num });
+    cursor = page.cursor;
+  } while (cursor !== undefined);
+  return out;
 }
 
-async function readIndex(s: Store): Promise<FileIndex> {
-  return parseIndex(await s.get(INDEX_KEY));
-}
-
-/** Index changes are read-modify-write; this page runs them one at a time. */
-let indexQueue: Promise<unknown> = Promise.resolve();
-
-function updateIndex(s: Store, change: (files: readonly IndexEntry[]) => IndexEntry[]): Promise<FileIndex> {
-  const next = indexQueue.then(async () => {
-    // Re-read first: another tab (or person) may have changed the list meanwhile.
-    const current = await readIndex(s);
-    const updated: FileIndex = { version: 1, files: change(current.files).sort((a, b) => a.name.localeCompare(b.name)) };
-    await s.put(INDEX_KEY, JSON.stringify(updated));
-    return updated;
-  });
-  indexQueue = next.catch(() => undefined);
-  return next;
+async function refreshFiles(s: Store): Promise<void> {
+  files = await listFiles(s);
+  renderFiles();
 }
 
 // ---------------------------------------------------------------------------- file list
@@ -223,11 +205,12 @@ function renderFiles(): void {
     name.textContent = f.name;
     const size = document.createElement('td');
     size.className = 'num';
-    size.textContent = formatBytes(f.size);
-    size.title = `${f.size} bytes`;
-    const when = document.createElement('td');
-    const date = new Date(f.storedAt);
-    when.textContent = Number.isNaN(date.getTime()) ? '' : date.toLocaleString();
+    size.textContent = f.size === undefined ? '…' : formatBytes(f.size);
+    size.title = f.size === undefined ? 'being written' : `${f.size} bytes`;
+    const version = document.createElement('td');
+    version.className = 'num';
+    version.dataset.testid = 'file-version';
+    version.textContent = String(f.version);
 
     const actions = document.createElement('td');
     actions.className = 'actions';
@@ -247,13 +230,13 @@ function renderFiles(): void {
     remove.addEventListener('click', () => void deleteFile(f, remove));
     actions.append(download, remove);
 
-    tr.append(name, size, when, actions);
+    tr.append(name, size, version, actions);
     return tr;
   });
   ui.fileRows.replaceChildren(...rows);
 }
 
-async function downloadFile(f: IndexEntry, button: HTMLButtonElement): Promise<void> {
+async function downloadFile(f: FileEntry, button: HTMLButtonElement): Promise<void> {
   if (!store) return;
   button.disabled = true;
   clearError();
@@ -262,11 +245,10 @@ async function downloadFile(f: IndexEntry, button: HTMLButtonElement): Promise<v
     const bytes = await store.get(f.key);
     if (bytes === undefined) {
       setStatus(`${f.name} is no longer stored; refreshing the list.`);
-      files = (await readIndex(store)).files;
-      renderFiles();
+      await refreshFiles(store);
       return;
     }
-    const url = URL.createObjectURL(new Blob([bytes as Uint8Array<ArrayBuffer>], { type: f.type || 'application/octet-stream' }));
+    const url = URL.createObjectURL(new Blob([bytes as Uint8Array<ArrayBuffer>], { type: 'application/octet-stream' }));
     const a = document.createElement('a');
     a.href = url;
     a.download = f.name;
@@ -284,7 +266,7 @@ async function downloadFile(f: IndexEntry, button: HTMLButtonElement): Promise<v
   }
 }
 
-async function deleteFile(f: IndexEntry, button: HTMLButtonElement): Promise<void> {
+async function deleteFile(f: FileEntry, button: HTMLButtonElement): Promise<void> {
   if (!store) return;
   const s = store;
   button.disabled = true;
@@ -292,8 +274,7 @@ async function deleteFile(f: IndexEntry, button: HTMLButtonElement): Promise<voi
   setStatus(`Deleting ${f.name}…`);
   try {
     await s.delete(f.key);
-    files = (await updateIndex(s, (list) => list.filter((x) => x.key !== f.key))).files;
-    renderFiles();
+    await refreshFiles(s);
     setStatus(`Deleted ${f.name}.`);
   } catch (e) {
     showError(`Deleting ${f.name} failed`, e);
@@ -391,10 +372,8 @@ async function storeFile(s: Store, file: File, item: ReturnType<typeof uploadIte
             : PHASE_LABEL[p.phase],
         ),
     });
-    show('indexing', 96, 'adding it to the file list');
-    const entry: IndexEntry = { key, name: file.name, size: bytes.length, type: file.type, storedAt: new Date().toISOString() };
-    files = (await updateIndex(s, (list) => [...list.filter((x) => x.key !== key), entry])).files;
-    renderFiles();
+    show('listing', 96, 'refreshing the file list');
+    await refreshFiles(s);
     show('done', 100, 'stored');
     setStatus(`Stored ${file.name} (${formatBytes(bytes.length)}).`);
   } catch (e) {
@@ -462,7 +441,6 @@ async function main(): Promise<void> {
     identity = await Identity.generate();
     temporary = true;
   }
-  INDEX_KEY = `${identity.namespace}demo/index`;
   FILE_PREFIX = `${identity.namespace}files/`;
   ui.identity.textContent = `${identity.namespace}${temporary ? ' (temporary: this browser cannot keep an identity)' : ''}`;
   ui.summary.textContent = `${servers.length} servers, tolerating ${t} faulty (crashed, slow or malicious) ${t === 1 ? 'server' : 'servers'}`;
@@ -500,8 +478,7 @@ async function main(): Promise<void> {
   }
   setStatus('Connected. Loading the file list…');
   try {
-    files = (await readIndex(s)).files;
-    renderFiles();
+    await refreshFiles(s);
     setStatus('Ready.');
   } catch (e) {
     showError('Reading the file list failed', e);
