@@ -151,7 +151,7 @@ export const clientSuite: Record<string, SuiteCase> = {
       await store.delete(keyOf('list/c'));
       const first = await store.list(keyOf('list/'), { limit: 1 });
       assert(first.keys.length === 1 && first.keys[0]!.key === keyOf('list/a') && first.cursor !== undefined, 'first page');
-      const rest = await store.list(keyOf('list/'), { cursor: first.cursor! });
+      const rest = await store.list(keyOf('list/'), { cursor: first.cursor });
       const names = rest.keys.map((k) => `${k.key}:${k.size}`).join();
       assert(names === `${keyOf('list/b')}:6` && rest.cursor === undefined, `second page: ${names}`);
     });
