@@ -6,6 +6,7 @@
  */
 import type { ErasureCodec } from '@powerstore/erasure';
 import {
+  compareKeys,
   computeCrossChecksum,
   HASH_LENGTH,
   receiptMessage,
@@ -100,6 +101,10 @@ export class ByzantineServer {
       this.#log.push(reply);
       return reply;
     };
+    if (req.type === 'LIST') {
+      const lie = await this.#listLie(behaviour, honest);
+      if (lie) return [{ reply: lie }];
+    }
     switch (behaviour) {
       case 'crash':
         return this.ctx.now() >= this.#crashAt ? [] : [{ reply: await honest() }];
@@ -196,6 +201,38 @@ export class ByzantineServer {
         out.push({ reply: await honest() });
         return out;
       }
+    }
+  }
+
+  /**
+   * LIST answers that lie, for the behaviours that have a listing counterpart: hide every
+   * key (stale), name keys with other keys' candidates (forge-replay), inflate timestamps
+   * (forge-inflate), or misstate sizes (corrupt-cc). `undefined`: answer as the behaviour
+   * answers anything else.
+   */
+  async #listLie(behaviour: Behaviour, honest: () => Promise<Reply>): Promise<Reply | undefined> {
+    if (!['stale', 'forge-replay', 'forge-inflate', 'corrupt-cc'].includes(behaviour)) return undefined;
+    const reply = await honest();
+    if (reply.type !== 'LIST_ACK') return reply;
+    switch (behaviour) {
+      case 'stale':
+        return { ...reply, entries: [], more: false };
+      case 'forge-replay': {
+        // Every key this server lists, under the names of keys it may not hold: invented keys.
+        const names = this.prng.shuffle([...this.ctx.keys]).sort(compareKeys);
+        const entries = reply.entries.map((e, i) => ({ ...e, key: names[i % names.length]! }));
+        return { ...reply, entries: entries.filter((e, i) => i === 0 || compareKeys(e.key, entries[i - 1]!.key) > 0) };
+      }
+      case 'forge-inflate':
+        return {
+          ...reply,
+          entries: reply.entries.map((e) => ({ ...e, candidate: { ...e.candidate, ts: this.#inflated(e.candidate.ts) } })),
+        };
+      default:
+        return {
+          ...reply,
+          entries: reply.entries.map((e) => (e.cc ? { ...e, cc: { ...e.cc, valueLength: e.cc.valueLength + this.prng.range(1, 5) } } : e)),
+        };
     }
   }
 

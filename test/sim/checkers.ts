@@ -14,12 +14,14 @@
  * - linearizability of every key's history (`test/lincheck`).
  */
 import {
+  compareKeys,
   entriesEqual,
   timestampKey,
   timestampsEqual,
   toHex,
   type HistoryEntry,
   type KeyRecord,
+  type ListPage,
   type ProtocolError,
   type ReadResult,
   type Reply,
@@ -49,6 +51,8 @@ export class Checker {
   /** Finished reads and writes by rounds taken. */
   readonly readRounds = new Map<string, number>();
   readonly writeRounds = new Map<string, number>();
+  /** Listing pages finished. */
+  lists = 0;
 
   /** `keep` is δ, the entries correct servers keep below `lc`. */
   constructor(readonly keep: number) {}
@@ -139,6 +143,41 @@ export class Checker {
     else if ((w.bytes === undefined) !== (r.value === undefined) || (w.bytes && r.value && toHex(w.bytes) !== toHex(r.value))) {
       this.violations.push(`validity: ${client} read ${op.key} = ${op.value}, but ts ${timestampKey(r.ts)} wrote ${w.id}`);
     }
+  }
+
+  /** Starts recording a listing (kept out of the register history: a listing is not a read of one key). */
+  listCall(client: string): MutableOp {
+    return { key: '(list)', client, kind: 'read', value: null, call: this.tick(), ret: undefined };
+  }
+
+  /**
+   * A listing page finished. No invented keys: every key listed carries a timestamp an
+   * honest writer stored a value under, and its size. No hidden completed writes: every
+   * key in the page's range whose value write completed before the listing began, and
+   * that no delete could have touched (none invoked before the listing ended), is listed.
+   */
+  listDone(op: MutableOp, client: string, page: ListPage, keys: readonly string[]): void {
+    const ret = (op.ret = this.tick());
+    const listed = new Set<string>();
+    for (const k of page.keys) {
+      listed.add(k.key);
+      const w = this.#writtenByTs.get(`${k.key}/${timestampKey(k.candidate.ts)}`);
+      if (!w?.bytes)
+        this.violations.push(
+          `list validity: ${client} listed ${k.key} at ${timestampKey(k.candidate.ts)}, which no honest writer wrote a value at`,
+        );
+      else if (k.size !== undefined && k.size !== w.bytes.length)
+        this.violations.push(`list validity: ${client} listed ${k.key} with size ${k.size}, but ${w.id} wrote ${w.bytes.length} bytes`);
+    }
+    for (const key of keys) {
+      if (page.cursor !== undefined && compareKeys(key, page.cursor) > 0) continue;
+      const writes = this.history.filter((w) => w.key === key && w.kind === 'write');
+      const completed = writes.some((w) => w.value !== null && w.ret !== undefined && w.ret < op.call);
+      const deleteMayCount = writes.some((w) => w.value === null && w.call < ret);
+      if (completed && !deleteMayCount && !listed.has(key))
+        this.violations.push(`list hid a key: ${client}'s listing left out ${key}, whose write completed before it began`);
+    }
+    this.lists++;
   }
 
   /** A correct server answered a hostile request; `expect` says what it must have done, if anything. */

@@ -1,5 +1,5 @@
 /**
- * `pnpm sim -- --seeds N [--t T] [--seed S] [--first F] [--mutant NAME] [--hostile] [--verbose]`
+ * `pnpm sim -- --seeds N [--t T] [--seed S] [--first F] [--mutant NAME] [--hostile] [--contention] [--lists] [--verbose]`
  *
  * Runs seeded simulations and ends with `N passed, M failed`. A failure prints its seed
  * and the command that replays it exactly.
@@ -19,6 +19,7 @@ const { values } = parseArgs({
     mutant: { type: 'string' },
     hostile: { type: 'boolean', default: false },
     contention: { type: 'boolean', default: false },
+    lists: { type: 'boolean', default: false },
     verbose: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
   },
@@ -36,6 +37,8 @@ if (values.help) {
                  (otherwise each seed draws how many, from none up)
   --contention   heavy write contention on one key in every run (otherwise some
                  seeds draw it); reports how many rounds reads took
+  --lists        readers also list the keys (a page of random size instead of about
+                 one read in four), checked for invented and hidden keys
   --mutant NAME  run against a deliberately broken server: ${MUTANTS.map((m) => m.name).join(', ')}
   --verbose      with --seed: print the options and the whole history`);
   process.exit(0);
@@ -71,6 +74,7 @@ if (seed !== undefined && values.verbose) {
     hostile: values.hostile || mutant !== undefined,
     ...(mutant ? { protocol: mutant.protocol } : {}),
     ...(values.contention ? { contention: true } : {}),
+    ...(values.lists || mutant?.lists ? { lists: true } : {}),
   });
   console.log(report.options);
   console.log(JSON.stringify({ ...report, history: report.history }, null, 1));
@@ -82,6 +86,7 @@ const result = await runBatch({
   ...(t !== undefined ? { t } : {}),
   ...(mutant ? { protocol: mutant.protocol, mutant: mutant.name, hostile: true } : { hostile: values.hostile }),
   ...(values.contention ? { contention: true } : {}),
+  ...(values.lists || mutant?.lists ? { lists: true } : {}),
   onFailure(report, replay) {
     console.log(`FAIL seed ${report.seed} (t = ${report.t}): ${report.violations.join('; ')}`);
     if (report.options) console.log(report.options.replace(/^/gm, '  '));
@@ -101,6 +106,7 @@ const rounds = (r: Record<string, number>) =>
 console.log(
   `reads ${result.reads} (${rounds(result.readRounds)}), writes ${result.writes} (${rounds(result.writeRounds)}; ${result.overlappingWrites} overlapping another of the same session and key), ${seconds} s`,
 );
+if (result.lists > 0) console.log(`listing pages: ${result.lists}`);
 console.log(`heavy contention on one key in ${result.contentionRuns} runs: reads ${rounds(result.contentionReadRounds)}`);
 console.log(`failed writes: ${list(result.failedWrites)}`);
 console.log(`hostile attacks mounted: ${list(result.attacks)}`);

@@ -12,12 +12,19 @@ export async function huntMutant(
     const t = tForSeed(seed);
     let violations: string[];
     try {
-      violations = (await simulate({ seed, t, protocol: mutant.protocol, hostile: true })).violations;
+      violations = (await simulate({ seed, t, protocol: mutant.protocol, hostile: true, ...(mutant.lists ? { lists: true } : {}) }))
+        .violations;
     } catch (err) {
       violations = [`threw: ${err instanceof Error ? err.message : String(err)}`];
     }
     if (violations.length > 0)
-      return { seed, t, tried: seed - first + 1, violations, replay: replayCommand(seed, t, { mutant: mutant.name }) };
+      return {
+        seed,
+        t,
+        tried: seed - first + 1,
+        violations,
+        replay: replayCommand(seed, t, { mutant: mutant.name, lists: mutant.lists ?? false }),
+      };
   }
   return undefined;
 }

@@ -6,6 +6,7 @@
 import {
   authorityProblem,
   certificateId,
+  ListOperation,
   ReadOperation,
   Server,
   WriteOperation,
@@ -26,12 +27,28 @@ import {
 } from '@powerstore/protocol';
 import { correctProtocol, type ProtocolFactories } from './protocol-factories.js';
 
+/** Merges LIST answers unchecked: invented keys and misstated sizes get through. */
+class TrustsListAnswers extends ListOperation {
+  protected override problem(): Promise<string | undefined> {
+    return Promise.resolve(undefined);
+  }
+}
+
+/** Merges the first `t + 1` LIST answers: all of them may come from servers that missed a completed write. */
+class ListsFromTPlusOne extends ListOperation {
+  protected override answersNeeded(): number {
+    return this.options.config.t + 1;
+  }
+}
+
 /** A named broken variant. */
 export interface Mutant {
   readonly name: string;
   /** The rule it breaks. */
   readonly description: string;
   readonly protocol: ProtocolFactories;
+  /** Runs with readers listing keys (the mutant breaks listing). */
+  readonly lists?: boolean;
 }
 
 /** FILTER answers without writing the candidate back to `lc`. */
@@ -268,6 +285,18 @@ export const MUTANTS: readonly Mutant[] = [
     name: 'reader-trusts-newer',
     description: 'a reader moves on to a newer candidate a server names without checking it is valid',
     protocol: withReader((o, key, opId) => new TrustsNewer(o, key, opId)),
+  },
+  {
+    name: 'lister-trusts-answers',
+    description: 'a listing merges every LIST answer without checking its candidates, order or sizes',
+    protocol: { ...correctProtocol, lister: (o, prefix, after, limit, opId) => new TrustsListAnswers(o, prefix, after, limit, opId) },
+    lists: true,
+  },
+  {
+    name: 'lister-t-plus-one',
+    description: 'a listing merges t + 1 LIST answers instead of n − t, so servers that missed a write can hide it',
+    protocol: { ...correctProtocol, lister: (o, prefix, after, limit, opId) => new ListsFromTPlusOne(o, prefix, after, limit, opId) },
+    lists: true,
   },
   {
     name: 'reader-counts-metadata',

@@ -3,20 +3,23 @@
  * subclass that overrides a single predicate, so production code carries no test flags.
  */
 import {
+  ListOperation,
   ReadOperation,
   Server,
   WriteOperation,
+  type ListOptions,
   type ReaderOptions,
   type ServerOptions,
   type WriterOptions,
   type WriteValue,
 } from '@powerstore/protocol';
 
-/** Constructors for the three roles. */
+/** Constructors for the three roles, and listing. */
 export interface ProtocolFactories {
   server(options: ServerOptions): Server;
   reader(options: ReaderOptions, key: string, opId: number): ReadOperation;
   writer(options: WriterOptions, key: string, value: WriteValue, opId: number): WriteOperation;
+  lister(options: ListOptions, prefix: string, after: string, limit: number, opId: number): ListOperation;
 }
 
 /** The production classes, unmodified. */
@@ -24,4 +27,5 @@ export const correctProtocol: ProtocolFactories = {
   server: (o) => new Server(o),
   reader: (o, key, opId) => new ReadOperation(o, key, opId),
   writer: (o, key, value, opId) => new WriteOperation(o, key, value, opId),
+  lister: (o, prefix, after, limit, opId) => new ListOperation(o, prefix, after, limit, opId),
 };

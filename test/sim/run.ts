@@ -13,6 +13,8 @@ export interface BatchOptions {
   readonly hostile?: boolean;
   /** Heavy write contention on one key in every run (otherwise some seeds draw it). */
   readonly contention?: boolean;
+  /** Readers list keys too (see `SimOptions.lists`). */
+  readonly lists?: boolean;
   /** Stop at the first failure (mutant hunting). */
   readonly stopOnFailure?: boolean;
   readonly mutant?: string;
@@ -26,6 +28,8 @@ export interface BatchResult {
   failures: { seed: number; t: number; violations: string[]; replay: string }[];
   reads: number;
   writes: number;
+  /** Listing pages finished. */
+  lists: number;
   /** Writes that overlapped another write of the same session and key. */
   overlappingWrites: number;
   /** Writes that failed, by code (the expiring grantee's GRANT_EXPIRED). */
@@ -63,6 +67,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     failures: [],
     reads: 0,
     writes: 0,
+    lists: 0,
     overlappingWrites: 0,
     failedWrites: {},
     refusals: {},
@@ -82,6 +87,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
         ...(options.protocol ? { protocol: options.protocol } : {}),
         hostile: options.hostile ?? false,
         ...(options.contention ? { contention: true } : {}),
+        ...(options.lists ? { lists: true } : {}),
       });
     } catch (err) {
       // A crash of the simulated protocol is a failure of that seed, not of the batch.
@@ -90,6 +96,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     }
     result.reads += report.reads ?? 0;
     result.writes += report.writes ?? 0;
+    result.lists += report.lists ?? 0;
     result.overlappingWrites += report.overlappingWrites ?? 0;
     add(result.failedWrites, report.failedWrites);
     add(result.refusals, report.refusals);
@@ -109,6 +116,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
       ...(options.mutant ? { mutant: options.mutant } : {}),
       hostile: options.hostile ?? false,
       contention: options.contention ?? false,
+      lists: options.lists ?? false,
     });
     result.failures.push({ seed, t, violations: report.violations, replay });
     options.onFailure?.(report, replay);

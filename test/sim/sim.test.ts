@@ -39,6 +39,12 @@ describe('simulation', () => {
     expect(Object.keys(result.attacks).sort()).toEqual([...ATTACKS].sort());
   }, 600_000);
 
+  it('300 runs whose readers also list keys, past Byzantine servers that hide, invent, inflate and misstate, all pass', async () => {
+    const result = await runBatch({ first: 2_000_001, count: 300, lists: true });
+    expect(result.failures.map((f) => `seed ${f.seed}: ${f.violations.join('; ')}\n  replay: ${f.replay}`)).toEqual([]);
+    expect(result.lists).toBeGreaterThan(300);
+  }, 600_000);
+
   it('replays a seed exactly', async () => {
     const a = await simulate({ seed: 4242, t: 2 });
     const b = await simulate({ seed: 4242, t: 2 });

@@ -27,6 +27,7 @@ import {
   type ClusterConfig,
   type CryptoProvider,
   type Grant,
+  type ListPage,
   type Message,
   type ReadResult,
   type Reply,
@@ -60,6 +61,11 @@ export interface SimOptions {
   readonly attacks?: readonly Attack[];
   /** Force heavy write contention on one key (otherwise drawn for some seeds). */
   readonly contention?: boolean;
+  /**
+   * Readers also list the keys (one page of a random size, instead of about one read in
+   * four). Off by default so that other runs keep their seeds' schedules.
+   */
+  readonly lists?: boolean;
 }
 
 /** Outcome of one run. */
@@ -73,6 +79,8 @@ export interface SimReport {
   /** Per-key history of correct clients, for the linearizability checkers. */
   readonly history: RegisterOp[];
   readonly steps: number;
+  /** Listing pages finished (with `lists`). */
+  readonly lists: number;
   readonly messages: number;
   readonly byzantine: string[];
   /** Attacks the hostile client mounted. */
@@ -132,11 +140,12 @@ function codecFor(config: ClusterConfig): ErasureCodec {
 const MAX_STEPS = 250_000;
 
 type Role = 'owner' | 'grantee' | 'admin' | 'expiring';
-type Planned = { key: string; readonly kind: 'write' | 'delete' | 'read' };
+type Planned = { key: string; readonly kind: 'write' | 'delete' | 'read' | 'list' };
 
 interface Running {
-  readonly op: ClientOperation<ReadResult> | ClientOperation<WriteResult>;
+  readonly op: ClientOperation<ReadResult> | ClientOperation<WriteResult> | ClientOperation<ListPage>;
   readonly record: MutableOp;
+  readonly listing: boolean;
   readonly name: string;
   readonly crashIn: 'STORE' | 'COMPLETE' | undefined;
   readonly valueBytes: Uint8Array | undefined;
@@ -256,6 +265,13 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       crashed: false,
     });
   }
+  if (options.lists) {
+    // Its own stream, so listing leaves every other draw of the seed as it was.
+    const listRng = new Prng(seed * 7919 + 17);
+    for (const c of clients)
+      if (c.role === 'reader') for (const p of c.plan) if (listRng.chance(0.25)) (p as { kind: Planned['kind'] }).kind = 'list';
+  }
+  const listLimit = new Prng(seed * 104729 + 3);
   const crashRng = prng.fork();
   const writerRandom = prng.fork();
   let crashedWriters = 0;
@@ -304,10 +320,13 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     const opId = client.nextOpId++;
     const name = `${client.name}.${opId}`;
     client.nextStart = undefined;
-    let op: ClientOperation<ReadResult> | ClientOperation<WriteResult>;
     let valueBytes: Uint8Array | undefined;
     let record: MutableOp;
-    if (client.role === 'reader') {
+    let op: Running['op'];
+    if (planned.kind === 'list') {
+      op = protocol.lister({ config, crypto, verifier: client.verifier }, cast.prefix, '', listLimit.range(1, keys.length), opId);
+      record = checker.listCall(client.name);
+    } else if (client.role === 'reader') {
       op = protocol.reader({ config, crypto, codec, verifier: client.verifier }, planned.key, opId);
       record = checker.call(planned.key, client.name, 'read', null);
     } else {
@@ -340,7 +359,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
           ? 'STORE'
           : 'COMPLETE'
         : undefined;
-    const run: Running = { op, record, name, crashIn, valueBytes };
+    const run: Running = { op, record, name, crashIn, valueBytes, listing: planned.kind === 'list' };
     client.running.set(opId, run);
     // A writer may start its next operation before this one ends, often on the same key.
     if (client.role !== 'reader' && client.running.size < opts.workload.maxOverlap && prng.chance(opts.workload.overlapRate)) {
@@ -406,11 +425,14 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     if (s.error) {
       client.running.delete(reply.opId);
       if (client.role === 'reader')
-        checker.violations.push(`${client.name}'s read of ${run.record.key} failed: ${s.error.code}: ${s.error.message}`);
+        checker.violations.push(
+          `${client.name}'s ${run.listing ? 'listing' : `read of ${run.record.key}`} failed: ${s.error.code}: ${s.error.message}`,
+        );
       else checker.writeFailed(client.name, run.record.key, s.error, allowedFailure(client, s.error.code));
     } else if (s.result) {
       client.running.delete(reply.opId);
-      if (client.role === 'reader') checker.readDone(run.record, client.name, s.result as ReadResult);
+      if (run.listing) checker.listDone(run.record, client.name, s.result as ListPage, keys);
+      else if (client.role === 'reader') checker.readDone(run.record, client.name, s.result as ReadResult);
       else checker.writeDone(run.record, client.name, s.result as WriteResult);
     } else {
       return;
@@ -496,6 +518,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     options: describeOptions(opts),
     history,
     steps: step,
+    lists: checker.lists,
     messages: network.sent,
     byzantine,
     attacks: mallory.mounted,
@@ -552,9 +575,10 @@ async function checkLcAgreement(checker: Checker, storages: readonly MemoryStora
 export function replayCommand(
   seed: number,
   t: number,
-  { mutant, hostile, contention }: { mutant?: string; hostile?: boolean; contention?: boolean } = {},
+  { mutant, hostile, contention, lists }: { mutant?: string; hostile?: boolean; contention?: boolean; lists?: boolean } = {},
 ): string {
   // A mutant always runs hostile, so its replay needs no flag for it.
-  const flags = (mutant ? ` --mutant ${mutant}` : hostile ? ' --hostile' : '') + (contention ? ' --contention' : '');
+  const flags =
+    (mutant ? ` --mutant ${mutant}` : hostile ? ' --hostile' : '') + (contention ? ' --contention' : '') + (lists ? ' --lists' : '');
   return `pnpm sim -- --seed ${seed} --t ${t}${flags}`;
 }

@@ -95,7 +95,7 @@ export interface ListOptions {
 
 /** One page of a listing: LIST to every server, `n − t` acceptable answers, merged. */
 export class ListOperation implements ClientOperation<ListPage> {
-  readonly #options: ListOptions;
+  protected readonly options: ListOptions;
   readonly #answers = new Map<number, ListAck>();
   readonly #rejections = new Rejections();
   #done = false;
@@ -109,7 +109,7 @@ export class ListOperation implements ClientOperation<ListPage> {
     readonly opId: number,
   ) {
     check(Number.isInteger(limit) && limit >= 1 && limit <= MAX_LIST_LIMIT, `limit must be in 1..${MAX_LIST_LIMIT}`);
-    this.#options = options;
+    this.options = options;
   }
 
   /** Servers whose answers were merged, in protocol indices. */
@@ -121,14 +121,14 @@ export class ListOperation implements ClientOperation<ListPage> {
     check(!this.#started, 'operation already started');
     this.#started = true;
     const send: Outgoing[] = [];
-    for (let to = 0; to < this.#options.config.n; to++) {
+    for (let to = 0; to < this.options.config.n; to++) {
       send.push({ to, message: { type: 'LIST', key: this.prefix, opId: this.opId, after: this.after, limit: this.limit } });
     }
     return { send };
   }
 
   async onReply(from: number, reply: Reply): Promise<Step<ListPage>> {
-    const { config } = this.#options;
+    const { config } = this.options;
     if (this.#done || !this.#started || reply.key !== this.prefix || reply.opId !== this.opId) return {};
     if (from < 0 || from >= config.n || this.#answers.has(from) || this.#rejections.has(from)) return {};
     if (reply.type === 'ERROR') {
@@ -138,20 +138,25 @@ export class ListOperation implements ClientOperation<ListPage> {
       return { error: failure };
     }
     if (reply.type !== 'LIST_ACK') return {};
-    const problem = await this.#problem(reply);
+    const problem = await this.problem(reply);
     if (problem) {
       // Dropped whole: n − t correct servers still answer.
-      this.#options.onEvidence?.(from, problem);
+      this.options.onEvidence?.(from, problem);
       return {};
     }
     this.#answers.set(from, reply);
-    if (this.#answers.size < quorum(config)) return {};
+    if (this.#answers.size < this.answersNeeded()) return {};
     this.#done = true;
     return { result: this.#merge() };
   }
 
+  /** `n − t`: any such set shares `t + 1` servers, one of them correct, with the `n − t` that completed a write. */
+  protected answersNeeded(): number {
+    return quorum(this.options.config);
+  }
+
   /** What makes `reply` an answer no correct server sends, if anything. */
-  async #problem(reply: ListAck): Promise<string | undefined> {
+  protected async problem(reply: ListAck): Promise<string | undefined> {
     const { entries } = reply;
     if (entries.length > this.limit) return `listed ${entries.length} keys, more than the ${this.limit} asked for`;
     if (reply.more && entries.length < Math.min(this.limit, MIN_LIST_PAGE)) {
@@ -163,7 +168,7 @@ export class ListOperation implements ClientOperation<ListPage> {
       if (compareKeys(e.key, previous) <= 0) return 'listed keys out of order';
       previous = e.key;
       if (e.cc && !this.#covers(e)) return `sent a cross-checksum for ${JSON.stringify(e.key)} that its certificate does not cover`;
-      if (e.candidate.ts.num === 0 || !(await this.#options.verifier.valid(e.key, e.candidate))) {
+      if (e.candidate.ts.num === 0 || !(await this.options.verifier.valid(e.key, e.candidate))) {
         return `listed ${JSON.stringify(e.key)} with a candidate that is not valid`;
       }
     }
@@ -175,7 +180,7 @@ export class ListOperation implements ClientOperation<ListPage> {
     return (
       cc !== undefined &&
       cc.tombstone === candidate.cert.tombstone &&
-      bytesEqual(crossChecksumDigest(this.#options.crypto, cc), candidate.cert.ccDigest)
+      bytesEqual(crossChecksumDigest(this.options.crypto, cc), candidate.cert.ccDigest)
     );
   }
 
