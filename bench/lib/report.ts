@@ -169,6 +169,64 @@ export function targetRows(ps: readonly Peak[]): TargetRow[] {
   return out.sort((a, b) => a.t - b.t || a.valueBytes - b.valueBytes || a.op.localeCompare(b.op) || a.vs.localeCompare(b.vs));
 }
 
+/** Servers each system runs at fault threshold `t`. */
+export function serversOf(system: SystemName, t: number): number {
+  return system === 'powerstore' ? 3 * t + 1 : system === 'm-abd' ? 2 * t + 1 : 1;
+}
+
+/** One line of the CPU budget: what one operation costs all processes together, and the throughput that allows. */
+export interface CpuBudgetRow {
+  readonly system: SystemName;
+  readonly op: Op;
+  /** The client's own work: its profile's stages but `wait`. */
+  readonly clientMs: number;
+  /** Every server's CPU time for the operation (per-server CPU × servers). */
+  readonly serversMs: number;
+  readonly totalMs: number;
+  /** Operations per second if all `cores` did nothing else. */
+  readonly ceiling: number;
+  /** The measured peak in the profile's cell, if the run measured it. */
+  readonly peak: number | undefined;
+}
+
+/**
+ * When every process shares the machine's cores, an operation's CPU time summed over the
+ * client and every server bounds throughput at `cores × 1000 / ms`, whatever the network
+ * allows: the limit the paper's testbed (one machine per server) did not have.
+ */
+export function cpuBudget(profile: ProfileResult, cores: number, ps: readonly Peak[]): CpuBudgetRow[] {
+  const out: CpuBudgetRow[] = [];
+  for (const c of profile.client) {
+    const server = profile.server.find((s) => s.system === c.system && s.op === c.op);
+    if (server?.cpuMs === undefined) continue;
+    const clientMs = c.totalMs - (c.stages['wait'] ?? 0);
+    const serversMs = server.cpuMs * serversOf(c.system, profile.t);
+    const totalMs = clientMs + serversMs;
+    const peak = ps.find(
+      (p) =>
+        p.system === c.system &&
+        p.op === c.op &&
+        p.t === profile.t &&
+        p.valueBytes === profile.valueBytes &&
+        p.fsync &&
+        p.keys === 'distinct' &&
+        p.net === (profile.net ?? 'loopback'),
+    )?.opsPerSec;
+    out.push({
+      system: c.system,
+      op: c.op,
+      clientMs: round2(clientMs),
+      serversMs: round2(serversMs),
+      totalMs: round2(totalMs),
+      ceiling: Math.round((cores * 1000) / totalMs),
+      peak,
+    });
+  }
+  return out;
+}
+
+const round2 = (x: number) => Math.round(x * 100) / 100;
+
 const SYSTEM_ORDER: SystemName[] = ['powerstore', 'm-abd', 'single'];
 const COLORS: Record<SystemName, string> = { powerstore: '#1f77b4', 'm-abd': '#d62728', single: '#7f7f7f' };
 
@@ -242,6 +300,20 @@ function markdown(results: BenchResults, ps: Peak[], svgName: string): string {
         lines.push(
           `| ${r.system} | ${r.op} | ${r.totalMs} | ${stages.map((s) => (r.stages[s] === undefined ? '' : String(r.stages[s]))).join(' | ')} |`,
         );
+      lines.push('');
+    }
+    const cores = Number(results.meta['cpus']);
+    if (cores > 0) {
+      lines.push(
+        `### CPU budget (${cores} cores shared by every process)`,
+        '',
+        'CPU time one operation costs the client (its stages but wait) and all servers together (per-server CPU × servers), measured one operation at a time, and the throughput that cost allows when every process shares these cores, beside the peak measured in the same cell. Under load operations get cheaper (group commit shares fsyncs, reads batch), so a peak may pass its ceiling: a peak near or above it is CPU-bound, one well below it is bound by the network or the disk. Systems compare by their totals.',
+        '',
+        '| system | op | client ms | servers ms | total ms | ceiling op/s (cores × 1000 / total) | measured peak op/s |',
+        '|---|---|---:|---:|---:|---:|---:|',
+      );
+      for (const b of cpuBudget(results.profile, cores, ps))
+        lines.push(`| ${b.system} | ${b.op} | ${b.clientMs} | ${b.serversMs} | ${b.totalMs} | ${b.ceiling} | ${b.peak ?? ''} |`);
       lines.push('');
     }
     const m = results.profile.wsMask;

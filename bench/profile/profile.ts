@@ -43,14 +43,14 @@ import {
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { DEFAULT_MAX_FRAME_BYTES, initCluster, loadClusterFile } from 'powerstore-server';
 import { AbdClient, SingleClient, baselineServerStats, type KvClient } from '../baselines/client.js';
-import { ROOT, TSX_EXEC_ARGV, placePowerStore, startBaseline, track } from '../lib/clusters.js';
+import { ROOT, TSX_EXEC_ARGV, placePowerStore, startBaseline, track, type SystemName } from '../lib/clusters.js';
 import { createNetwork, type Network } from '../lib/netns.js';
 import { round } from '../lib/stats.js';
 import { timedCodec, timedCrypto, type Clock } from './timed.js';
 import { measureMasking, type MaskResult } from './ws-mask.js';
 
 export interface ProfileRow {
-  readonly system: string;
+  readonly system: SystemName;
   readonly op: 'read' | 'write';
   readonly totalMs: number;
   readonly stages: Record<string, number>;

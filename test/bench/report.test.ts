@@ -1,6 +1,7 @@
 /** The bench report's arithmetic: peaks per repetition, ratios as medians of per-repetition ratios, targets met or not. */
 import { describe, expect, it } from 'vitest';
-import { peaks, targetRows, type Row } from '../../bench/lib/report.js';
+import { cpuBudget, peaks, serversOf, targetRows, type Row } from '../../bench/lib/report.js';
+import type { ProfileResult } from '../../bench/profile/profile.js';
 import type { SystemName } from '../../bench/lib/clusters.js';
 import type { Op } from '../../bench/load/worker.js';
 
@@ -57,5 +58,25 @@ describe('bench report', () => {
     expect(targetRows(peaks(rows))).toEqual([
       expect.objectContaining({ t: 2, op: 'write', vs: 'm-abd', ratio: 1.5, atLeast: 1.6, met: false }),
     ]);
+  });
+});
+
+describe('CPU budget', () => {
+  it('sums the client’s own stages and every server’s CPU, and caps throughput at cores × 1000 / ms', () => {
+    const profile = {
+      method: '',
+      t: 1,
+      valueBytes: 262144,
+      ops: 1,
+      net: '1gbit',
+      client: [{ system: 'powerstore', op: 'write', totalMs: 18, stages: { hash: 1, send: 4, wait: 12 } }],
+      server: [{ system: 'powerstore', op: 'write', totalMs: 9, stages: {}, cpuMs: 5 }],
+    } as unknown as ProfileResult;
+    const rows = [row('powerstore', 'write', 1, 8, 90), row('m-abd', 'write', 1, 8, 150), row('single', 'write', 1, 8, 300)];
+    // Client 18 − 12 = 6 ms; servers 4 × 5 = 20 ms; 2 cores: 2000 / 26 = 77 op/s.
+    expect(cpuBudget(profile, 2, peaks(rows))).toEqual([
+      { system: 'powerstore', op: 'write', clientMs: 6, serversMs: 20, totalMs: 26, ceiling: 77, peak: 90 },
+    ]);
+    expect([serversOf('powerstore', 2), serversOf('m-abd', 2), serversOf('single', 2)]).toEqual([7, 5, 1]);
   });
 });
