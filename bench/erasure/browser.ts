@@ -1,0 +1,186 @@
+/**
+ * The client's per-write CPU work (erasure coding plus the cross-checksum's fragment
+ * hashes) in Chromium against Node, on one machine, in one run: the same code
+ * (codec-workload.ts) with each platform's own allocator and crypto provider. Chromium
+ * runs both WebAssembly builds (relaxed SIMD, its default, and SIMD128 forced); Node the
+ * one it picks (SIMD128 on Node 20). Throughput is in GB/s of value bytes, the median of
+ * several samples; the systems take turns sample by sample so that noise on this shared
+ * machine falls on all of them alike.
+ *
+ *   pnpm bench:codec-browser [--samples 7] [--seconds 0.5] [--size 256k] [--k 2 --n 4] [--quick]
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import * as esbuild from 'esbuild';
+import type { Page } from 'playwright-core';
+import type { CodecKernel } from '@powerstore/erasure';
+import { createCryptoProvider } from '@powerstore/protocol/crypto';
+import { launchChromium, serveDirectory } from '../../test/browser/browser.js';
+import { median } from '../lib/stats.js';
+import type { BenchPage } from './codec-browser-page.js';
+import { OPS, prepareWorkload, sample, type Op, type Workload } from './codec-workload.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, '..', '..');
+const { values: args } = parseArgs({
+  options: {
+    samples: { type: 'string', default: '7' },
+    seconds: { type: 'string', default: '0.5' },
+    warmup: { type: 'string', default: '1' },
+    size: { type: 'string', default: '256k' },
+    k: { type: 'string', default: '2' },
+    n: { type: 'string', default: '4' },
+    quick: { type: 'boolean', default: false },
+    out: { type: 'string', default: join(here, '..', 'results') },
+  },
+});
+const SAMPLES = args.quick ? 3 : Number(args.samples);
+const SECONDS = args.quick ? 0.2 : Number(args.seconds);
+const WARMUP = args.quick ? 0.3 : Number(args.warmup);
+const K = Number(args.k);
+const N = Number(args.n);
+const sizeMatch = /^(\d+)([km]?)$/i.exec(args.size);
+if (!sizeMatch) throw new Error('--size is bytes, or a number with k or m (KiB, MiB)');
+const VALUE_BYTES = Number(sizeMatch[1]) * ({ k: 1024, m: 1 << 20 }[sizeMatch[2]!.toLowerCase()] ?? 1);
+if (!(SAMPLES >= 1 && SECONDS > 0 && WARMUP >= 0 && Number.isInteger(K) && Number.isInteger(N) && 1 <= K && K <= N)) {
+  throw new Error('--samples ≥ 1, --seconds > 0, --warmup ≥ 0, 1 ≤ --k ≤ --n');
+}
+
+/** A place the workload runs: this Node process or a Chromium page. */
+interface System {
+  readonly name: string;
+  readonly kernel: CodecKernel;
+  sample(op: Op, seconds: number): Promise<number>;
+}
+
+async function nodeSystem(): Promise<System> {
+  const workload: Workload = await prepareWorkload(createCryptoProvider(), { k: K, n: N, valueBytes: VALUE_BYTES });
+  return {
+    name: 'Node',
+    kernel: workload.kernel,
+    sample: (op, seconds) => sample(workload.runners[op], seconds),
+  };
+}
+
+async function chromiumSystem(tab: Page, kernel: CodecKernel | undefined): Promise<System> {
+  const id = kernel ?? 'default';
+  const params = { k: K, n: N, valueBytes: VALUE_BYTES, ...(kernel ? { kernel } : {}) };
+  const chosen = await tab.evaluate(
+    ([id, params]) => (globalThis as unknown as { benchCodec: BenchPage }).benchCodec.prepare(id, params),
+    [id, params] as const,
+  );
+  return {
+    name: 'Chromium',
+    kernel: chosen,
+    sample: (op, seconds) =>
+      tab.evaluate(
+        ([id, op, seconds]) => (globalThis as unknown as { benchCodec: BenchPage }).benchCodec.sample(id, op, seconds),
+        [id, op, seconds] as const,
+      ),
+  };
+}
+
+// The page: codec-browser-page.ts bundled as a web app would be, from the workspace's
+// sources, with the browser's branches of every conditional import.
+const out = mkdtempSync(join(os.tmpdir(), 'powerstore-codec-browser-'));
+await esbuild.build({
+  entryPoints: [join(here, 'codec-browser-page.ts')],
+  bundle: true,
+  format: 'esm',
+  platform: 'browser',
+  conditions: ['@powerstore/source'],
+  target: 'es2022',
+  outfile: join(out, 'app.js'),
+  logLevel: 'warning',
+});
+writeFileSync(
+  join(out, 'index.html'),
+  '<!doctype html><html><head><meta charset="utf-8"><title>loading</title></head><body><script type="module" src="./app.js"></script></body></html>',
+);
+const server = await serveDirectory(out);
+const browser = await launchChromium();
+const rows: { op: Op; system: string; kernel: CodecKernel; samplesGBps: number[]; medianGBps: number }[] = [];
+let chromiumVersion = 'unknown';
+try {
+  chromiumVersion = browser.version();
+  const tab = await browser.newPage();
+  const errors: string[] = [];
+  tab.on('pageerror', (e) => errors.push(String(e)));
+  await tab.goto(`${server.url}/index.html`);
+  await tab.waitForFunction(() => document.title === 'ready', undefined, { timeout: 20_000 });
+  if (errors.length) throw new Error(`page errors: ${errors.join('; ')}`);
+  const systems = [await nodeSystem(), await chromiumSystem(tab, undefined), await chromiumSystem(tab, 'simd128')];
+  // Chromium ships relaxed SIMD; if it did not pick it, the two Chromium rows measure one build.
+  if (systems[1]!.kernel !== 'relaxed-simd') process.stderr.write(`warning: Chromium chose ${systems[1]!.kernel}\n`);
+
+  for (const op of OPS) {
+    // Warm-up: lets the engines tier the JavaScript and WebAssembly up to optimized code.
+    for (const s of systems) await s.sample(op, WARMUP);
+    const samples = systems.map(() => [] as number[]);
+    for (let i = 0; i < SAMPLES; i++) {
+      for (const [j, s] of systems.entries()) samples[j]!.push(((await s.sample(op, SECONDS)) * VALUE_BYTES) / 1e9);
+    }
+    systems.forEach((s, j) => rows.push({ op, system: s.name, kernel: s.kernel, samplesGBps: samples[j]!, medianGBps: median(samples[j]!) }));
+    process.stderr.write(`${op}: ${systems.map((s, j) => `${s.name} ${s.kernel} ${median(samples[j]!).toFixed(2)}`).join(', ')} GB/s\n`);
+  }
+} finally {
+  await browser.close();
+  await server.close();
+  rmSync(out, { recursive: true, force: true });
+}
+
+const defaults = { samples: '7', seconds: '0.5', warmup: '1', size: '256k', k: '2', n: '4' } as const;
+const command = ['pnpm bench:codec-browser', args.quick ? '--quick' : '']
+  .concat(
+    args.quick
+      ? []
+      : (Object.keys(defaults) as (keyof typeof defaults)[]).filter((o) => args[o] !== defaults[o]).map((o) => `--${o} ${args[o]}`),
+  )
+  .filter(Boolean)
+  .join(' ');
+const get = (op: Op, system: string, kernel: CodecKernel) => rows.find((r) => r.op === op && r.system === system && r.kernel === kernel);
+const nodeKernel = rows.find((r) => r.system === 'Node')!.kernel;
+const size = VALUE_BYTES >= 1 << 20 ? `${VALUE_BYTES / (1 << 20)} MiB` : `${VALUE_BYTES / 1024} KiB`;
+const table = [
+  `| operation | Node (${nodeKernel}) | Chromium (relaxed-simd) | Chromium (simd128) | Node ÷ Chromium (relaxed-simd) | relaxed ÷ simd128 in Chromium |`,
+  '|---|---:|---:|---:|---:|---:|',
+  ...OPS.map((op) => {
+    const node = get(op, 'Node', nodeKernel)?.medianGBps ?? NaN;
+    const relaxed = get(op, 'Chromium', 'relaxed-simd')?.medianGBps ?? NaN;
+    const simd = get(op, 'Chromium', 'simd128')?.medianGBps ?? NaN;
+    return `| ${op} | ${node.toFixed(2)} | ${relaxed.toFixed(2)} | ${simd.toFixed(2)} | ${(node / relaxed).toFixed(2)}× | ${(relaxed / simd).toFixed(2)}× |`;
+  }),
+].join('\n');
+const meta = {
+  command,
+  date: new Date().toISOString(),
+  node: process.version,
+  chromium: chromiumVersion,
+  cpu: os.cpus()[0]?.model ?? 'unknown',
+  code: { k: K, n: N },
+  valueBytes: VALUE_BYTES,
+  samples: SAMPLES,
+  secondsPerSample: SECONDS,
+  warmupSeconds: WARMUP,
+  unit: 'GB/s of value bytes (1e9), median of samples, one thread',
+};
+const name = args.quick ? 'codec-browser-quick' : 'codec-browser';
+mkdirSync(args.out, { recursive: true });
+writeFileSync(join(args.out, `${name}.json`), JSON.stringify({ ...meta, rows }, null, 2) + '\n');
+writeFileSync(
+  join(args.out, `${name}.md`),
+  `# Codec and cross-checksum: Chromium against Node\n\n` +
+    `\`${command}\` on ${meta.cpu}, Node ${meta.node}, Chromium ${meta.chromium}, ${meta.date.slice(0, 10)}.\n` +
+    `(k, n) = (${K}, ${N}), ${size} values. ${meta.unit}; ${SAMPLES} samples of ${SECONDS} s after ${WARMUP} s of warm-up, ` +
+    `systems interleaved sample by sample.\n\n` +
+    `- *encode*: \`codec.encode(value)\`, new parity arrays each time; *encode-into*: \`codec.encodeInto\` into parity buffers allocated once.\n` +
+    `- *hash*: \`computeCrossChecksum\` of the ${N} fragments (SHA-256 of each, with its domain prefix), through each platform's crypto provider: \`node:crypto\` in Node, WebCrypto in Chromium.\n` +
+    `- *encode+hash*: both, the client's CPU work per write before signing.\n\n` +
+    table +
+    '\n',
+);
+console.log(table);
+console.log(`\nwrote ${join(args.out, `${name}.json`)} and ${name}.md`);
