@@ -68,18 +68,19 @@ async function nodeSystem(): Promise<System> {
 async function chromiumSystem(tab: Page, kernel: CodecKernel | undefined): Promise<System> {
   const id = kernel ?? 'default';
   const params = { k: K, n: N, valueBytes: VALUE_BYTES, ...(kernel ? { kernel } : {}) };
-  const chosen = await tab.evaluate(
-    ([id, params]) => (globalThis as unknown as { benchCodec: BenchPage }).benchCodec.prepare(id, params),
-    [id, params] as const,
-  );
+  const chosen = await tab.evaluate(([id, params]) => (globalThis as unknown as { benchCodec: BenchPage }).benchCodec.prepare(id, params), [
+    id,
+    params,
+  ] as const);
   return {
     name: 'Chromium',
     kernel: chosen,
     sample: (op, seconds) =>
-      tab.evaluate(
-        ([id, op, seconds]) => (globalThis as unknown as { benchCodec: BenchPage }).benchCodec.sample(id, op, seconds),
-        [id, op, seconds] as const,
-      ),
+      tab.evaluate(([id, op, seconds]) => (globalThis as unknown as { benchCodec: BenchPage }).benchCodec.sample(id, op, seconds), [
+        id,
+        op,
+        seconds,
+      ] as const),
   };
 }
 
@@ -123,7 +124,9 @@ try {
     for (let i = 0; i < SAMPLES; i++) {
       for (const [j, s] of systems.entries()) samples[j]!.push(((await s.sample(op, SECONDS)) * VALUE_BYTES) / 1e9);
     }
-    systems.forEach((s, j) => rows.push({ op, system: s.name, kernel: s.kernel, samplesGBps: samples[j]!, medianGBps: median(samples[j]!) }));
+    systems.forEach((s, j) =>
+      rows.push({ op, system: s.name, kernel: s.kernel, samplesGBps: samples[j]!, medianGBps: median(samples[j]!) }),
+    );
     process.stderr.write(`${op}: ${systems.map((s, j) => `${s.name} ${s.kernel} ${median(samples[j]!).toFixed(2)}`).join(', ')} GB/s\n`);
   }
 } finally {
