@@ -24,7 +24,6 @@ import type { BenchPage } from './codec-browser-page.js';
 import { OPS, prepareWorkload, sample, type Op, type Workload } from './codec-workload.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const root = join(here, '..', '..');
 const { values: args } = parseArgs({
   options: {
     samples: { type: 'string', default: '7' },
@@ -86,6 +85,7 @@ async function chromiumSystem(tab: Page, kernel: CodecKernel | undefined): Promi
 
 // The page: codec-browser-page.ts bundled as a web app would be, from the workspace's
 // sources, with the browser's branches of every conditional import.
+const loadBefore = os.loadavg()[0]!;
 const out = mkdtempSync(join(os.tmpdir(), 'powerstore-codec-browser-'));
 await esbuild.build({
   entryPoints: [join(here, 'codec-browser-page.ts')],
@@ -168,7 +168,9 @@ const meta = {
   samples: SAMPLES,
   secondsPerSample: SECONDS,
   warmupSeconds: WARMUP,
-  unit: 'GB/s of value bytes (1e9), median of samples, one thread',
+  unit: 'GB/s of value bytes (1e9), median of samples, one JavaScript thread (WebCrypto may hash on Chromium worker threads)',
+  // The machine is shared: the 1-minute load average says how much else was running.
+  loadAverage: { before: loadBefore, after: os.loadavg()[0]! },
 };
 const name = args.quick ? 'codec-browser-quick' : 'codec-browser';
 mkdirSync(args.out, { recursive: true });
@@ -176,7 +178,8 @@ writeFileSync(join(args.out, `${name}.json`), JSON.stringify({ ...meta, rows }, 
 writeFileSync(
   join(args.out, `${name}.md`),
   `# Codec and cross-checksum: Chromium against Node\n\n` +
-    `\`${command}\` on ${meta.cpu}, Node ${meta.node}, Chromium ${meta.chromium}, ${meta.date.slice(0, 10)}.\n` +
+    `\`${command}\` on ${meta.cpu} (${os.cpus().length} cores, 1-minute load average ${meta.loadAverage.before.toFixed(1)} before, ` +
+    `${meta.loadAverage.after.toFixed(1)} after), Node ${meta.node}, Chromium ${meta.chromium}, ${meta.date.slice(0, 10)}.\n` +
     `(k, n) = (${K}, ${N}), ${size} values. ${meta.unit}; ${SAMPLES} samples of ${SECONDS} s after ${WARMUP} s of warm-up, ` +
     `systems interleaved sample by sample.\n\n` +
     `- *encode*: \`codec.encode(value)\`, new parity arrays each time; *encode-into*: \`codec.encodeInto\` into parity buffers allocated once.\n` +
