@@ -3,11 +3,13 @@
  * hashes) in Chromium against Node, on one machine, in one run: the same code
  * (codec-workload.ts) with each platform's own allocator and crypto provider. Chromium
  * runs both WebAssembly builds (relaxed SIMD, its default, and SIMD128 forced); Node the
- * one it picks (SIMD128 on Node 20). Throughput is in GB/s of value bytes, the median of
- * several samples; the systems take turns sample by sample so that noise on this shared
- * machine falls on all of them alike.
+ * one it picks (SIMD128 on Node 20), and SIMD128 too when it picks relaxed SIMD (Node 20
+ * with --experimental-wasm-relaxed-simd, which tsx passes on). Throughput is in GB/s of
+ * value bytes, the median of several samples; the systems take turns sample by sample so
+ * that noise on this shared machine falls on all of them alike.
  *
- *   pnpm bench:codec-browser [--samples 7] [--seconds 0.5] [--size 256k] [--k 2 --n 4] [--quick]
+ *   pnpm bench:codec-browser [--samples 7] [--seconds 0.5] [--warmup 1] [--size 256k] [--k 2 --n 4] [--quick]
+ *   pnpm exec tsx --experimental-wasm-relaxed-simd --conditions=@powerstore/source bench/erasure/browser.ts …
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -55,8 +57,9 @@ interface System {
   sample(op: Op, seconds: number): Promise<number>;
 }
 
-async function nodeSystem(): Promise<System> {
-  const workload: Workload = await prepareWorkload(createCryptoProvider(), { k: K, n: N, valueBytes: VALUE_BYTES });
+async function nodeSystem(kernel: CodecKernel | undefined): Promise<System> {
+  const params = { k: K, n: N, valueBytes: VALUE_BYTES, ...(kernel ? { kernel } : {}) };
+  const workload: Workload = await prepareWorkload(createCryptoProvider(), params);
   return {
     name: 'Node',
     kernel: workload.kernel,
@@ -113,9 +116,16 @@ try {
   await tab.goto(`${server.url}/index.html`);
   await tab.waitForFunction(() => document.title === 'ready', undefined, { timeout: 20_000 });
   if (errors.length) throw new Error(`page errors: ${errors.join('; ')}`);
-  const systems = [await nodeSystem(), await chromiumSystem(tab, undefined), await chromiumSystem(tab, 'simd128')];
+  const node = await nodeSystem(undefined);
+  const chromium = await chromiumSystem(tab, undefined);
   // Chromium ships relaxed SIMD; if it did not pick it, the two Chromium rows measure one build.
-  if (systems[1]!.kernel !== 'relaxed-simd') process.stderr.write(`warning: Chromium chose ${systems[1]!.kernel}\n`);
+  if (chromium.kernel !== 'relaxed-simd') process.stderr.write(`warning: Chromium chose ${chromium.kernel}\n`);
+  const systems = [
+    node,
+    ...(node.kernel === 'simd128' ? [] : [await nodeSystem('simd128')]),
+    chromium,
+    await chromiumSystem(tab, 'simd128'),
+  ];
 
   for (const op of OPS) {
     // Warm-up: lets the engines tier the JavaScript and WebAssembly up to optimized code.
@@ -136,7 +146,14 @@ try {
 }
 
 const defaults = { samples: '7', seconds: '0.5', warmup: '1', size: '256k', k: '2', n: '4' } as const;
-const command = ['pnpm bench:codec-browser', args.quick ? '--quick' : '']
+// Node 20 runs relaxed SIMD only with this V8 flag (tsx passes it on to node).
+const nodeRelaxedFlag = process.execArgv.includes('--experimental-wasm-relaxed-simd');
+const command = [
+  nodeRelaxedFlag
+    ? 'pnpm exec tsx --experimental-wasm-relaxed-simd --conditions=@powerstore/source bench/erasure/browser.ts'
+    : 'pnpm bench:codec-browser',
+  args.quick ? '--quick' : '',
+]
   .concat(
     args.quick
       ? []
@@ -144,18 +161,30 @@ const command = ['pnpm bench:codec-browser', args.quick ? '--quick' : '']
   )
   .filter(Boolean)
   .join(' ');
-const get = (op: Op, system: string, kernel: CodecKernel) => rows.find((r) => r.op === op && r.system === system && r.kernel === kernel);
+const gbps = (op: Op, system: string, kernel: CodecKernel) =>
+  rows.find((r) => r.op === op && r.system === system && r.kernel === kernel)?.medianGBps ?? NaN;
 const nodeKernel = rows.find((r) => r.system === 'Node')!.kernel;
 const size = VALUE_BYTES >= 1 << 20 ? `${VALUE_BYTES / (1 << 20)} MiB` : `${VALUE_BYTES / 1024} KiB`;
+const columns = [...new Map(rows.map((r) => [`${r.system} (${r.kernel})`, r])).values()];
+const ratios: [string, (op: Op) => number][] = [
+  [`Node (${nodeKernel}) ÷ Chromium (relaxed-simd)`, (op) => gbps(op, 'Node', nodeKernel) / gbps(op, 'Chromium', 'relaxed-simd')],
+  ['relaxed ÷ simd128 in Chromium', (op) => gbps(op, 'Chromium', 'relaxed-simd') / gbps(op, 'Chromium', 'simd128')],
+  ...(nodeKernel === 'relaxed-simd'
+    ? [
+        ['relaxed ÷ simd128 in Node', (op: Op) => gbps(op, 'Node', 'relaxed-simd') / gbps(op, 'Node', 'simd128')] as [
+          string,
+          (op: Op) => number,
+        ],
+      ]
+    : []),
+];
 const table = [
-  `| operation | Node (${nodeKernel}) | Chromium (relaxed-simd) | Chromium (simd128) | Node ÷ Chromium (relaxed-simd) | relaxed ÷ simd128 in Chromium |`,
-  '|---|---:|---:|---:|---:|---:|',
-  ...OPS.map((op) => {
-    const node = get(op, 'Node', nodeKernel)?.medianGBps ?? NaN;
-    const relaxed = get(op, 'Chromium', 'relaxed-simd')?.medianGBps ?? NaN;
-    const simd = get(op, 'Chromium', 'simd128')?.medianGBps ?? NaN;
-    return `| ${op} | ${node.toFixed(2)} | ${relaxed.toFixed(2)} | ${simd.toFixed(2)} | ${(node / relaxed).toFixed(2)}× | ${(relaxed / simd).toFixed(2)}× |`;
-  }),
+  `| operation | ${columns.map((c) => `${c.system} (${c.kernel})`).join(' | ')} | ${ratios.map(([name]) => name).join(' | ')} |`,
+  `|---|${columns.map(() => '---:|').join('')}${ratios.map(() => '---:|').join('')}`,
+  ...OPS.map(
+    (op) =>
+      `| ${op} | ${columns.map((c) => gbps(op, c.system, c.kernel).toFixed(2)).join(' | ')} | ${ratios.map(([, f]) => `${f(op).toFixed(2)}×`).join(' | ')} |`,
+  ),
 ].join('\n');
 const meta = {
   command,
@@ -172,7 +201,7 @@ const meta = {
   // The machine is shared: the 1-minute load average says how much else was running.
   loadAverage: { before: loadBefore, after: os.loadavg()[0]! },
 };
-const name = args.quick ? 'codec-browser-quick' : 'codec-browser';
+const name = `codec-browser${nodeRelaxedFlag ? '-node-relaxed' : ''}${args.quick ? '-quick' : ''}`;
 mkdirSync(args.out, { recursive: true });
 writeFileSync(join(args.out, `${name}.json`), JSON.stringify({ ...meta, rows }, null, 2) + '\n');
 writeFileSync(
