@@ -11,6 +11,7 @@
  *   pnpm bench:codec-browser [--samples 7] [--seconds 0.5] [--warmup 1] [--size 256k] [--k 2 --n 4] [--quick]
  *   pnpm exec tsx --experimental-wasm-relaxed-simd --conditions=@powerstore/source bench/erasure/browser.ts …
  */
+import { fork, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
@@ -19,11 +20,11 @@ import { parseArgs } from 'node:util';
 import * as esbuild from 'esbuild';
 import type { Page } from 'playwright-core';
 import type { CodecKernel } from '@powerstore/erasure';
-import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { launchChromium, serveDirectory } from '../../test/browser/browser.js';
 import { median } from '../lib/stats.js';
 import type { BenchPage } from './codec-browser-page.js';
-import { OPS, prepareWorkload, sample, type Op, type Workload } from './codec-workload.js';
+import type { WorkerReply, WorkerRequest } from './codec-node-worker.js';
+import { OPS, type Op } from './codec-workload.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const { values: args } = parseArgs({
@@ -50,21 +51,45 @@ if (!(SAMPLES >= 1 && SECONDS > 0 && WARMUP >= 0 && Number.isInteger(K) && Numbe
   throw new Error('--samples ≥ 1, --seconds > 0, --warmup ≥ 0, 1 ≤ --k ≤ --n');
 }
 
-/** A place the workload runs: this Node process or a Chromium page. */
+/** A place the workload runs: a Node process or a Chromium page. */
 interface System {
   readonly name: string;
   readonly kernel: CodecKernel;
   sample(op: Op, seconds: number): Promise<number>;
 }
 
-async function nodeSystem(kernel: CodecKernel | undefined): Promise<System> {
-  const params = { k: K, n: N, valueBytes: VALUE_BYTES, ...(kernel ? { kernel } : {}) };
-  const workload: Workload = await prepareWorkload(createCryptoProvider(), params);
-  return {
-    name: 'Node',
-    kernel: workload.kernel,
-    sample: (op, seconds) => sample(workload.runners[op], seconds),
+/** codec-node-worker.ts in a child Node, with this process's flags (tsx, conditions, V8 flags). */
+function forkNodeWorker(): { worker: BenchPage; child: ChildProcess } {
+  const child = fork(join(here, 'codec-node-worker.ts'), [], { stdio: 'inherit' });
+  const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  let next = 0;
+  child.on('message', (reply: WorkerReply) => {
+    const p = pending.get(reply.id);
+    pending.delete(reply.id);
+    if ('error' in reply) p?.reject(new Error(`Node worker: ${reply.error}`));
+    else p?.resolve(reply.result);
+  });
+  child.on('exit', (code) => {
+    for (const p of pending.values()) p.reject(new Error(`Node worker exited (${code})`));
+    pending.clear();
+  });
+  const call = (method: keyof BenchPage, args: unknown[]) =>
+    new Promise<unknown>((resolve, reject) => {
+      const id = next++;
+      pending.set(id, { resolve, reject });
+      child.send({ id, method, args } satisfies WorkerRequest);
+    });
+  const worker: BenchPage = {
+    prepare: (id, params) => call('prepare', [id, params]) as Promise<CodecKernel>,
+    sample: (id, op, seconds) => call('sample', [id, op, seconds]) as Promise<number>,
   };
+  return { worker, child };
+}
+
+async function nodeSystem(worker: BenchPage, kernel: CodecKernel | undefined): Promise<System> {
+  const id = kernel ?? 'default';
+  const chosen = await worker.prepare(id, { k: K, n: N, valueBytes: VALUE_BYTES, ...(kernel ? { kernel } : {}) });
+  return { name: 'Node', kernel: chosen, sample: (op, seconds) => worker.sample(id, op, seconds) };
 }
 
 async function chromiumSystem(tab: Page, kernel: CodecKernel | undefined): Promise<System> {
@@ -105,6 +130,7 @@ writeFileSync(
   '<!doctype html><html><head><meta charset="utf-8"><title>loading</title></head><body><script type="module" src="./app.js"></script></body></html>',
 );
 const server = await serveDirectory(out);
+const node = forkNodeWorker();
 const browser = await launchChromium();
 const rows: { op: Op; system: string; kernel: CodecKernel; samplesGBps: number[]; medianGBps: number }[] = [];
 let chromiumVersion = 'unknown';
@@ -116,13 +142,13 @@ try {
   await tab.goto(`${server.url}/index.html`);
   await tab.waitForFunction(() => document.title === 'ready', undefined, { timeout: 20_000 });
   if (errors.length) throw new Error(`page errors: ${errors.join('; ')}`);
-  const node = await nodeSystem(undefined);
+  const nodeDefault = await nodeSystem(node.worker, undefined);
   const chromium = await chromiumSystem(tab, undefined);
   // Chromium ships relaxed SIMD; if it did not pick it, the two Chromium rows measure one build.
   if (chromium.kernel !== 'relaxed-simd') process.stderr.write(`warning: Chromium chose ${chromium.kernel}\n`);
   const systems = [
-    node,
-    ...(node.kernel === 'simd128' ? [] : [await nodeSystem('simd128')]),
+    nodeDefault,
+    ...(nodeDefault.kernel === 'simd128' ? [] : [await nodeSystem(node.worker, 'simd128')]),
     chromium,
     await chromiumSystem(tab, 'simd128'),
   ];
@@ -140,6 +166,7 @@ try {
     process.stderr.write(`${op}: ${systems.map((s, j) => `${s.name} ${s.kernel} ${median(samples[j]!).toFixed(2)}`).join(', ')} GB/s\n`);
   }
 } finally {
+  node.child.disconnect();
   await browser.close();
   await server.close();
   rmSync(out, { recursive: true, force: true });
