@@ -83,18 +83,23 @@ if (!buildOnly) {
   run('pnpm', ['install', '--frozen-lockfile', '--reporter=silent']);
 }
 
-// Rebuild the WebAssembly only when an input changed: sources, the ISA-L pin, the script.
+// Rebuild the WebAssembly only when an input changed: sources, the ISA-L pin, the scripts.
 const wasmInputs = [
   'wasm/build.sh',
   'wasm/fetch-isal.sh',
   'wasm/isal.lock',
+  'wasm/relaxed-opcodes.mjs',
   ...readdirSync(join(root, 'wasm/src')).map((f) => `wasm/src/${f}`),
 ];
 const hash = createHash('sha256');
 for (const f of wasmInputs.sort()) hash.update(f).update(readFileSync(join(root, f)));
 const digest = hash.digest('hex');
 const stampFile = join(root, 'wasm/.cache/inputs.sha256');
-const outputs = ['packages/erasure/src/wasm/powerstore-rs.ts', 'wasm/generated/isal-portable.ts'];
+const outputs = [
+  'packages/erasure/src/wasm/powerstore-rs.ts',
+  'packages/erasure/src/wasm/powerstore-rs-relaxed.ts',
+  'wasm/generated/isal-portable.ts',
+];
 const fresh = existsSync(stampFile) && readFileSync(stampFile, 'utf8') === digest && outputs.every((f) => existsSync(join(root, f)));
 if (fresh) {
   step('WebAssembly codec is up to date');

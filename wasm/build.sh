@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Reed-Solomon WebAssembly modules from wasm/src and ISA-L's source:
-#   packages/erasure/src/wasm/powerstore-rs.ts   the product: SIMD128 kernel
-#   wasm/generated/isal-portable.ts              baseline for tests and benchmarks: ISA-L's portable C
+#   packages/erasure/src/wasm/powerstore-rs.ts           the product: SIMD128 kernel
+#   packages/erasure/src/wasm/powerstore-rs-relaxed.ts   the same kernel with relaxed SIMD,
+#                                                        chosen at load time where the engine has it
+#   wasm/generated/isal-portable.ts                      baseline for tests and benchmarks: ISA-L's portable C
 # Each is an ES module exporting the .wasm bytes as base64, so it loads unchanged in
 # Node, browsers and bundlers, with no file to locate at run time.
 set -euo pipefail
@@ -39,11 +41,22 @@ out="$here/.cache/out"
 mkdir -p "$out"
 
 emcc "${common[@]}" -msimd128 "${sources[@]}" -o "$out/powerstore-rs.wasm"
+emcc "${common[@]}" -msimd128 -mrelaxed-simd -DPS_RELAXED_SIMD "${sources[@]}" -o "$out/powerstore-rs-relaxed.draft.wasm"
 emcc "${common[@]}" -DPS_PORTABLE_KERNEL "${sources[@]}" -o "$out/isal-portable.wasm"
+# LLVM 14 encodes relaxed SIMD with the proposal's prototype opcodes, which no shipping
+# engine accepts; renumber them to the standardized ones.
+node "$here/relaxed-opcodes.mjs" "$out/powerstore-rs-relaxed.draft.wasm" "$out/powerstore-rs-relaxed.wasm"
+rm "$out/powerstore-rs-relaxed.draft.wasm"
 
-# The module must be self-contained: no imports for the loader to satisfy.
+# Node 20 compiles relaxed SIMD only behind a flag; later Node ships it and may not know
+# the flag any more.
+relaxed_flags=()
+if node --experimental-wasm-relaxed-simd -e 0 2>/dev/null; then relaxed_flags=(--experimental-wasm-relaxed-simd); fi
+
+# Each module must compile (so the relaxed one really has the standard opcodes) and be
+# self-contained: no imports for the loader to satisfy.
 for wasm in "$out"/*.wasm; do
-  node --input-type=module -e "
+  node "${relaxed_flags[@]}" --input-type=module -e "
     const m = new WebAssembly.Module(await (await import('node:fs/promises')).readFile('$wasm'));
     const imports = WebAssembly.Module.imports(m);
     if (imports.length) { console.error('$wasm imports', imports); process.exit(1); }"
@@ -69,5 +82,6 @@ emit() { # emit <wasm> <ts> <description>
   echo "build.sh: $2 ($(stat -c %s "$1") bytes of wasm, sha256 $(sha256sum "$1" | cut -c1-16)…)" >&2
 }
 emit "$out/powerstore-rs.wasm" "$root/packages/erasure/src/wasm/powerstore-rs.ts" "SIMD128 split-nibble kernel."
+emit "$out/powerstore-rs-relaxed.wasm" "$root/packages/erasure/src/wasm/powerstore-rs-relaxed.ts" "Relaxed-SIMD split-nibble kernel (i8x16.relaxed_swizzle)."
 emit "$out/isal-portable.wasm" "$root/wasm/generated/isal-portable.ts" "Benchmark baseline: ISA-L's portable C kernel, no SIMD."
 cp "$isal/LICENSE" "$root/packages/erasure/LICENSE-ISA-L"

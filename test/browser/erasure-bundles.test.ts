@@ -1,7 +1,8 @@
 /**
  * The codec as a web app gets it: @powerstore/erasure's built package, bundled by
  * esbuild, Vite and webpack with no WebAssembly-specific configuration, running in
- * Chromium, must produce the same fragments as in Node.
+ * Chromium, must produce the same fragments as in Node. Chromium ships relaxed SIMD, so
+ * the page runs the relaxed-SIMD build, and the SIMD128 build forced beside it must agree.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -60,6 +61,15 @@ const CASES = [
   { k: 4, n: 10, length: 77, seed: 3, lost: [1, 2, 3] },
 ];
 
+/** What fixtures/erasure-entry.mjs's runCodec reports. */
+interface CodecResult {
+  fragments: number[][];
+  roundTrip: boolean;
+  kernel: string;
+  preferred: string;
+  fallbackAgrees: boolean;
+}
+
 let browser: Browser;
 beforeAll(async () => {
   // Bundlers consume the built package (dist/), as users do.
@@ -71,7 +81,7 @@ afterAll(async () => {
 });
 
 describe.each(Object.keys(bundlers))('bundled by %s', (name) => {
-  it('runs in Chromium and matches the Node codec byte for byte', async () => {
+  it('runs in Chromium on the relaxed-SIMD kernel and matches the Node codec byte for byte', async () => {
     const out = mkdtempSync(join(tmpdir(), `powerstore-${name}-`));
     const server = await serveDirectory(out);
     const tab = await browser.newPage();
@@ -83,10 +93,7 @@ describe.each(Object.keys(bundlers))('bundled by %s', (name) => {
       await tab.waitForFunction(() => document.title === 'ready', undefined, { timeout: 20_000 });
       for (const c of CASES) {
         const result = await tab.evaluate(
-          (args) =>
-            (globalThis as unknown as { runCodec: (a: typeof args) => Promise<{ fragments: number[][]; roundTrip: boolean }> }).runCodec(
-              args,
-            ),
+          (args) => (globalThis as unknown as { runCodec: (a: typeof args) => Promise<CodecResult> }).runCodec(args),
           c,
         );
         const codec = await createCodec({ k: c.k, n: c.n });
@@ -99,6 +106,9 @@ describe.each(Object.keys(bundlers))('bundled by %s', (name) => {
           value[i] = x;
         }
         expect(result.roundTrip).toBe(true);
+        expect(result.preferred).toBe('relaxed-simd');
+        expect(result.kernel).toBe('relaxed-simd');
+        expect(result.fallbackAgrees).toBe(true);
         expect(result.fragments).toEqual(codec.encode(value).map((f) => Array.from(f)));
       }
       expect(errors).toEqual([]);

@@ -72,8 +72,21 @@ void ps_encode(int len, int k, int rows, const uint8_t *tbls, uint8_t *src, int 
 #endif
 
 /*
+ * The table lookup. Indices are nibbles (0..15), where i8x16.relaxed_swizzle is defined
+ * exactly as i8x16.swizzle, so both builds give the same bytes; the relaxed form skips
+ * the out-of-range handling that costs i8x16.swizzle a saturating add (or a compare and
+ * blend) beside pshufb on x86. wasm_simd128.h in emcc 3.1.6 has no relaxed intrinsics,
+ * hence the builtin.
+ */
+#ifdef PS_RELAXED_SIMD
+#define PS_LOOKUP(table, index) ((v128_t)__builtin_wasm_relaxed_swizzle_i8x16((__i8x16)(table), (__i8x16)(index)))
+#else
+#define PS_LOOKUP(table, index) wasm_i8x16_swizzle((table), (index))
+#endif
+
+/*
  * Split-nibble multiplication: c * x = T_lo[x & 15] ^ T_hi[x >> 4], where T_lo and T_hi
- * are ISA-L's 16-byte tables for c, looked up sixteen lanes at a time by i8x16.swizzle.
+ * are ISA-L's 16-byte tables for c, looked up sixteen lanes at a time by PS_LOOKUP.
  * R output rows share each load and nibble split of an input; two vectors per step give
  * the CPU independent chains. R <= 4 keeps 8 accumulators plus temporaries within the
  * 16 vector registers of x86-64, where the engine compiles this.
@@ -97,8 +110,8 @@ static inline __attribute__((always_inline)) void kernel_rows(int R, int V, int 
         v128_t hi = wasm_v128_and(wasm_u16x8_shr(x, 4), low_mask);
         for (int r = 0; r < R; r++) {
           const uint8_t *tr = t + (size_t)r * k * 32;
-          acc[r][v] = wasm_v128_xor(acc[r][v], wasm_v128_xor(wasm_i8x16_swizzle(wasm_v128_load(tr), lo),
-                                                             wasm_i8x16_swizzle(wasm_v128_load(tr + 16), hi)));
+          acc[r][v] = wasm_v128_xor(acc[r][v], wasm_v128_xor(PS_LOOKUP(wasm_v128_load(tr), lo),
+                                                             PS_LOOKUP(wasm_v128_load(tr + 16), hi)));
         }
       }
     }

@@ -31,13 +31,18 @@ export interface RsModule {
   loadedTables: Uint8Array | undefined;
 }
 
-export async function instantiateRs(base64: string): Promise<RsModule> {
-  const bytes = decodeBase64(base64);
+/**
+ * Instantiates a module from its base64 text, or from bytes already decoded (the loader
+ * decodes the relaxed-SIMD build once to validate it). `requirement` names what the
+ * engine lacks when the module does not validate.
+ */
+export async function instantiateRs(
+  source: string | Uint8Array<ArrayBuffer>,
+  requirement = 'WebAssembly SIMD128 is required (Node 16.4+, Chrome 91+, Firefox 89+, Safari 16.4+)',
+): Promise<RsModule> {
+  const bytes = typeof source === 'string' ? decodeBase64(source) : source;
   if (!WebAssembly.validate(bytes)) {
-    throw new ErasureCodecError(
-      'UNSUPPORTED_PLATFORM',
-      'this JavaScript engine cannot run the codec: WebAssembly SIMD128 is required (Node 16.4+, Chrome 91+, Firefox 89+, Safari 16.4+)',
-    );
+    throw new ErasureCodecError('UNSUPPORTED_PLATFORM', `this JavaScript engine cannot run the codec: ${requirement}`);
   }
   const { instance } = await WebAssembly.instantiate(bytes, {});
   const exports = instance.exports as unknown as RsExports;
@@ -54,7 +59,8 @@ export async function instantiateRs(base64: string): Promise<RsModule> {
   };
 }
 
-function decodeBase64(s: string): Uint8Array<ArrayBuffer> {
+/** Base64 to bytes with `atob`, which every target (browsers, Node 16+) has. */
+export function decodeBase64(s: string): Uint8Array<ArrayBuffer> {
   const binary = atob(s);
   const out = new Uint8Array(binary.length);
   for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i);

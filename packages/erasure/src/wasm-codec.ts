@@ -1,5 +1,6 @@
 /**
- * The production codec: ISA-L's GF(2^8) matrices and a SIMD128 kernel in WebAssembly.
+ * The production codec: ISA-L's GF(2^8) matrices and a SIMD kernel in WebAssembly, in
+ * two builds: relaxed SIMD where the engine has it, SIMD128 everywhere else.
  */
 import { allocOutput } from '#alloc';
 import { ErasureCodecError } from './errors.js';
@@ -13,31 +14,91 @@ import {
   type CodecParams,
   type ErasureCodec,
 } from './params.js';
-import { instantiateRs, type RsModule } from './rs-module.js';
-import { wasmBase64 } from './wasm/powerstore-rs.js';
+import { decodeBase64, instantiateRs, type RsModule } from './rs-module.js';
+import { wasmBase64 as relaxedBase64 } from './wasm/powerstore-rs-relaxed.js';
+import { wasmBase64 as simd128Base64 } from './wasm/powerstore-rs.js';
 
 /** Kernel steps are up to 64 bytes; chunk strides are multiples of it. */
 const STEP = 64;
 /** Decode table sets kept per codec, one per erasure pattern seen. */
 const DECODE_CACHE_ENTRIES = 64;
 
-let shared: Promise<RsModule> | undefined;
+/**
+ * Which WebAssembly build runs the GF(2^8) kernel. Both give the same bytes (the kernel
+ * only looks up in-range indices, where the relaxed instruction is fully defined):
+ *
+ * - `'relaxed-simd'`: `i8x16.relaxed_swizzle`, a bare `pshufb` on x86; needs an engine
+ *   that ships relaxed SIMD (Chrome/Edge 114+, Node 21+);
+ * - `'simd128'`: `i8x16.swizzle`, which x86 engines must pad with out-of-range handling;
+ *   runs wherever WebAssembly SIMD does.
+ */
+export type CodecKernel = 'relaxed-simd' | 'simd128';
+
+/** Options of {@link createCodec}. */
+export interface CodecOptions {
+  /**
+   * Forces a kernel instead of {@link preferredKernel}'s choice, for tests and
+   * comparisons. Forcing one the engine cannot run rejects with `UNSUPPORTED_PLATFORM`.
+   */
+  readonly kernel?: CodecKernel;
+}
+
+/** The WebAssembly codec: an {@link ErasureCodec} that says which kernel it runs. */
+export interface WasmErasureCodec extends ErasureCodec {
+  /** The kernel this codec runs on. */
+  readonly kernel: CodecKernel;
+}
+
+/** The relaxed build's bytes, decoded once: validated by preferredKernel, then instantiated. */
+let relaxedBytes: Uint8Array<ArrayBuffer> | undefined;
+let relaxedSupported: boolean | undefined;
+const shared = new Map<CodecKernel, Promise<RsModule>>();
+
+function relaxedModuleBytes(): Uint8Array<ArrayBuffer> {
+  return (relaxedBytes ??= decodeBase64(relaxedBase64));
+}
+
+/**
+ * The kernel {@link createCodec} uses by default: `'relaxed-simd'` when this engine
+ * validates the relaxed-SIMD build (`WebAssembly.validate`, checked once per realm),
+ * otherwise `'simd128'`. Node 20 validates it only with `--experimental-wasm-relaxed-simd`.
+ */
+export function preferredKernel(): CodecKernel {
+  relaxedSupported ??= WebAssembly.validate(relaxedModuleBytes());
+  return relaxedSupported ? 'relaxed-simd' : 'simd128';
+}
+
+function loadModule(kernel: CodecKernel): Promise<RsModule> {
+  let module = shared.get(kernel);
+  if (!module) {
+    module = (
+      kernel === 'relaxed-simd'
+        ? instantiateRs(relaxedModuleBytes(), 'the relaxed-SIMD kernel needs WebAssembly relaxed SIMD (Chrome/Edge 114+, Node 21+)')
+        : instantiateRs(simd128Base64)
+    ).catch((e: unknown) => {
+      shared.delete(kernel);
+      throw e;
+    });
+    shared.set(kernel, module);
+  }
+  return module;
+}
 
 /**
  * Creates a Reed-Solomon codec with `n` fragments, any `k` of which rebuild a value.
- * The WebAssembly module is instantiated once per JavaScript realm and shared by all
- * codecs; creating more codecs is cheap.
+ * Each WebAssembly build is instantiated at most once per JavaScript realm and shared
+ * by all codecs on it; creating more codecs is cheap.
  *
  * Data fragments returned by `encode` are views of the value where the value covers
  * them whole (no copy); parity fragments share one buffer.
  */
-export async function createCodec(params: CodecParams): Promise<ErasureCodec> {
+export async function createCodec(params: CodecParams, options: CodecOptions = {}): Promise<WasmErasureCodec> {
   const checked = checkParams(params);
-  shared ??= instantiateRs(wasmBase64).catch((e: unknown) => {
-    shared = undefined;
-    throw e;
-  });
-  return new WasmCodec(await shared, checked);
+  const kernel = options.kernel ?? preferredKernel();
+  if (kernel !== 'relaxed-simd' && kernel !== 'simd128') {
+    throw new ErasureCodecError('INVALID_ARGUMENT', `kernel must be 'relaxed-simd' or 'simd128', got ${String(kernel)}`);
+  }
+  return new WasmCodec(await loadModule(kernel), checked, kernel);
 }
 
 /**
@@ -46,12 +107,13 @@ export async function createCodec(params: CodecParams): Promise<ErasureCodec> {
  * @internal
  */
 export async function createCodecFromModule(base64: string, params: CodecParams): Promise<ErasureCodec> {
-  return new WasmCodec(await instantiateRs(base64), checkParams(params));
+  return new WasmCodec(await instantiateRs(base64), checkParams(params), 'custom');
 }
 
-class WasmCodec implements ErasureCodec {
+class WasmCodec<K extends string> implements ErasureCodec {
   readonly k: number;
   readonly n: number;
+  readonly kernel: K;
   readonly #rs: RsModule;
   /** The n × k generator matrix, row-major. */
   readonly #generator: Uint8Array;
@@ -59,9 +121,10 @@ class WasmCodec implements ErasureCodec {
   readonly #encodeTables: Uint8Array;
   readonly #decodeTables = new Map<string, Uint8Array>();
 
-  constructor(rs: RsModule, { k, n }: CodecParams) {
+  constructor(rs: RsModule, { k, n }: CodecParams, kernel: K) {
     this.k = k;
     this.n = n;
+    this.kernel = kernel;
     this.#rs = rs;
     const { exports, heap, matrixA, tables } = rs;
     exports.ps_gen_matrix(n, k);

@@ -1,12 +1,24 @@
 /**
  * The WebAssembly codec against two oracles: the TypeScript reference codec, and ISA-L's
- * own portable C (`ec_encode_data_base`) compiled to WebAssembly with the same matrix.
+ * own portable C (`ec_encode_data_base`) compiled to WebAssembly with the same matrix;
+ * and its two builds (relaxed SIMD, SIMD128) against each other.
  */
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
-import { beforeAll, describe, expect, it } from 'vitest';
-import { createCodec, createCodecFromModule, ErasureCodecError, MAX_FRAGMENTS, type ErasureCodec } from '@powerstore/erasure';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import {
+  createCodec,
+  createCodecFromModule,
+  ErasureCodecError,
+  MAX_FRAGMENTS,
+  preferredKernel,
+  type ErasureCodec,
+} from '@powerstore/erasure';
 import { createReferenceCodec } from '@powerstore/erasure/reference';
 import { wasmBase64 as isalPortable } from '../../../wasm/generated/isal-portable.js';
+import { wasmBase64 as relaxedBase64 } from '../src/wasm/powerstore-rs-relaxed.js';
+import { kernelDigests } from './kernel-digests.js';
 
 const codecs = new Map<string, Promise<{ wasm: ErasureCodec; isal: ErasureCodec; ref: ErasureCodec }>>();
 function codecsFor(k: number, n: number) {
@@ -121,6 +133,78 @@ describe('WebAssembly codec matches ISA-L and the reference', () => {
     const present = ours.map((_, i) => i % 2 === 1); // 127 odd fragments + …
     present[0] = true; // … one data fragment: 128 in all.
     expect(Buffer.compare(wasm.decode(keep(ours, present), value.length), value)).toBe(0);
+  });
+});
+
+/** Node 20 needs the flag to compile relaxed SIMD; later versions ship it and may reject the flag. */
+function relaxedSimdFlags(): string[] {
+  const probe = spawnSync(process.execPath, ['--experimental-wasm-relaxed-simd', '-e', '0']);
+  return probe.status === 0 ? ['--experimental-wasm-relaxed-simd'] : [];
+}
+
+describe('relaxed-SIMD and SIMD128 builds', () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+    vi.resetModules();
+  });
+
+  it('encode and decode byte for byte alike, and like ISA-L portable C, across shapes and lengths', async () => {
+    // The relaxed build runs in a child Node that can compile it (this one may not).
+    const child = spawnSync(
+      process.execPath,
+      [
+        ...relaxedSimdFlags(),
+        '--conditions=@powerstore/source',
+        '--import',
+        'tsx',
+        fileURLToPath(new URL('./kernel-digests.ts', import.meta.url)),
+      ],
+      { encoding: 'utf8', maxBuffer: 64 << 20, timeout: 120_000 },
+    );
+    expect(child.status, child.stderr).toBe(0);
+    const relaxed = JSON.parse(child.stdout) as { preferred: string; kernel: string; digests: string[] };
+    // With the flag, the default choice is the relaxed build: this compares two builds, not one with itself.
+    expect(relaxed.preferred).toBe('relaxed-simd');
+    expect(relaxed.kernel).toBe('relaxed-simd');
+
+    const simd128 = await kernelDigests((k, n) => createCodec({ k, n }, { kernel: 'simd128' }));
+    const portable = await kernelDigests((k, n) => createCodecFromModule(isalPortable, { k, n }));
+    expect(relaxed.digests).toHaveLength(simd128.length);
+    relaxed.digests.forEach((d, i) => expect(d, `case ${i}`).toBe(simd128[i]));
+    simd128.forEach((d, i) => expect(d, `case ${i}`).toBe(portable[i]));
+  }, 120_000);
+
+  it('prefers the relaxed build exactly when WebAssembly.validate accepts it, and falls back to SIMD128', async () => {
+    vi.resetModules();
+    const validate = vi.spyOn(WebAssembly, 'validate').mockReturnValueOnce(false);
+    const fresh = await import('@powerstore/erasure');
+    expect(fresh.preferredKernel()).toBe('simd128');
+    // The check ran on the relaxed module itself, not on a probe.
+    expect(validate).toHaveBeenCalledTimes(1);
+    expect(Buffer.from(validate.mock.calls[0]![0] as Uint8Array).toString('base64')).toBe(relaxedBase64);
+    // Decided once per realm.
+    expect(fresh.preferredKernel()).toBe('simd128');
+    expect(validate).toHaveBeenCalledTimes(1);
+    const codec = await fresh.createCodec({ k: 2, n: 4 });
+    expect(codec.kernel).toBe('simd128');
+
+    vi.resetModules();
+    validate.mockReset().mockReturnValueOnce(true);
+    const other = await import('@powerstore/erasure');
+    expect(other.preferredKernel()).toBe('relaxed-simd');
+  });
+
+  it('can be forced, and refuses a kernel this engine cannot run', async () => {
+    const simd128 = await createCodec({ k: 3, n: 7 }, { kernel: 'simd128' });
+    expect(simd128.kernel).toBe('simd128');
+    expect((await createCodec({ k: 3, n: 7 })).kernel).toBe(preferredKernel());
+    if (preferredKernel() === 'relaxed-simd') {
+      expect((await createCodec({ k: 3, n: 7 }, { kernel: 'relaxed-simd' })).kernel).toBe('relaxed-simd');
+    } else {
+      // Plain Node 20: the relaxed build does not validate.
+      await expect(createCodec({ k: 3, n: 7 }, { kernel: 'relaxed-simd' })).rejects.toMatchObject({ code: 'UNSUPPORTED_PLATFORM' });
+    }
+    await expect(createCodec({ k: 3, n: 7 }, { kernel: 'avx512' as never })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });
 });
 

@@ -62,6 +62,16 @@ describe('crypto providers', () => {
     );
   });
 
+  it('the browser provider hashes concurrent multi-part inputs right though it joins them in one reused buffer', async () => {
+    // Sizes that grow the buffer, shrink back into it, and exceed what it keeps (4 MiB).
+    const sizes = [0, 50, 131_072, 100, 300_000, 5 << 20, 131_072, 7, 2 << 20];
+    const browser = browserProvider();
+    const inputs = sizes.map((size, i) => [Uint8Array.of(i), new Uint8Array(size).fill(i + 1), Uint8Array.of(0xff - i)]);
+    // All in flight at once, as a cross-checksum's fragment hashes are.
+    const digests = await Promise.all(inputs.map((parts) => browser.sha256(parts)));
+    inputs.forEach((parts, i) => expect(toHex(digests[i]!), `input ${i}`).toBe(toHex(providers[0]!.sha256Sync(parts))));
+  });
+
   it('every provider signs identically and accepts exactly the others’ signatures', async () => {
     await fc.assert(
       fc.asyncProperty(
