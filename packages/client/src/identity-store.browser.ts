@@ -45,7 +45,7 @@ export async function openBrowserIdentity(name = 'default'): Promise<Identity> {
       // Keys are made before the read-write transaction, which would commit while
       // waiting on them; inside it, whatever another tab stored first wins, so two tabs
       // opening a new identity at once end up with the same one.
-      const encryptionKey = (await crypto.subtle.generateKey(HMAC_SHA256, false, ['sign'])) as CryptoKey;
+      const encryptionKey = await crypto.subtle.generateKey(HMAC_SHA256, false, ['sign']);
       const pair = await crypto.subtle.generateKey({ name: 'Ed25519' }, false, ['sign', 'verify']);
       const fresh: Stored = {
         privateKey: pair.privateKey,

@@ -13,17 +13,7 @@
  * ```
  */
 export { connect, DEFAULT_MAX_VALUE_BYTES, DEFAULT_TIMEOUT_MS } from './store.js';
-export type {
-  ConnectOptions,
-  Expiry,
-  GetOptions,
-  KeyStat,
-  OperationOptions,
-  Progress,
-  PutOptions,
-  ShareOptions,
-  Store,
-} from './store.js';
+export type { ConnectOptions, Expiry, GetOptions, KeyStat, OperationOptions, Progress, PutOptions, ShareOptions, Store } from './store.js';
 export { Identity } from './identity.js';
 export type { EncryptionRoot } from './key-tree.js';
 export { openBrowserIdentity } from '#identity-store';

@@ -6,8 +6,11 @@
 import { encodeCapability, scopeCovers, type Capability } from './capability.js';
 import { descendToKey, descendToPrefix, namespaceNode, type EncryptionRoot } from './key-tree.js';
 
-/** The key-tree key of a key name, or why the store has none. */
-export type LeafLookup = { readonly leaf: Uint8Array } | { readonly missing: string };
+/**
+ * The key-tree key of a key name and where it came from (the identity's own root derives
+ * the one right key; a capability only what it was made with), or why the store has none.
+ */
+export type LeafLookup = { readonly leaf: Uint8Array; readonly from: 'own' | 'capability' } | { readonly missing: string };
 
 /** What a store may decrypt and encrypt with. */
 export class KeyRing {
@@ -39,15 +42,18 @@ export class KeyRing {
   /** The key-tree key of `key` at `epoch`. */
   async leaf(key: string, epoch: number): Promise<LeafLookup> {
     const own = this.#own;
-    if (own && key.startsWith(own.namespace)) return { leaf: descendToKey(await this.#namespaceNode(epoch), own.namespace, key) };
+    if (own && key.startsWith(own.namespace))
+      return { leaf: descendToKey(await this.#namespaceNode(epoch), own.namespace, key), from: 'own' };
     const covering = this.#capabilities.filter((c) => scopeCovers(c.scope, key));
     const cap = covering.find((c) => c.epoch === epoch);
-    if (cap) return { leaf: cap.scope.endsWith('/') ? descendToKey(cap.node, cap.scope, key) : cap.node };
+    if (cap) return { leaf: cap.scope.endsWith('/') ? descendToKey(cap.node, cap.scope, key) : cap.node, from: 'capability' };
     if (covering.length > 0) {
       const epochs = [...new Set(covering.map((c) => c.epoch))].join(', ');
-      return { missing: `the capabilities for it are for key epoch ${epochs}, the value was written at key epoch ${epoch} (access was revoked, or ask for a new capability)` };
+      return {
+        missing: `the capabilities for it are for key epoch ${epochs}, the value was written at key epoch ${epoch} (access was revoked, or ask for a new capability)`,
+      };
     }
-    return { missing: 'this store holds no key for it: connect with the owner\'s identity, or with a capability (store.share) covering it' };
+    return { missing: "this store holds no key for it: connect with the owner's identity, or with a capability (store.share) covering it" };
   }
 
   /**

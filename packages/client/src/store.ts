@@ -432,20 +432,23 @@ class PowerStore implements Store {
       throw new PowerStoreError('NOT_AUTHORIZED', `the value of ${JSON.stringify(key)} is encrypted and ${found.missing}`);
     }
     const opened = await openEncrypted(key, envelope, found.leaf);
-    if (opened === 'wrong-key') {
+    const writer = result.cert ? ` (written by ${encodePublicKey(result.cert.signer)} at timestamp ${result.ts.num})` : '';
+    // The owner's root derives the one right key of this name and epoch, so a key check that
+    // differs under it means the value was sealed for another name: moved, i.e. tampered. A
+    // capability's key is only as right as the string it came from, so there it may be either.
+    if (opened === 'wrong-key' && found.from === 'capability') {
       throw new PowerStoreError(
         'NOT_AUTHORIZED',
-        `the value of ${JSON.stringify(key)} is encrypted under another key than the one this store holds for it (a capability of another owner or key epoch)`,
+        `the value of ${JSON.stringify(key)}${writer} is encrypted under another key than the one the capability covering it gives (a capability not made by the namespace's owner, or a value moved from another key); it is not returned`,
       );
     }
-    if (opened === 'tampered') {
-      const writer = result.cert ? ` (written by ${encodePublicKey(result.cert.signer)} at timestamp ${result.ts.num})` : '';
-      throw new PowerStoreError(
-        'TAMPERED',
-        `the value of ${JSON.stringify(key)}${writer} failed authentication: its ciphertext, header or key name is not what was encrypted (altered, or moved from another key or version); it is not returned`,
-      );
-    }
-    return opened;
+    if (opened !== 'wrong-key' && opened !== 'tampered') return opened;
+    throw new PowerStoreError(
+      'TAMPERED',
+      opened === 'wrong-key'
+        ? `the value of ${JSON.stringify(key)}${writer} was encrypted for another key name (moved from another key, or sealed with a key its owner never derived for this one); it is not returned`
+        : `the value of ${JSON.stringify(key)}${writer} failed authentication: its ciphertext, header or key name is not what was encrypted (altered, or moved from another key or version); it is not returned`,
+    );
   }
 
   async delete(key: string, options?: OperationOptions): Promise<void> {
