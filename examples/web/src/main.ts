@@ -187,8 +187,22 @@ function parseIndex(bytes: Uint8Array | undefined): FileIndex {
   return { version: 1, files: entries };
 }
 
+/**
+ * A value of this page's identity. Values are encrypted by the client; ones stored by this
+ * demo before it encrypted (UNKNOWN_FORMAT) are read as the bytes they are, and the index
+ * is encrypted on its next change.
+ */
+async function getOwn(s: Store, key: string): Promise<Uint8Array | undefined> {
+  try {
+    return await s.get(key);
+  } catch (e) {
+    if (e instanceof PowerStoreError && e.code === 'UNKNOWN_FORMAT') return s.get(key, { raw: true });
+    throw e;
+  }
+}
+
 async function readIndex(s: Store): Promise<FileIndex> {
-  return parseIndex(await s.get(INDEX_KEY));
+  return parseIndex(await getOwn(s, INDEX_KEY));
 }
 
 /** Index changes are read-modify-write; this page runs them one at a time. */
@@ -259,7 +273,7 @@ async function downloadFile(f: IndexEntry, button: HTMLButtonElement): Promise<v
   clearError();
   setStatus(`Reading ${f.name}…`);
   try {
-    const bytes = await store.get(f.key);
+    const bytes = await getOwn(store, f.key);
     if (bytes === undefined) {
       setStatus(`${f.name} is no longer stored; refreshing the list.`);
       files = (await readIndex(store)).files;

@@ -344,7 +344,8 @@ class PowerStore implements Store {
     this.#parts = parts;
     this.cluster = parts.cluster.config;
     this.#verifier = parts.session?.verifier ?? new CertificateVerifier(parts.crypto, parts.cluster.identity);
-    this.#maxFrameBytes = parts.codec.fragmentLength(this.#maxStoredBytes) + FRAME_OVERHEAD_BYTES;
+    // The envelope's few bytes over maxValueBytes fit in the frame overhead's room.
+    this.#maxFrameBytes = parts.codec.fragmentLength(Math.max(parts.maxValueBytes, 0)) + FRAME_OVERHEAD_BYTES;
     this.#connections = parts.cluster.servers.map(
       (s, i) =>
         new ServerConnection(i, s.url, this.#maxFrameBytes, {
