@@ -3,6 +3,8 @@
  * refused as tampering, and what tells a wrong key from a tampered value.
  */
 import { describe, expect, it } from 'vitest';
+import * as webcrypto from '../src/aead.browser.js';
+import * as nodeCrypto from '../src/aead.node.js';
 import { decodeCapability, encodeCapability, scopeCovers } from '../src/capability.js';
 import {
   ENCRYPTED_OVERHEAD,
@@ -102,6 +104,30 @@ describe('the envelope', () => {
     const inner = await sealEncrypted(key, enc('x'), await leafOf(await ownRing(id), key), 0);
     expect(parseEnvelope(sealPublic(inner)).kind).toBe('public');
     expect(HEADER_LENGTH).toBe(48);
+  });
+});
+
+describe('AES-256-GCM', () => {
+  it('gives the same bytes through node:crypto (Node) and WebCrypto (browsers), and each opens the other', async () => {
+    const key = crypto.getRandomValues(new Uint8Array(32));
+    const iv = Uint8Array.of(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7);
+    const ad = enc('associated');
+    const head = enc('HEAD');
+    for (const size of [0, 1, 4095, 70_001]) {
+      const plain = new Uint8Array(size).map((_, i) => i * 31);
+      const a = await nodeCrypto.aesGcmSeal(key, iv, ad, plain, head);
+      const b = await webcrypto.aesGcmSeal(key, iv, ad, plain, head);
+      expect(Buffer.compare(a, b), `size ${size}`).toBe(0);
+      expect(Buffer.compare(a.subarray(0, 4), head)).toBe(0);
+      for (const open of [nodeCrypto.aesGcmOpen, webcrypto.aesGcmOpen]) {
+        expect(Buffer.compare((await open(key, iv, ad, a.subarray(4)))!, plain)).toBe(0);
+        const bad = a.slice(4);
+        bad[bad.length - 1]! ^= 1;
+        expect(await open(key, iv, ad, bad)).toBeUndefined();
+        expect(await open(key, iv, enc('other'), a.subarray(4))).toBeUndefined();
+      }
+    }
+    for (const open of [nodeCrypto.aesGcmOpen, webcrypto.aesGcmOpen]) expect(await open(key, iv, ad, new Uint8Array(5))).toBeUndefined();
   });
 });
 

@@ -1,0 +1,71 @@
+/**
+ * What encryption costs a whole operation: one client, one operation at a time, against a
+ * real 4-server cluster (t = 1, fsync on), taking turns between the same value stored
+ * three ways — outside every namespace (stored as given, as before encryption), in a
+ * namespace `{ public: true }` (the envelope, no cipher) and encrypted — so a shared
+ * machine's noise hits all three alike. Reports median and p90 per operation.
+ *
+ *   pnpm exec tsx --conditions=@powerstore/source bench/encryption/ab.ts [--bytes 262144] [--reads 300] [--writes 60]
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { connect, Identity, type PutOptions } from '@powerstore/client';
+import { CliCluster, ensureBuilt } from '../../test/server/harness.js';
+
+const { values: flags } = parseArgs({
+  options: {
+    bytes: { type: 'string', default: '262144' },
+    reads: { type: 'string', default: '300' },
+    writes: { type: 'string', default: '60' },
+  },
+});
+const bytes = Number(flags.bytes);
+
+await ensureBuilt();
+const cluster = await CliCluster.create(1);
+await cluster.startAll();
+try {
+  const admin = await Identity.fromJSON(JSON.parse(readFileSync(join(cluster.dir, 'admin.json'), 'utf8')));
+  const store = await connect({ cluster: cluster.clusterJson(), identity: admin });
+  const value = new Uint8Array(bytes);
+  for (let o = 0; o < bytes; o += 65_536) crypto.getRandomValues(value.subarray(o, Math.min(bytes, o + 65_536)));
+  const modes: [string, string, PutOptions][] = [
+    ['outside namespaces (as given)', 'bench/ab', {}],
+    ['public (envelope only)', `${admin.namespace}bench/ab-public`, { public: true }],
+    ['encrypted', `${admin.namespace}bench/ab-encrypted`, {}],
+  ];
+  for (const [, key, options] of modes) await store.put(key, value, options);
+  const samples = new Map(modes.map(([name]) => [name, { get: [] as number[], put: [] as number[] }]));
+  // Warm-up, then turns: every mode once per turn.
+  for (let i = 0; i < 20; i++) for (const [, key] of modes) await store.get(key);
+  for (let i = 0; i < Number(flags.reads); i++) {
+    for (const [name, key] of modes) {
+      const t0 = performance.now();
+      const got = await store.get(key);
+      samples.get(name)!.get.push(performance.now() - t0);
+      if (got?.length !== bytes) throw new Error(`${name}: read ${got?.length} bytes`);
+    }
+  }
+  for (let i = 0; i < Number(flags.writes); i++) {
+    for (const [name, key, options] of modes) {
+      const t0 = performance.now();
+      await store.put(key, value, options);
+      samples.get(name)!.put.push(performance.now() - t0);
+    }
+  }
+  store.close();
+  const q = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.floor(p * (xs.length - 1))]!;
+  const base = samples.get(modes[0]![0])!;
+  console.log(`\n${bytes} bytes, ${flags.reads} reads and ${flags.writes} writes per mode, Node ${process.version}\n`);
+  console.log('| stored | get p50 ms | get p90 ms | get p50 × as given | put p50 ms | put p90 ms | put p50 × as given |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|');
+  for (const [name] of modes) {
+    const s = samples.get(name)!;
+    console.log(
+      `| ${name} | ${q(s.get, 0.5).toFixed(2)} | ${q(s.get, 0.9).toFixed(2)} | ${(q(s.get, 0.5) / q(base.get, 0.5)).toFixed(3)} | ${q(s.put, 0.5).toFixed(2)} | ${q(s.put, 0.9).toFixed(2)} | ${(q(s.put, 0.5) / q(base.put, 0.5)).toFixed(3)} |`,
+    );
+  }
+} finally {
+  await cluster.stop();
+}
