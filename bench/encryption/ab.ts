@@ -5,10 +5,13 @@
  * namespace `{ public: true }` (the envelope, no cipher) and encrypted — so a shared
  * machine's noise hits all three alike. Reports median and p90 per operation.
  *
- *   pnpm exec tsx --conditions=@powerstore/source bench/encryption/ab.ts [--bytes 262144] [--reads 300] [--writes 60]
+ *   pnpm exec tsx --conditions=@powerstore/source bench/encryption/ab.ts [--bytes 262144] [--reads 300] [--writes 150]
+ *
+ * Appends its table to bench/results/encryption-ab.md.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { appendFileSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect, Identity, type PutOptions } from '@powerstore/client';
 import { CliCluster, ensureBuilt } from '../../test/server/harness.js';
@@ -17,7 +20,7 @@ const { values: flags } = parseArgs({
   options: {
     bytes: { type: 'string', default: '262144' },
     reads: { type: 'string', default: '300' },
-    writes: { type: 'string', default: '60' },
+    writes: { type: 'string', default: '150' },
   },
 });
 const bytes = Number(flags.bytes);
@@ -57,15 +60,19 @@ try {
   store.close();
   const q = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.floor(p * (xs.length - 1))]!;
   const base = samples.get(modes[0]![0])!;
-  console.log(`\n${bytes} bytes, ${flags.reads} reads and ${flags.writes} writes per mode, Node ${process.version}\n`);
-  console.log('| stored | get p50 ms | get p90 ms | get p50 × as given | put p50 ms | put p90 ms | put p50 × as given |');
-  console.log('|---|---:|---:|---:|---:|---:|---:|');
-  for (const [name] of modes) {
-    const s = samples.get(name)!;
-    console.log(
-      `| ${name} | ${q(s.get, 0.5).toFixed(2)} | ${q(s.get, 0.9).toFixed(2)} | ${(q(s.get, 0.5) / q(base.get, 0.5)).toFixed(3)} | ${q(s.put, 0.5).toFixed(2)} | ${q(s.put, 0.9).toFixed(2)} | ${(q(s.put, 0.5) / q(base.put, 0.5)).toFixed(3)} |`,
-    );
-  }
+  const lines = [
+    `## ${new Date().toISOString()}: ${bytes} bytes, ${flags.reads} reads and ${flags.writes} writes per mode, Node ${process.version}`,
+    '',
+    '| stored | get p50 ms | get p90 ms | get p50 × as given | put p50 ms | put p90 ms | put p50 × as given |',
+    '|---|---:|---:|---:|---:|---:|---:|',
+    ...modes.map(([name]) => {
+      const s = samples.get(name)!;
+      return `| ${name} | ${q(s.get, 0.5).toFixed(2)} | ${q(s.get, 0.9).toFixed(2)} | ${(q(s.get, 0.5) / q(base.get, 0.5)).toFixed(3)} | ${q(s.put, 0.5).toFixed(2)} | ${q(s.put, 0.9).toFixed(2)} | ${(q(s.put, 0.5) / q(base.put, 0.5)).toFixed(3)} |`;
+    }),
+    '',
+  ];
+  console.log(lines.join('\n'));
+  appendFileSync(join(dirname(fileURLToPath(import.meta.url)), '../results/encryption-ab.md'), `${lines.join('\n')}\n`);
 } finally {
   await cluster.stop();
 }
