@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, Identity, PowerStoreError, type Store } from '@powerstore/client';
+import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { CliCluster, ensureBuilt } from '../server/harness.js';
 
 let cluster: CliCluster;
@@ -186,6 +187,17 @@ describe('encrypted by default', () => {
     });
     expect(text(await anonymous.get(k(owner, 'legacy'), { raw: true }))).toBe('old plaintext');
     expect((await failure(owner.put(k(owner, 'x'), 'y', { raw: true, public: true }))).code).toBe('INVALID_ARGUMENT');
+  });
+
+  it('refuses to encrypt for an identity made from a bare signer, which still writes public values', async () => {
+    const signer = await createCryptoProvider().signerFromSeed(crypto.getRandomValues(new Uint8Array(32)));
+    const bare = await open({ identity: new Identity(signer) });
+    expect(await failure(bare.put(k(bare, 'x'), 'y'))).toMatchObject({
+      code: 'NOT_AUTHORIZED',
+      message: expect.stringContaining('bare signer') as string,
+    });
+    await bare.put(k(bare, 'x'), 'y', { public: true });
+    expect(text(await bare.get(k(bare, 'x')))).toBe('y');
   });
 });
 

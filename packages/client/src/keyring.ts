@@ -12,6 +12,9 @@ import { descendToKey, descendToPrefix, namespaceNode, type EncryptionRoot } fro
  */
 export type LeafLookup = { readonly leaf: Uint8Array; readonly from: 'own' | 'capability' } | { readonly missing: string };
 
+/** Namespace nodes kept per store (one per key epoch in use). */
+const NODE_CACHE_SIZE = 16;
+
 /** What a store may decrypt and encrypt with. */
 export class KeyRing {
   readonly #own: { readonly namespace: string; readonly root: EncryptionRoot } | undefined;
@@ -29,6 +32,8 @@ export class KeyRing {
     let node = this.#nodes.get(epoch);
     if (!node) {
       node = namespaceNode(this.#own!.root, epoch);
+      // Epochs come from stored headers too: keep a few, not one per epoch ever seen.
+      if (this.#nodes.size >= NODE_CACHE_SIZE) this.#nodes.delete(this.#nodes.keys().next().value!);
       this.#nodes.set(epoch, node);
     }
     return node;

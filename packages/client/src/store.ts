@@ -399,7 +399,13 @@ class PowerStore implements Store {
     // Keys outside every namespace are the admin's (cluster-wide settings, not anyone's data): stored as given.
     if (options?.raw || namespaceOf(key) === undefined) return value;
     if (options?.public) return sealPublic(value);
-    const { keys, keyEpoch } = this.#parts;
+    const { keys, keyEpoch, identity } = this.#parts;
+    if (identity && !identity.encryptionRoot && key.startsWith(identity.namespace)) {
+      throw new PowerStoreError(
+        'NOT_AUTHORIZED',
+        `cannot encrypt ${JSON.stringify(key)}: this identity was made from a bare signer and has no encryption root (pass its seed or an EncryptionRoot to new Identity); or write it as plaintext with { public: true }`,
+      );
+    }
     const found = await keys.leaf(key, keyEpoch);
     if ('missing' in found) {
       throw new PowerStoreError(
