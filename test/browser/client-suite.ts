@@ -264,6 +264,44 @@ export const clientSuite: Record<string, SuiteCase> = {
     });
   },
 
+  async 'a browser identity stored before encryption gains an encryption key, kept across opens'(env) {
+    if (env.identity !== 'browser') return;
+    // The record older versions stored: the Ed25519 key pair only.
+    const name = `suite-old:${env.prefix}`;
+    const pair = await crypto.subtle.generateKey({ name: 'Ed25519' }, false, ['sign', 'verify']);
+    const old = { privateKey: pair.privateKey, publicKey: new Uint8Array(await crypto.subtle.exportKey('raw', pair.publicKey)) };
+    const open = indexedDB.open('powerstore', 1);
+    open.onupgradeneeded = () => open.result.createObjectStore('identities');
+    const db = await new Promise<IDBDatabase>((resolve, reject) => {
+      open.onsuccess = () => resolve(open.result);
+      open.onerror = () => reject(open.error ?? new Error('IndexedDB open failed'));
+    });
+    await new Promise<void>((resolve, reject) => {
+      const tx = db.transaction('identities', 'readwrite');
+      tx.objectStore('identities').put(old, name);
+      tx.oncomplete = () => resolve();
+      tx.onerror = () => reject(tx.error ?? new Error('IndexedDB put failed'));
+    });
+    db.close();
+    const first = await openBrowserIdentity(name);
+    assert(first.encryptionRoot !== undefined, 'no encryption root after upgrading an old record');
+    equalBytes(first.signer.publicKey, old.publicKey, 'the upgraded identity keeps its signing key');
+    const store = await connect({ cluster: env.cluster, identity: first, timeoutMs: 15_000 });
+    const key = `${first.namespace}${env.prefix}/upgraded`;
+    try {
+      await store.put(key, 'sealed after the upgrade');
+    } finally {
+      store.close();
+    }
+    // Opened again (as after a reload), the identity reads it: the key added was kept, not remade.
+    const again = await connect({ cluster: env.cluster, identity: await openBrowserIdentity(name), timeoutMs: 15_000 });
+    try {
+      assert(text(await again.get(key)) === 'sealed after the upgrade', 'the reopened identity does not read its value');
+    } finally {
+      again.close();
+    }
+  },
+
   async 'a browser identity never exposes its private key'(env) {
     await withStores(env, async (_open, _keyOf, identity) => {
       if (env.identity !== 'browser') return;
