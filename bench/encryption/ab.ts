@@ -3,9 +3,11 @@
  * real 4-server cluster (t = 1, fsync on), taking turns between the same value stored
  * three ways — outside every namespace (stored as given, as before encryption), in a
  * namespace `{ public: true }` (the envelope, no cipher) and encrypted — so a shared
- * machine's noise hits all three alike. Reports median and p90 per operation.
+ * machine's noise hits all three alike. Reports median and p90 per operation; then
+ * throughput with `--clients` concurrent operations (one store, as an application has),
+ * the modes taking turns for `--rounds` rounds: the median round's operations per second.
  *
- *   pnpm exec tsx --conditions=@powerstore/source bench/encryption/ab.ts [--bytes 262144] [--reads 300] [--writes 150]
+ *   pnpm exec tsx --conditions=@powerstore/source bench/encryption/ab.ts [--bytes 262144] [--reads 300] [--writes 150] [--clients 4] [--rounds 8]
  *
  * Appends its table to bench/results/encryption-ab.md.
  */
@@ -21,6 +23,8 @@ const { values: flags } = parseArgs({
     bytes: { type: 'string', default: '262144' },
     reads: { type: 'string', default: '300' },
     writes: { type: 'string', default: '150' },
+    clients: { type: 'string', default: '4' },
+    rounds: { type: 'string', default: '8' },
   },
 });
 const bytes = Number(flags.bytes);
@@ -57,9 +61,31 @@ try {
       samples.get(name)!.put.push(performance.now() - t0);
     }
   }
+  // Throughput: `clients` loops at once on keys of their own, each mode in turn per round.
+  const clients = Number(flags.clients);
+  const keyOf = (key: string, j: number) => `${key}/c${j}`;
+  for (const [, key, options] of modes) for (let j = 0; j < clients; j++) await store.put(keyOf(key, j), value, options);
+  const rates = new Map(modes.map(([name]) => [name, { get: [] as number[], put: [] as number[] }]));
+  const burst = async (op: 'get' | 'put', key: string, options: PutOptions, perClient: number): Promise<number> => {
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from({ length: clients }, async (_, j) => {
+        for (let i = 0; i < perClient; i++) {
+          if (op === 'get') await store.get(keyOf(key, j));
+          else await store.put(keyOf(key, j), value, options);
+        }
+      }),
+    );
+    return (clients * perClient) / ((performance.now() - t0) / 1000);
+  };
+  for (let r = 0; r < Number(flags.rounds); r++) {
+    for (const [name, key, options] of modes) rates.get(name)!.get.push(await burst('get', key, options, 25));
+    for (const [name, key, options] of modes) rates.get(name)!.put.push(await burst('put', key, options, 6));
+  }
   store.close();
   const q = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.floor(p * (xs.length - 1))]!;
   const base = samples.get(modes[0]![0])!;
+  const baseRate = rates.get(modes[0]![0])!;
   const lines = [
     `## ${new Date().toISOString()}: ${bytes} bytes, ${flags.reads} reads and ${flags.writes} writes per mode, Node ${process.version}`,
     '',
@@ -68,6 +94,15 @@ try {
     ...modes.map(([name]) => {
       const s = samples.get(name)!;
       return `| ${name} | ${q(s.get, 0.5).toFixed(2)} | ${q(s.get, 0.9).toFixed(2)} | ${(q(s.get, 0.5) / q(base.get, 0.5)).toFixed(3)} | ${q(s.put, 0.5).toFixed(2)} | ${q(s.put, 0.9).toFixed(2)} | ${(q(s.put, 0.5) / q(base.put, 0.5)).toFixed(3)} |`;
+    }),
+    '',
+    `${clients} concurrent operations, ${flags.rounds} rounds (25 gets, then 6 puts, per client and mode): median round`,
+    '',
+    '| stored | get op/s | get × as given | put op/s | put × as given |',
+    '|---|---:|---:|---:|---:|',
+    ...modes.map(([name]) => {
+      const r = rates.get(name)!;
+      return `| ${name} | ${q(r.get, 0.5).toFixed(0)} | ${(q(r.get, 0.5) / q(baseRate.get, 0.5)).toFixed(3)} | ${q(r.put, 0.5).toFixed(0)} | ${(q(r.put, 0.5) / q(baseRate.put, 0.5)).toFixed(3)} |`;
     }),
     '',
   ];

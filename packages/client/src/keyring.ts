@@ -39,11 +39,6 @@ export class KeyRing {
     return node;
   }
 
-  /** Whether this ring holds a key for `key` at some epoch (without deriving it). */
-  covers(key: string): boolean {
-    return (this.#own !== undefined && key.startsWith(this.#own.namespace)) || this.#capabilities.some((c) => scopeCovers(c.scope, key));
-  }
-
   /** The key-tree key of `key` at `epoch`. */
   async leaf(key: string, epoch: number): Promise<LeafLookup> {
     const own = this.#own;

@@ -389,7 +389,15 @@ class PowerStore implements Store {
       throw invalid(`value of ${bytes.length} bytes exceeds the maximum of ${this.#parts.maxValueBytes} (connect's maxValueBytes)`);
     }
     checkKey(key);
-    if (!this.#parts.session) throw noIdentity();
+    const { session } = this.#parts;
+    if (!session) throw noIdentity();
+    // Whether this identity may write the key at all comes first: "not yours to write" is
+    // the answer then, not "no key to encrypt it with".
+    try {
+      session.authorityFor(key, Date.now());
+    } catch (err) {
+      throw toClientError(err);
+    }
     await this.#write(key, { kind: 'value', value: await this.#seal(key, bytes, options) }, options);
   }
 

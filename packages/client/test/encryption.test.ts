@@ -184,8 +184,6 @@ describe('capabilities', () => {
     expect(await reader.leaf(`${ns}photos2/cat.jpg`, 0)).toHaveProperty('missing');
     expect(await reader.leaf(`${ns}photos`, 0)).toHaveProperty('missing');
     expect(await reader.leaf(`${ns}photos/cat.jpg`, 1)).toMatchObject({ missing: expect.stringContaining('key epoch 0') as string });
-    expect(reader.covers(`${ns}photos/x`)).toBe(true);
-    expect(reader.covers(`${ns}photos2/x`)).toBe(false);
     // It shares what it covers, narrower, and nothing else.
     const narrower = (await reader.share(`${ns}photos/2024/`, 0))!;
     expect(await leafOf(new KeyRing(undefined, [decodeCapability(narrower)]), `${ns}photos/2024/x`)).toEqual(
