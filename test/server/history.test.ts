@@ -104,9 +104,10 @@ describe('bounded history', () => {
     const store = stores[0]!;
     const key = `${store.namespace}secret`;
     const marker = `MARKER-${randomBytes(8).toString('hex')}`;
-    // The marker repeated, so every data fragment (a slice of the value) holds it whole.
+    // The marker repeated, so every data fragment (a slice of the value) holds it whole;
+    // public, so the servers hold it as plaintext (an encrypted value's never shows).
     await allConnected(store);
-    await store.put(key, new TextEncoder().encode(`${marker} `.repeat(64)));
+    await store.put(key, new TextEncoder().encode(`${marker} `.repeat(64)), { public: true });
     await everyServerAt(key, 1, store);
     await cluster.stop(false);
     const before = await Promise.all([1, 2, 3, 4].map((id) => compactedFiles(id)));
