@@ -49,6 +49,8 @@ const { values: flags } = parseArgs({
     'measure-ms': { type: 'string' },
     out: { type: 'string' },
     'no-profile': { type: 'boolean', default: false },
+    /** PowerStore keys in the writer's namespace: values encrypted by the client (default: outside, as given). */
+    encrypt: { type: 'boolean', default: false },
     /** What-if: clients send unmasked-equivalent frames (see bench/load/worker.ts). */
     'ws-zero-mask': { type: 'boolean', default: false },
     /** The network: loopback (default), 1gbit, shared-1gbit, wan-100mbit (lib/netns.ts). */
@@ -175,6 +177,7 @@ async function measure(
       system: sys.system,
       urls: sys.urls,
       ...(sys.writer ? { writer: sys.writer } : {}),
+      ...(flags.encrypt ? { encrypt: true } : {}),
       op: cell.op,
       valueBytes: cell.valueBytes,
       keys: cell.keys,

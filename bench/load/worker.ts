@@ -21,6 +21,12 @@ export interface RunRequest {
   readonly system: SystemName;
   readonly urls: readonly string[];
   readonly writer?: { readonly cluster: object; readonly identity: object };
+  /**
+   * PowerStore only: keys in the writer's namespace, so values are encrypted by the client
+   * (run.ts --encrypt). Without it keys are outside every namespace and stored as given,
+   * as before the client encrypted.
+   */
+  readonly encrypt?: boolean;
   readonly op: Op;
   readonly valueBytes: number;
   readonly keys: KeyPattern;
@@ -60,20 +66,27 @@ const READ_FRACTION = 0.8;
 
 class PowerStoreKv implements KvClient {
   timings = undefined;
-  constructor(private readonly store: Store) {}
-  static async connect(writer: { readonly cluster: object; readonly identity: object }): Promise<PowerStoreKv> {
+  readonly #prefix: string;
+  constructor(
+    private readonly store: Store,
+    encrypt: boolean,
+  ) {
+    this.#prefix = encrypt ? store.namespace! : '';
+  }
+  static async connect(writer: { readonly cluster: object; readonly identity: object }, encrypt: boolean): Promise<PowerStoreKv> {
     // allowInsecure: the bench's servers speak plaintext ws:// like the baselines'; on an
     // emulated network (run.ts --net) they sit at 10.x addresses, which connect() would
     // otherwise refuse as "not loopback". No effect on loopback.
     return new PowerStoreKv(
       await connect({ cluster: writer.cluster, identity: writer.identity, timeoutMs: OP_TIMEOUT_MS, allowInsecure: true }),
+      encrypt,
     );
   }
   put(key: string, value: Uint8Array): Promise<void> {
-    return this.store.put(key, value);
+    return this.store.put(this.#prefix + key, value);
   }
   get(key: string): Promise<Uint8Array | undefined> {
-    return this.store.get(key);
+    return this.store.get(this.#prefix + key);
   }
   close(): void {
     this.store.close();
@@ -102,7 +115,7 @@ function valueOf(bytes: number): Uint8Array {
 async function client(req: RunRequest, pool: Pool, index: number): Promise<KvClient> {
   let c = pool.clients.get(index);
   if (!c) {
-    if (req.system === 'powerstore') c = await PowerStoreKv.connect(req.writer!);
+    if (req.system === 'powerstore') c = await PowerStoreKv.connect(req.writer!, req.encrypt === true);
     else if (req.system === 'm-abd') c = await AbdClient.connect(req.urls, OP_TIMEOUT_MS);
     else c = await SingleClient.connect(req.urls[0]!, OP_TIMEOUT_MS);
     pool.clients.set(index, c);

@@ -78,7 +78,7 @@ function bytes(length: number, seed: number): Uint8Array {
 async function withStores(
   env: SuiteEnv,
   body: (
-    open: (options?: { reader?: boolean; cluster?: object; maxValueBytes?: number }) => Promise<Store>,
+    open: (options?: { reader?: boolean; cluster?: object; maxValueBytes?: number; capabilities?: string[] }) => Promise<Store>,
     key: (name: string) => string,
     identity: Identity,
   ) => Promise<void>,
@@ -92,6 +92,7 @@ async function withStores(
           cluster: options.cluster ?? env.cluster,
           ...(options.reader ? {} : { identity }),
           ...(options.maxValueBytes === undefined ? {} : { maxValueBytes: options.maxValueBytes }),
+          ...(options.capabilities ? { capabilities: options.capabilities } : {}),
           timeoutMs: 15_000,
         });
         stores.push(store);
@@ -196,13 +197,13 @@ export const clientSuite: Record<string, SuiteCase> = {
     });
   },
 
-  async 'a reader without an identity reads, and its put fails with NO_IDENTITY'(env) {
+  async 'a reader without an identity reads public values, and its put fails with NO_IDENTITY'(env) {
     await withStores(env, async (open, keyOf) => {
       const writer = await open();
       const reader = await open({ reader: true });
       assert(writer.canWrite && !reader.canWrite, `canWrite: writer ${writer.canWrite}, reader ${reader.canWrite}`);
       const key = keyOf('shared');
-      await writer.put(key, 'for everyone');
+      await writer.put(key, 'for everyone', { public: true });
       assert(text(await reader.get(key)) === 'for everyone', 'the reader does not see the write');
       const put = await errorCode(reader.put(key, 'from a reader'), 'reader.put');
       assert(put === 'NO_IDENTITY', `reader.put failed with ${put}`);
@@ -227,6 +228,91 @@ export const clientSuite: Record<string, SuiteCase> = {
       const stat = await store.stat(keyOf('inside'));
       assert(stat.writer?.publicKey === identity.publicKey, `writer ${JSON.stringify(stat.writer)}`);
     });
+  },
+
+  async 'encrypts by default: ciphertext at rest, NOT_AUTHORIZED without the key, a capability reads, TAMPERED when altered'(env) {
+    await withStores(env, async (open, keyOf, identity) => {
+      const store = await open();
+      const marker = `secret ${env.prefix} ✓`;
+      const value = new TextEncoder().encode(`${marker} `.repeat(2000));
+      await store.put(keyOf('private/notes'), value);
+      equalBytes(await store.get(keyOf('private/notes')), value, 'encrypted round trip');
+      const stat = await store.stat(keyOf('private/notes'));
+      assert(stat.encrypted && stat.size === value.length, `stat: encrypted ${stat.encrypted}, size ${stat.size}`);
+      // What the servers hold: the envelope (magic F5 50 53, format 1), no plaintext in it.
+      const raw = (await store.get(keyOf('private/notes'), { raw: true }))!;
+      assert(raw[0] === 0xf5 && raw[3] === 1 && raw.length === value.length + 64, `stored ${raw.length} bytes, format ${raw[3]}`);
+      assert(!new TextDecoder().decode(raw).includes(marker), 'the stored bytes hold the plaintext');
+      // A browser identity opened again (the encryption key is kept in IndexedDB beside the signing key) reads it.
+      if (env.identity === 'browser') {
+        const again = await connect({
+          cluster: env.cluster,
+          identity: await openBrowserIdentity(`suite:${env.prefix}`),
+          timeoutMs: 15_000,
+        });
+        try {
+          equalBytes(await again.get(keyOf('private/notes')), value, 'read by the identity reopened from IndexedDB');
+        } finally {
+          again.close();
+        }
+      }
+      const stranger = await open({ reader: true });
+      const denied = await errorCode(stranger.get(keyOf('private/notes')), 'get without the key');
+      assert(denied === 'NOT_AUTHORIZED', `get without the key: ${denied}`);
+      const cap = await store.share(keyOf('private/'));
+      assert(/^psr1\.[A-Za-z0-9_-]+$/.test(cap), `capability ${cap}`);
+      const friend = await open({ reader: true, capabilities: [cap] });
+      equalBytes(await friend.get(keyOf('private/notes')), value, 'read with a capability');
+      await store.put(keyOf('private2/x'), 'not shared');
+      const outside = await errorCode(friend.get(keyOf('private2/x')), 'get of a sibling prefix');
+      assert(outside === 'NOT_AUTHORIZED', `a capability for private/ read private2/: ${outside}`);
+      const flipped = raw.slice();
+      flipped[100]! ^= 1;
+      await store.put(keyOf('private/notes'), flipped, { raw: true });
+      for (const reader of [store, friend]) {
+        const code = await errorCode(reader.get(keyOf('private/notes')), 'get of an altered value');
+        assert(code === 'TAMPERED', `get of an altered value: ${code}`);
+      }
+      assert(identity.encryptionRoot !== undefined, 'the identity has no encryption root');
+    });
+  },
+
+  async 'a browser identity stored before encryption gains an encryption key, kept across opens'(env) {
+    if (env.identity !== 'browser') return;
+    // The record older versions stored: the Ed25519 key pair only.
+    const name = `suite-old:${env.prefix}`;
+    const pair = await crypto.subtle.generateKey({ name: 'Ed25519' }, false, ['sign', 'verify']);
+    const old = { privateKey: pair.privateKey, publicKey: new Uint8Array(await crypto.subtle.exportKey('raw', pair.publicKey)) };
+    const open = indexedDB.open('powerstore', 1);
+    open.onupgradeneeded = () => open.result.createObjectStore('identities');
+    const db = await new Promise<IDBDatabase>((resolve, reject) => {
+      open.onsuccess = () => resolve(open.result);
+      open.onerror = () => reject(open.error ?? new Error('IndexedDB open failed'));
+    });
+    await new Promise<void>((resolve, reject) => {
+      const tx = db.transaction('identities', 'readwrite');
+      tx.objectStore('identities').put(old, name);
+      tx.oncomplete = () => resolve();
+      tx.onerror = () => reject(tx.error ?? new Error('IndexedDB put failed'));
+    });
+    db.close();
+    const first = await openBrowserIdentity(name);
+    assert(first.encryptionRoot !== undefined, 'no encryption root after upgrading an old record');
+    equalBytes(first.signer.publicKey, old.publicKey, 'the upgraded identity keeps its signing key');
+    const store = await connect({ cluster: env.cluster, identity: first, timeoutMs: 15_000 });
+    const key = `${first.namespace}${env.prefix}/upgraded`;
+    try {
+      await store.put(key, 'sealed after the upgrade');
+    } finally {
+      store.close();
+    }
+    // Opened again (as after a reload), the identity reads it: the key added was kept, not remade.
+    const again = await connect({ cluster: env.cluster, identity: await openBrowserIdentity(name), timeoutMs: 15_000 });
+    try {
+      assert(text(await again.get(key)) === 'sealed after the upgrade', 'the reopened identity does not read its value');
+    } finally {
+      again.close();
+    }
   },
 
   async 'a browser identity never exposes its private key'(env) {
@@ -282,7 +368,8 @@ export const clientSuite: Record<string, SuiteCase> = {
 
   async 'concurrent puts from two stores of one identity: reads agree, then see the last writes'(env) {
     await withStores(env, async (open, keyOf) => {
-      const [a, b, reader] = await Promise.all([open(), open(), open({ reader: true })]);
+      const [a, b] = await Promise.all([open(), open()]);
+      const reader = await open({ reader: true, capabilities: [await a.share(keyOf(''))] });
       const keys = Array.from({ length: 6 }, (_, i) => keyOf(`concurrent-${i}`));
       // Both stores write every key at once: each key ends with one of the two values,
       // and every reader sees the same one.
@@ -332,7 +419,12 @@ export const clientSuite: Record<string, SuiteCase> = {
       const value = bytes(10_000, 9);
       await writer.put(key, value);
       // maxValueBytes of 256 KiB makes the frame limit 128 KiB + 64 KiB at t = 1; the proxy sends 1 MiB.
-      const store = await open({ cluster: env.oversizedCluster, reader: true, maxValueBytes: 256 * 1024 });
+      const store = await open({
+        cluster: env.oversizedCluster,
+        reader: true,
+        maxValueBytes: 256 * 1024,
+        capabilities: [await writer.share(key)],
+      });
       // Whether the proxy's answer comes before or after the read has its quorum, it is flagged.
       for (let i = 0; i < 20 && store.servers()[1]?.misbehaving === undefined; i++) {
         equalBytes(await store.get(key), value, `read ${i + 1}`);

@@ -44,6 +44,8 @@ interface IdJson {
 interface StatJson {
   readonly writer: { readonly publicKey: string; readonly ownerId: string };
   readonly timestamp: { readonly num: number };
+  readonly size: number;
+  readonly encrypted: boolean;
 }
 const parse = <T>(text: string | Buffer): T => JSON.parse(text.toString()) as T;
 /** A home of its own for `powerstore id`: $XDG_CONFIG_HOME/powerstore/identity.json. */
@@ -83,7 +85,7 @@ it('reads standard input and writes standard output, with cluster and identity f
   expect(get.stdout.toString()).toBe('hello\n');
 });
 
-it('id creates a 0600 identity once and prints it; @/ keys land in its namespace; others may read them', async () => {
+it('id creates a 0600 identity once and prints it; @/ keys land in its namespace, encrypted; others read them with a capability', async () => {
   const created = await run(['id', '--json'], { env: env() });
   expect(created.code, created.stderr).toBe(0);
   const me = parse<IdJson>(created.stdout);
@@ -94,9 +96,29 @@ it('id creates a 0600 identity once and prints it; @/ keys land in its namespace
   const put = await run([...cl, 'put', '@/notes/today', '-'], { input: Buffer.from('mine'), env: env() });
   expect(put.code, put.stderr).toBe(0);
   expect(put.stderr).toContain(`under "${me.namespace}notes/today"`);
-  expect((await run([...files(), 'get', `${me.namespace}notes/today`])).stdout.toString()).toBe('mine');
+  expect((await run([...cl, 'get', '@/notes/today'], { env: env() })).stdout.toString()).toBe('mine');
+  // Another identity (here the admin) gets NOT_AUTHORIZED (exit 6), not ciphertext…
+  const denied = await run([...files(), 'get', `${me.namespace}notes/today`]);
+  expect({ code: denied.code, stdout: denied.stdout.length }).toEqual({ code: 6, stdout: 0 });
+  expect(denied.stderr).toContain('NOT_AUTHORIZED');
+  // …and the value with a capability for the prefix, which covers no other prefix.
+  const shared = await run([...cl, 'share', '@/notes/'], { env: env() });
+  expect(shared.code, shared.stderr).toBe(0);
+  const cap = shared.stdout.toString().trim();
+  expect(cap).toMatch(/^psr1\.[A-Za-z0-9_-]+$/);
+  expect((await run([...files(), '--cap', cap, 'get', `${me.namespace}notes/today`])).stdout.toString()).toBe('mine');
+  await run([...cl, 'put', '@/notes2/x', '-'], { input: Buffer.from('other'), env: env() });
+  expect((await run([...files(), '--cap', cap, 'get', `${me.namespace}notes2/x`])).code).toBe(6);
+  // --public values are plaintext: anyone reads them.
+  expect((await run([...cl, 'put', '--public', '@/site/index.html', '-'], { input: Buffer.from('<p>hi'), env: env() })).code).toBe(0);
+  expect((await run([...files(), 'get', `${me.namespace}site/index.html`])).stdout.toString()).toBe('<p>hi');
   const stat = parse<StatJson>((await run([...cl, 'stat', '@/notes/today', '--json'], { env: env() })).stdout);
   expect(stat.writer).toMatchObject({ publicKey: me.publicKey, ownerId: me.ownerId });
+  expect(stat).toMatchObject({ size: 4, encrypted: true });
+  // The identity file is all it takes to read them back: a copy of it reads the same.
+  const restored = join(home, 'restored.json');
+  writeFileSync(restored, readFileSync(me.file), { mode: 0o600 });
+  expect((await run([...cl, '--identity', restored, 'get', '@/notes/today'])).stdout.toString()).toBe('mine');
   // Outside its namespace, without a grant: exit 6, and nothing was sent.
   const refused = await run([...cl, 'put', 'photos/not-mine', '-'], { input: Buffer.from('x'), env: env() });
   expect(refused.code).toBe(6);
@@ -117,7 +139,14 @@ it('grant lets another identity write a prefix of the granter’s namespace; the
     grantee: bob.publicKey,
   });
   const asBob = [...cl, '--identity', bobFile, '--grant', grantFile];
-  expect((await run([...asBob, 'put', `${me.namespace}shared/from-bob`, '-'], { input: Buffer.from('hi') })).code).toBe(0);
+  // Bob can write there, but only encrypt for it with the owner's capability (or write --public).
+  const noKey = await run([...asBob, 'put', `${me.namespace}shared/from-bob`, '-'], { input: Buffer.from('hi') });
+  expect(noKey.code).toBe(6);
+  expect(noKey.stderr).toContain('cannot encrypt');
+  const cap = (await run([...cl, 'share', '@/shared/'], { env: env() })).stdout.toString().trim();
+  const put = await run([...asBob, '--cap', cap, 'put', `${me.namespace}shared/from-bob`, '-'], { input: Buffer.from('hi') });
+  expect(put.code, put.stderr).toBe(0);
+  expect((await run([...cl, 'get', '@/shared/from-bob'], { env: env() })).stdout.toString()).toBe('hi');
   expect((await run([...asBob, 'put', `${me.namespace}private`, '-'], { input: Buffer.from('no') })).code).toBe(6);
   expect((await run([...cl, 'grant', bob.publicKey, 'shared/', '--expires', '1h'], { env: env() })).code).toBe(2);
   expect((await run([...cl, 'grant', bob.publicKey, '@/x/', '--expires', 'yesterday'], { env: env() })).code).toBe(2);

@@ -22,6 +22,7 @@ async function open(
   options: {
     identity?: Identity | false;
     grants?: object[];
+    capabilities?: string[];
     timeoutMs?: number;
     maxValueBytes?: number;
     servers?: { id: number; url: string; publicKey: string }[];
@@ -32,6 +33,7 @@ async function open(
     cluster: options.servers ? { ...clusterFile, servers: options.servers } : clusterFile,
     ...(identity ? { identity } : {}),
     ...(options.grants ? { grants: options.grants } : {}),
+    ...(options.capabilities ? { capabilities: options.capabilities } : {}),
     ...(options.maxValueBytes === undefined ? {} : { maxValueBytes: options.maxValueBytes }),
     timeoutMs: options.timeoutMs ?? 15_000,
   });
@@ -98,20 +100,30 @@ describe('reads and writes', () => {
     expect(await store.stat(k(store, 'greeting'))).toMatchObject({ exists: false, deleted: true });
   });
 
-  it('lets another client, and a reader without an identity, read its writes', async () => {
+  it('lets another client, and a reader without an identity, read its writes with a capability, or public ones without', async () => {
     const a = await open();
-    const reader = await open({ identity: false });
-    expect(reader.canWrite).toBe(false);
     await Promise.all(Array.from({ length: 8 }, (_, i) => a.put(k(a, `k${i}`), `a${i}`)));
+    await a.put(k(a, 'public'), 'for all', { public: true });
+    const stranger = await open({ identity: false });
+    expect(stranger.canWrite).toBe(false);
+    expect(text(await stranger.get(k(a, 'public')))).toBe('for all');
+    await expect(stranger.get(k(a, 'k0'))).rejects.toMatchObject({
+      code: 'NOT_AUTHORIZED',
+      message: expect.stringContaining('capability') as string,
+    });
+    const reader = await open({ identity: false, capabilities: [await a.share(a.namespace!)] });
     for (let i = 0; i < 8; i++) expect(text(await reader.get(k(a, `k${i}`)))).toBe(`a${i}`);
+    expect(await reader.stat(k(a, 'k0'))).toMatchObject({ size: 2, encrypted: true });
+    expect(await reader.stat(k(a, 'public'))).toMatchObject({ size: 7, encrypted: false });
   });
 
   it('concurrent puts of one key from one Store, then reads from three clients: all agree, on one of the round values', async () => {
     const store = await open();
     const key = k(store, 'raced');
+    const capabilities = [await store.share(key)];
     for (let round = 0; round < 5; round++) {
       await Promise.all(Array.from({ length: 6 }, (_, i) => store.put(key, `round ${round} value ${i}`)));
-      const readers = [store, await open({ identity: false }), await open({ identity: false })];
+      const readers = [store, await open({ identity: false, capabilities }), await open({ identity: false, capabilities })];
       const reads = await Promise.all(readers.flatMap((r) => [r.get(key), r.get(key)]));
       const seen = new Set(reads.map(text));
       expect(seen.size, `reads disagree after round ${round}: ${[...seen].join(' | ')}`).toBe(1);
@@ -155,7 +167,13 @@ describe('reads and writes', () => {
     const bob = await Identity.generate();
     const grant = await owner.grant(bob.publicKey, k(owner, 'photos/'), Date.now() + 3_000);
     expect(grant).toMatchObject({ kind: 'powerstore-grant', prefix: k(owner, 'photos/'), grantee: bob.publicKey });
-    const asBob = await open({ identity: bob, grants: [grant] });
+    // Bob may write there, but encrypts for the owner only with the owner's capability.
+    const noKey = await open({ identity: bob, grants: [grant] });
+    await expect(noKey.put(k(owner, 'photos/cat.jpg'), 'meow')).rejects.toMatchObject({
+      code: 'NOT_AUTHORIZED',
+      message: expect.stringContaining('cannot encrypt') as string,
+    });
+    const asBob = await open({ identity: bob, grants: [grant], capabilities: [await owner.share(k(owner, 'photos/'))] });
     await asBob.put(k(owner, 'photos/cat.jpg'), 'meow');
     expect(text(await owner.get(k(owner, 'photos/cat.jpg')))).toBe('meow');
     expect((await owner.stat(k(owner, 'photos/cat.jpg'))).writer).toMatchObject({
@@ -358,7 +376,7 @@ describe("values over a reader's maxValueBytes", () => {
     const over = k(writer, 'just-over');
     await writer.put(over, new Uint8Array(70_000).fill(2));
     const fits = k(writer, 'fits');
-    await writer.put(fits, 'small enough');
+    await writer.put(fits, 'small enough', { public: true });
     const reader = await open({ identity: false, maxValueBytes: 64 * 1024, timeoutMs: 10_000 });
     for (const key of [huge, over, huge]) {
       const started = Date.now();

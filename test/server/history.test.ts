@@ -104,9 +104,14 @@ describe('bounded history', () => {
     const store = stores[0]!;
     const key = `${store.namespace}secret`;
     const marker = `MARKER-${randomBytes(8).toString('hex')}`;
-    // The marker repeated, so every data fragment (a slice of the value) holds it whole.
+    // The marker at 10 % and 70 % of random bytes (which LevelDB's Snappy stores as they
+    // are), so each data fragment (a half of the value) holds it whole; public, so the
+    // servers hold it as plaintext (an encrypted value's never shows).
     await allConnected(store);
-    await store.put(key, new TextEncoder().encode(`${marker} `.repeat(64)));
+    const value = new Uint8Array(randomBytes(2000));
+    value.set(new TextEncoder().encode(marker), 200);
+    value.set(new TextEncoder().encode(marker), 1400);
+    await store.put(key, value, { public: true });
     await everyServerAt(key, 1, store);
     await cluster.stop(false);
     const before = await Promise.all([1, 2, 3, 4].map((id) => compactedFiles(id)));

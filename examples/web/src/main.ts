@@ -183,6 +183,19 @@ async function listFiles(s: Store): Promise<FileEntry[]> {
   return out;
 }
 
+/**
+ * A value of this page's identity. Values are encrypted by the client; ones stored by this
+ * demo before it encrypted (UNKNOWN_FORMAT) are read as the bytes they are.
+ */
+async function getOwn(s: Store, key: string): Promise<Uint8Array | undefined> {
+  try {
+    return await s.get(key);
+  } catch (e) {
+    if (e instanceof PowerStoreError && e.code === 'UNKNOWN_FORMAT') return s.get(key, { raw: true });
+    throw e;
+  }
+}
+
 async function refreshFiles(s: Store): Promise<void> {
   files = await listFiles(s);
   renderFiles();
@@ -242,7 +255,7 @@ async function downloadFile(f: FileEntry, button: HTMLButtonElement): Promise<vo
   clearError();
   setStatus(`Reading ${f.name}…`);
   try {
-    const bytes = await store.get(f.key);
+    const bytes = await getOwn(store, f.key);
     if (bytes === undefined) {
       setStatus(`${f.name} is no longer stored; refreshing the list.`);
       await refreshFiles(store);

@@ -1,10 +1,13 @@
 /**
- * `powerstore`: put, get, rm, stat, ls, id and grant against a PowerStore cluster from the shell.
+ * `powerstore`: put, get, rm, stat, ls, id, grant and share against a PowerStore cluster from the shell.
  *
- *   powerstore put <key> <file|->     powerstore get <key> [file]
- *   powerstore rm <key>               powerstore stat <key> [--json]
- *   powerstore ls [prefix] [--json]
- *   powerstore id [--new]             powerstore grant <publicKey> <prefix> --expires <when>
+ *   powerstore put <key> <file|-> [--public]   powerstore get <key> [file] [--cap <capability>]
+ *   powerstore rm <key>                        powerstore stat <key> [--json]
+ *   powerstore ls [prefix] [--json]            powerstore share <key|prefix/>
+ *   powerstore id [--new]                      powerstore grant <publicKey> <prefix> --expires <when>
+ *
+ * Values in namespaces are encrypted at the client (put --public stores plaintext); reading
+ * someone else's needs a capability (`share` prints one, `--cap` uses it).
  *
  * The cluster file comes from --cluster, $POWERSTORE_CLUSTER or .powerstore/cluster.json
  * (what `powerstore-server dev` creates); the identity from --identity,
@@ -29,6 +32,7 @@ export const EXIT = {
   CONFIG: 5,
   NOT_AUTHORIZED: 6,
   QUOTA: 7,
+  TAMPERED: 8,
   INTERRUPTED: 130,
 } as const;
 
@@ -41,6 +45,7 @@ const EXIT_BY_CODE: Record<string, number> = {
   GRANT_EXPIRED: EXIT.NOT_AUTHORIZED,
   REVOKED: EXIT.NOT_AUTHORIZED,
   QUOTA_EXCEEDED: EXIT.QUOTA,
+  TAMPERED: EXIT.TAMPERED,
   INVALID_ARGUMENT: EXIT.USAGE,
 };
 
@@ -65,6 +70,8 @@ interface GlobalOptions {
   cluster?: string;
   identity?: string;
   grant: string[];
+  cap: string[];
+  keyEpoch?: number;
   timeout: number;
   progress: boolean;
   allowInsecure?: boolean;
@@ -166,6 +173,8 @@ async function withStore<T>(opts: GlobalOptions, write: boolean, fn: (store: Sto
       cluster,
       ...(identity ? { identity } : {}),
       grants,
+      capabilities: opts.cap,
+      ...(opts.keyEpoch === undefined ? {} : { keyEpoch: opts.keyEpoch }),
       timeoutMs: opts.timeout,
       signal: controller.signal,
       allowInsecure: opts.allowInsecure === true,
@@ -254,6 +263,18 @@ export function program(): Command {
       (v: string, prev: string[]) => [...prev, v],
       [] as string[],
     )
+    .option(
+      '--cap <capability>',
+      'a read capability (what `powerstore share` prints) for keys of another namespace (repeatable)',
+      (v: string, prev: string[]) => [...prev, v],
+      [] as string[],
+    )
+    .addOption(
+      new Option(
+        '--key-epoch <n>',
+        'key epoch of new encrypted values and capabilities (default 0; raise it to revoke capabilities)',
+      ).argParser(nonNegativeInt),
+    )
     .addOption(new Option('--timeout <ms>', 'time an operation may take').default(30_000).argParser(positiveInt))
     .option('--no-progress', 'no progress bar for large values')
     .option(
@@ -263,9 +284,11 @@ export function program(): Command {
     .addHelpText(
       'after',
       `\nKeys starting with @/ are in your identity's namespace: @/notes is ~<your owner id>/notes.\n` +
+        `Values there are encrypted before they leave this machine (put --public stores plaintext); key names are not.\n` +
         `Exit codes: ${EXIT.OK} ok, ${EXIT.FAILED} failed, ${EXIT.USAGE} usage error, ${EXIT.NOT_FOUND} key not found (get, stat),\n` +
         `            ${EXIT.UNREACHABLE} quorum of servers unreachable, ${EXIT.CONFIG} cluster or identity file problem,\n` +
-        `            ${EXIT.NOT_AUTHORIZED} not allowed to write the key (no grant, grant expired, revoked), ${EXIT.QUOTA} quota exceeded, ${EXIT.INTERRUPTED} interrupted.`,
+        `            ${EXIT.NOT_AUTHORIZED} not allowed to write the key (no grant, grant expired, revoked) or no key to decrypt it (no --cap covering it),\n` +
+        `            ${EXIT.QUOTA} quota exceeded, ${EXIT.TAMPERED} value failed authentication (tampered), ${EXIT.INTERRUPTED} interrupted.`,
     )
     .showHelpAfterError()
     .exitOverride();
@@ -275,14 +298,15 @@ export function program(): Command {
     .description('store a file (or standard input, with -) under a key')
     .argument('<key>', 'the key (UTF-8, up to 1024 bytes); @/name is in your namespace')
     .argument('<file>', "file to store, or '-' for standard input")
-    .action(async (key: string, file: string) => {
+    .option('--public', 'store it as plaintext, readable by anyone who reaches a server (default: encrypted)')
+    .action(async (key: string, file: string, options: { public?: boolean }) => {
       const opts = cli.opts<GlobalOptions>();
       const value = await readInput(file);
       const stored = await withStore(opts, true, async (store, signal) => {
         const full = expandKey(key, store);
         const bar = progressBar(opts, value.length, `put ${full}`);
         try {
-          await store.put(full, value, { signal, onProgress: bar.update });
+          await store.put(full, value, { signal, onProgress: bar.update, public: options.public === true });
         } finally {
           bar.stop();
         }
@@ -330,7 +354,7 @@ export function program(): Command {
         const lines = [
           `key:         ${stat.key}`,
           `state:       ${stat.exists ? 'stored' : stat.deleted ? 'deleted' : 'never written'}`,
-          `size:        ${stat.size} bytes`,
+          `size:        ${stat.size} bytes${stat.exists ? (stat.encrypted ? ' (encrypted)' : ' (plaintext)') : ''}`,
           `timestamp:   ${describeTimestamp(stat.timestamp)}`,
           `writer:      ${stat.writer ? `${stat.writer.publicKey} (owner ${stat.writer.ownerId}${stat.writer.grant ? `, under grant ${stat.writer.grant}` : ''})` : 'none'}`,
           `read rounds: ${stat.rounds}`,
@@ -416,11 +440,33 @@ export function program(): Command {
       } else process.stdout.write(text);
     });
 
+  cli
+    .command('share')
+    .description(
+      'print a read capability for a key, or for every key under a prefix ending in / (yours, or below a --cap you hold); whoever has it can read those values',
+    )
+    .argument('<keyOrPrefix>', 'e.g. @/photos/ (every key under it, not @/photos2/…) or @/notes/today')
+    .action(async (scope: string) => {
+      const cap = await withStore(cli.opts<GlobalOptions>(), false, (store) => store.share(expandKey(scope, store)));
+      process.stdout.write(`${cap}\n`);
+    });
+
   return cli;
 }
 
 /** Keys asked for per LIST round: the most a page may hold. */
 const MAX_PAGE = 1000;
+
+function nonNegativeInt(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0 || n >= 2 ** 32)
+    throw new CommanderError(
+      EXIT.USAGE,
+      'powerstore.invalidArgument',
+      `error: expected an integer from 0 to ${2 ** 32 - 1}, got ${JSON.stringify(v)}`,
+    );
+  return n;
+}
 
 function positiveInt(v: string): number {
   const n = Number(v);

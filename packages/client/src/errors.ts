@@ -9,8 +9,24 @@ export type PowerStoreErrorCode =
   | 'ABORTED'
   /** A write without an identity. */
   | 'NO_IDENTITY'
-  /** The identity may not write this key (not its namespace, no grant covering it), or its owner is not admitted. */
+  /**
+   * The identity may not write this key (not its namespace, no grant covering it), or its
+   * owner is not admitted; or the store holds no key to encrypt or decrypt the value (not
+   * its namespace and no capability covering it, or a capability of another key epoch).
+   */
   | 'NOT_AUTHORIZED'
+  /**
+   * An encrypted value failed authentication under the right key: its ciphertext, header
+   * or key name is not what was encrypted (altered, or moved from another key or version).
+   * The value is never returned.
+   */
+  | 'TAMPERED'
+  /**
+   * A value in a namespace that is not in a format this client reads: written raw (by a
+   * client older than encryption, or with `{ raw: true }`), or in a newer format. Read it
+   * with `{ raw: true }` to get the stored bytes.
+   */
+  | 'UNKNOWN_FORMAT'
   /** The grant the write relies on has expired. */
   | 'GRANT_EXPIRED'
   /** The identity, its grant or the grant's issuer is revoked by the cluster. */
@@ -32,15 +48,15 @@ export type PowerStoreErrorCode =
 
 /**
  * The input to `connect` an `INVALID_ARGUMENT` is about, when it is one a user hands over
- * as a file: the cluster file (including a plaintext URL it lists), the identity, or a
- * grant. Tools tell "fix that file" from "fix the call" by it, not by the message's words.
+ * as a file: the cluster file (including a plaintext URL it lists), the identity, a
+ * grant or a capability. Tools tell "fix that file" from "fix the call" by it, not by the message's words.
  */
-export type PowerStoreErrorSource = 'cluster' | 'identity' | 'grants';
+export type PowerStoreErrorSource = 'cluster' | 'identity' | 'grants' | 'capabilities';
 
 /** Every error the client reports. */
 export class PowerStoreError extends Error {
   override readonly name = 'PowerStoreError';
-  /** Set on `INVALID_ARGUMENT` errors about the cluster file, the identity or the grants; see {@link PowerStoreErrorSource}. */
+  /** Set on `INVALID_ARGUMENT` errors about the cluster file, the identity, the grants or the capabilities; see {@link PowerStoreErrorSource}. */
   readonly source: PowerStoreErrorSource | undefined;
   constructor(
     readonly code: PowerStoreErrorCode,

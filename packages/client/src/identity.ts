@@ -4,6 +4,10 @@
  * {@link Identity.toJSON} (a secret: whoever holds it writes as this identity) and load it
  * with {@link Identity.fromJSON}; in browsers, `openBrowserIdentity()` keeps a
  * non-extractable key in IndexedDB instead.
+ *
+ * An identity also has an encryption root, the secret its values are encrypted under (see
+ * `key-tree.ts`): derived from the seed when the seed is known, so an identity file restores
+ * it; a separate non-extractable key for browser identities, whose seed nobody can read.
  */
 import {
   encodePublicKey,
@@ -16,6 +20,7 @@ import {
 } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { invalidInput, PowerStoreError } from './errors.js';
+import { rootFromSeed, type EncryptionRoot } from './key-tree.js';
 
 const crypto = createCryptoProvider();
 
@@ -29,15 +34,24 @@ export class Identity {
   readonly namespace: string;
   /** Signs write certificates and grants; the private key never leaves it. */
   readonly signer: Signer;
+  /**
+   * The root of the keys this identity's values are encrypted under; `undefined` for an
+   * identity made from a bare signer, which can only write `{ public: true }` values.
+   */
+  readonly encryptionRoot: EncryptionRoot | undefined;
   readonly #seed: Uint8Array | undefined;
 
-  /** From a signer (and its seed, when it may be exported). */
-  constructor(signer: Signer, seed?: Uint8Array) {
+  /**
+   * From a signer and its seed, when it may be exported (the encryption root is then
+   * derived from the seed), or a signer and an encryption root kept elsewhere.
+   */
+  constructor(signer: Signer, seed?: Uint8Array, encryptionRoot?: EncryptionRoot) {
     this.signer = signer;
     this.publicKey = encodePublicKey(signer.publicKey);
     this.ownerId = ownerIdOf(crypto, signer.publicKey);
     this.namespace = namespacePrefix(this.ownerId);
     this.#seed = seed;
+    this.encryptionRoot = encryptionRoot ?? (seed && rootFromSeed(seed));
   }
 
   /** A new random identity. */

@@ -7,13 +7,28 @@
  * const identity = await Identity.generate();               // or Identity.fromJSON(file), openBrowserIdentity()
  * const store = await connect({ cluster, identity });        // cluster.json
  * await store.put(`${store.namespace}greeting`, 'hello');   // keys ~<ownerId>/… are this identity's
- * const bytes = await store.get(`${store.namespace}greeting`); // Uint8Array | undefined
+ * const bytes = await store.get(`${store.namespace}greeting`); // Uint8Array | undefined; encrypted at rest
+ * const cap = await store.share(`${store.namespace}photos/`);   // read capability: connect({ cluster, capabilities: [cap] })
  * store.close();
  * ```
  */
 export { connect, DEFAULT_MAX_VALUE_BYTES, DEFAULT_TIMEOUT_MS } from './store.js';
-export type { ConnectOptions, Expiry, KeyStat, ListedKey, ListOptions, ListResult, OperationOptions, Progress, Store } from './store.js';
+export type {
+  ConnectOptions,
+  Expiry,
+  GetOptions,
+  KeyStat,
+  ListedKey,
+  ListOptions,
+  ListResult,
+  OperationOptions,
+  Progress,
+  PutOptions,
+  ShareOptions,
+  Store,
+} from './store.js';
 export { Identity } from './identity.js';
+export type { EncryptionRoot } from './key-tree.js';
 export { openBrowserIdentity } from '#identity-store';
 export type { ClusterFile, GrantJson, IdentityJson } from '@powerstore/protocol';
 /** Where a `JSON.parse` error is ("line L, column C") without quoting the text: for tools reading identity files. */

@@ -18,6 +18,7 @@ import {
   MAX_KEY_LENGTH,
   MAX_LIST_LIMIT,
   ownerIdOf,
+  namespaceOf,
   ProtocolError,
   quorum,
   ReadOperation,
@@ -40,10 +41,13 @@ import {
   type WriteValue,
 } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
+import { decodeCapability, scopeProblem, type Capability } from './capability.js';
 import { parseCluster, parseGrants } from './cluster.js';
 import { ServerConnection, type ServerStatus } from './connection.js';
-import { PowerStoreError, invalid, type PowerStoreErrorCode } from './errors.js';
+import { MAX_OVERHEAD, openEncrypted, parseEnvelope, plaintextSize, sealEncrypted, sealPublic } from './encryption.js';
+import { PowerStoreError, invalid, invalidInput, type PowerStoreErrorCode } from './errors.js';
 import { Identity } from './identity.js';
+import { KeyRing } from './keyring.js';
 import { RoundBook, type Round } from './rounds.js';
 import { checkTransport } from './transport.js';
 
@@ -68,6 +72,18 @@ export interface ConnectOptions {
   readonly identity?: Identity | object;
   /** Grants this identity holds (the JSON `powerstore grant` prints), for keys outside its namespace. */
   readonly grants?: readonly object[];
+  /**
+   * Read capabilities (what `store.share` returns) for keys or prefixes of other
+   * namespaces: the keys to decrypt their values (and to encrypt what a grant lets this
+   * identity write there).
+   */
+  readonly capabilities?: readonly string[];
+  /**
+   * The key epoch new encrypted values are written at (default 0). Capabilities are for one
+   * epoch: to revoke them, rewrite the values at a higher epoch and share anew (the owner
+   * reads every epoch).
+   */
+  readonly keyEpoch?: number;
   /** Time an operation, and `connect` itself, may take. Default 30 s. */
   readonly timeoutMs?: number;
   /** Aborts `connect`. */
@@ -92,6 +108,29 @@ export interface OperationOptions {
   readonly onProgress?: (progress: Progress) => void;
 }
 
+/** Options of `put`. */
+export interface PutOptions extends OperationOptions {
+  /**
+   * Store the value as plaintext, readable by anyone who reaches a server (public web
+   * assets). Without it, values in a namespace are encrypted at the client.
+   */
+  readonly public?: boolean;
+  /** Store the bytes exactly as given, with no envelope: for migrations and tests. */
+  readonly raw?: boolean;
+}
+
+/** Options of `get`. */
+export interface GetOptions extends OperationOptions {
+  /** The stored bytes as they are, envelope and ciphertext included, without decrypting. */
+  readonly raw?: boolean;
+}
+
+/** Options of `share`. */
+export interface ShareOptions {
+  /** The key epoch the capability is for; default the store's `keyEpoch`. */
+  readonly keyEpoch?: number;
+}
+
 /** Where an operation is: its round, and how much of that round's data is on the wire. */
 export interface Progress {
   /** The protocol round: a write is clock → store → complete, a read collect → filter. */
@@ -114,8 +153,10 @@ export interface KeyStat {
   readonly exists: boolean;
   /** Deleted by a tombstone write. */
   readonly deleted: boolean;
-  /** Bytes in the value. */
+  /** Bytes in the value (its plaintext, for an encrypted value). */
   readonly size: number;
+  /** Whether the value is encrypted (false for `{ public: true }` values, keys outside namespaces, and tombstones). */
+  readonly encrypted: boolean;
   /** Timestamp of the write read: its number and writer id (hex). */
   readonly timestamp: { readonly num: number; readonly writerId: string };
   /** Who signed the write read, and the grant it relied on (absent when never written). */
@@ -171,9 +212,18 @@ export interface Store {
   readonly ownerId: string | undefined;
   /** `~<ownerId>/`: the prefix of the keys this identity owns, if any. */
   readonly namespace: string | undefined;
-  put(key: string, value: Uint8Array | string, options?: OperationOptions): Promise<void>;
-  /** The latest value, or `undefined` if the key was never written or was deleted. */
-  get(key: string, options?: OperationOptions): Promise<Uint8Array | undefined>;
+  /**
+   * Writes `value`. In a namespace (`~<ownerId>/…`) it is encrypted at the client unless
+   * `options.public`; keys outside every namespace (only the admin writes them) are stored
+   * as given.
+   */
+  put(key: string, value: Uint8Array | string, options?: PutOptions): Promise<void>;
+  /**
+   * The latest value, or `undefined` if the key was never written or was deleted. An
+   * encrypted value is decrypted: `NOT_AUTHORIZED` when this store holds no key for it,
+   * `TAMPERED` when it fails authentication; it is never returned undecrypted.
+   */
+  get(key: string, options?: GetOptions): Promise<Uint8Array | undefined>;
   /** A linearizable delete: a tombstone write. */
   delete(key: string, options?: OperationOptions): Promise<void>;
   /** Reads `key` and reports the timestamp, size, writer and which servers answered or misbehaved. */
@@ -191,6 +241,13 @@ export interface Store {
    * Give the returned JSON to the grantee; it passes it to `connect({ grants })`.
    */
   grant(grantee: string, prefix: string, expires: Expiry): Promise<GrantJson>;
+  /**
+   * A read capability for `keyOrPrefix`: one key, or with a trailing `/` every key under
+   * that prefix (`…/photos/` covers `…/photos/cat.jpg`, never `…/photos2/…`). A URL-safe
+   * secret string; whoever holds it passes it to `connect({ capabilities })` to decrypt
+   * those values. Revoke by rewriting the values at a higher `keyEpoch`.
+   */
+  share(keyOrPrefix: string, options?: ShareOptions): Promise<string>;
   /** Every server's status. */
   servers(): ServerStatus[];
   /** Closes every connection; pending operations fail with `CLOSED`. */
@@ -214,6 +271,12 @@ export async function connect(options: ConnectOptions): Promise<Store> {
         ? options.identity
         : await Identity.fromJSON(options.identity);
   const grants = parseGrants(crypto, cluster, options.grants);
+  const keyEpoch = options.keyEpoch ?? 0;
+  if (!isEpoch(keyEpoch)) throw invalid(`keyEpoch must be an integer from 0 to ${2 ** 32 - 1}`);
+  const keys = new KeyRing(
+    identity?.encryptionRoot && { namespace: identity.namespace, root: identity.encryptionRoot },
+    parseCapabilities(options.capabilities),
+  );
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   if (!(timeoutMs > 0)) throw invalid(`timeoutMs must be positive, got ${String(timeoutMs)}`);
   const maxValueBytes = options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES;
@@ -230,6 +293,8 @@ export async function connect(options: ConnectOptions): Promise<Store> {
     codec,
     identity,
     session,
+    keys,
+    keyEpoch,
     random,
     timeoutMs,
     maxValueBytes,
@@ -269,6 +334,10 @@ interface StoreParts {
   readonly codec: ErasureCodec;
   readonly identity: Identity | undefined;
   readonly session: WriterSession | undefined;
+  /** What values are encrypted and decrypted with. */
+  readonly keys: KeyRing;
+  /** The key epoch of new encrypted values. */
+  readonly keyEpoch: number;
   readonly random: (n: number) => Uint8Array;
   readonly timeoutMs: number;
   readonly maxValueBytes: number;
@@ -312,6 +381,7 @@ class PowerStore implements Store {
     this.#parts = parts;
     this.cluster = parts.cluster.config;
     this.#verifier = parts.session?.verifier ?? new CertificateVerifier(parts.crypto, parts.cluster.identity);
+    // The envelope's few bytes over maxValueBytes fit in the frame overhead's room.
     this.#maxFrameBytes = parts.codec.fragmentLength(Math.max(parts.maxValueBytes, 0)) + FRAME_OVERHEAD_BYTES;
     this.#connections = parts.cluster.servers.map(
       (s, i) =>
@@ -344,21 +414,116 @@ class PowerStore implements Store {
     return this.#connections.map((c) => c.status());
   }
 
-  async put(key: string, value: Uint8Array | string, options?: OperationOptions): Promise<void> {
+  /** Largest stored value (envelope included) this store reads: `maxValueBytes` of plaintext plus the envelope. */
+  get #maxStoredBytes(): number {
+    return this.#parts.maxValueBytes + MAX_OVERHEAD;
+  }
+
+  async put(key: string, value: Uint8Array | string, options?: PutOptions): Promise<void> {
     const bytes = typeof value === 'string' ? new TextEncoder().encode(value) : value;
     if (!(bytes instanceof Uint8Array)) throw invalid('value must be a Uint8Array or a string');
     if (bytes.length > this.#parts.maxValueBytes) {
       throw invalid(`value of ${bytes.length} bytes exceeds the maximum of ${this.#parts.maxValueBytes} (connect's maxValueBytes)`);
     }
-    await this.#write(key, { kind: 'value', value: bytes }, options);
+    checkKey(key);
+    const { session } = this.#parts;
+    if (!session) throw noIdentity();
+    // Whether this identity may write the key at all comes first: "not yours to write" is
+    // the answer then, not "no key to encrypt it with".
+    try {
+      session.authorityFor(key, Date.now());
+    } catch (err) {
+      throw toClientError(err);
+    }
+    await this.#write(key, { kind: 'value', value: await this.#seal(key, bytes, options) }, options);
+  }
+
+  /** What is stored for `value`: see `encryption.ts`. */
+  async #seal(key: string, value: Uint8Array, options: PutOptions | undefined): Promise<Uint8Array> {
+    if (options?.raw && options.public) throw invalid('put: { raw } and { public } exclude each other');
+    // Keys outside every namespace are the admin's (cluster-wide settings, not anyone's data): stored as given.
+    if (options?.raw || namespaceOf(key) === undefined) return value;
+    if (options?.public) return sealPublic(value);
+    const { keys, keyEpoch, identity } = this.#parts;
+    if (identity && !identity.encryptionRoot && key.startsWith(identity.namespace)) {
+      throw new PowerStoreError(
+        'NOT_AUTHORIZED',
+        `cannot encrypt ${JSON.stringify(key)}: this identity was made from a bare signer and has no encryption root (pass its seed or an EncryptionRoot to new Identity); or write it as plaintext with { public: true }`,
+      );
+    }
+    const found = await keys.leaf(key, keyEpoch);
+    if ('missing' in found) {
+      throw new PowerStoreError(
+        'NOT_AUTHORIZED',
+        `cannot encrypt ${JSON.stringify(key)}: ${found.missing}; or write it as plaintext with { public: true }`,
+      );
+    }
+    return sealEncrypted(key, value, found.leaf, keyEpoch);
+  }
+
+  /** The plaintext of what `read` returned for `key`: see `encryption.ts`. */
+  async #open(key: string, result: ReadResult, raw: boolean | undefined): Promise<Uint8Array | undefined> {
+    const stored = result.value;
+    if (stored === undefined || raw || namespaceOf(key) === undefined) return stored;
+    const envelope = parseEnvelope(stored);
+    if (envelope.kind === 'public') return envelope.value;
+    if (envelope.kind === 'unknown') {
+      throw new PowerStoreError(
+        'UNKNOWN_FORMAT',
+        `the value of ${JSON.stringify(key)} cannot be read: ${envelope.reason}; get it with { raw: true } for the stored bytes`,
+      );
+    }
+    if (envelope.stripe !== 0 || envelope.stripes !== 1) {
+      throw new PowerStoreError(
+        'UNKNOWN_FORMAT',
+        `the value of ${JSON.stringify(key)} is stripe ${envelope.stripe} of ${envelope.stripes}: striped values need a newer client`,
+      );
+    }
+    const found = await this.#parts.keys.leaf(key, envelope.epoch);
+    if ('missing' in found) {
+      throw new PowerStoreError('NOT_AUTHORIZED', `the value of ${JSON.stringify(key)} is encrypted and ${found.missing}`);
+    }
+    const opened = await openEncrypted(key, envelope, found.leaf);
+    const writer = result.cert ? ` (written by ${encodePublicKey(result.cert.signer)} at timestamp ${result.ts.num})` : '';
+    // The owner's root derives the one right key of this name and epoch, so a key check that
+    // differs under it means the value was sealed for another name: moved, i.e. tampered. A
+    // capability's key is only as right as the string it came from, so there it may be either.
+    if (opened === 'wrong-key' && found.from === 'capability') {
+      throw new PowerStoreError(
+        'NOT_AUTHORIZED',
+        `the value of ${JSON.stringify(key)}${writer} is encrypted under another key than the one the capability covering it gives (a capability not made by the namespace's owner, or a value moved from another key); it is not returned`,
+      );
+    }
+    if (opened !== 'wrong-key' && opened !== 'tampered') return opened;
+    throw new PowerStoreError(
+      'TAMPERED',
+      opened === 'wrong-key'
+        ? `the value of ${JSON.stringify(key)}${writer} was encrypted for another key name (moved from another key, or sealed with a key its owner never derived for this one); it is not returned`
+        : `the value of ${JSON.stringify(key)}${writer} failed authentication: its ciphertext, header or key name is not what was encrypted (altered, or moved from another key or version); it is not returned`,
+    );
   }
 
   async delete(key: string, options?: OperationOptions): Promise<void> {
     await this.#write(key, { kind: 'tombstone' }, options);
   }
 
-  async get(key: string, options?: OperationOptions): Promise<Uint8Array | undefined> {
-    return (await this.#read(key, options)).result.value;
+  async get(key: string, options?: GetOptions): Promise<Uint8Array | undefined> {
+    return this.#open(key, (await this.#read(key, options)).result, options?.raw);
+  }
+
+  async share(keyOrPrefix: string, options?: ShareOptions): Promise<string> {
+    const problem = scopeProblem(keyOrPrefix);
+    if (problem) throw invalid(`share: ${problem}`);
+    const epoch = options?.keyEpoch ?? this.#parts.keyEpoch;
+    if (!isEpoch(epoch)) throw invalid(`keyEpoch must be an integer from 0 to ${2 ** 32 - 1}`);
+    const cap = await this.#parts.keys.share(keyOrPrefix, epoch);
+    if (cap === undefined) {
+      throw new PowerStoreError(
+        'NOT_AUTHORIZED',
+        `cannot share ${JSON.stringify(keyOrPrefix)} at key epoch ${epoch}: it is outside this identity's namespace and no capability it holds covers it`,
+      );
+    }
+    return cap;
   }
 
   async stat(key: string, options?: OperationOptions): Promise<KeyStat> {
@@ -369,7 +534,8 @@ class PowerStore implements Store {
       key,
       exists: result.value !== undefined,
       deleted: result.value === undefined && result.ts.num > 0,
-      size: result.value?.length ?? 0,
+      size: result.value === undefined ? 0 : namespaceOf(key) === undefined ? result.value.length : plaintextSize(result.value),
+      encrypted: result.value !== undefined && namespaceOf(key) !== undefined && parseEnvelope(result.value).kind === 'encrypted',
       timestamp: { num: result.ts.num, writerId: toHex(result.ts.writerId) },
       ...(cert
         ? {
@@ -469,12 +635,7 @@ class PowerStore implements Store {
   async #write(key: string, value: WriteValue, options?: OperationOptions): Promise<void> {
     checkKey(key);
     const { session, crypto, codec, random } = this.#parts;
-    if (!session) {
-      throw new PowerStoreError(
-        'NO_IDENTITY',
-        'writing needs an identity: connect({ cluster, identity }) (Identity.generate(), an identity file, or openBrowserIdentity())',
-      );
-    }
+    if (!session) throw noIdentity();
     const opId = this.#nextOpId++;
     let op: WriteOperation;
     try {
@@ -502,9 +663,9 @@ class PowerStore implements Store {
       evidence.set(i, reason);
       this.#misbehaving(i, reason);
     };
-    const { crypto, codec, maxValueBytes } = this.#parts;
+    const { crypto, codec } = this.#parts;
     const op = new ReadOperation(
-      { config: this.cluster, crypto, codec, verifier: this.#verifier, onEvidence, maxValueLength: maxValueBytes },
+      { config: this.cluster, crypto, codec, verifier: this.#verifier, onEvidence, maxValueLength: this.#maxStoredBytes },
       key,
       opId,
     );
@@ -829,6 +990,29 @@ function phaseOf(type: Outgoing['message']['type']): Progress['phase'] {
 
 function isReply(m: Message): m is Reply {
   return m.type.endsWith('_ACK') || m.type === 'ERROR';
+}
+
+function noIdentity(): PowerStoreError {
+  return new PowerStoreError(
+    'NO_IDENTITY',
+    'writing needs an identity: connect({ cluster, identity }) (Identity.generate(), an identity file, or openBrowserIdentity())',
+  );
+}
+
+function isEpoch(x: unknown): x is number {
+  return Number.isSafeInteger(x) && (x as number) >= 0 && (x as number) < 2 ** 32;
+}
+
+function parseCapabilities(capabilities: unknown): Capability[] {
+  if (capabilities === undefined) return [];
+  if (!Array.isArray(capabilities)) throw invalidInput('capabilities', 'capabilities must be a list of strings (what store.share returns)');
+  return capabilities.map((c: unknown, i) => {
+    try {
+      return decodeCapability(c);
+    } catch (err) {
+      throw invalidInput('capabilities', `capabilities[${i}]: ${(err as Error).message}`);
+    }
+  });
 }
 
 function checkKey(key: unknown): asserts key is string {

@@ -254,8 +254,9 @@ describe('frames over the limit in Node, where the transport cannot tell whose a
     const writer = await open();
     const big = `${writer.namespace}big`;
     const small = `${writer.namespace}small`;
-    await writer.put(big, new Uint8Array(300_000).fill(7));
-    await writer.put(small, 'small');
+    // Public: the reader is another identity, and what is tested here is the transport.
+    await writer.put(big, new Uint8Array(300_000).fill(7), { public: true });
+    await writer.put(small, 'small', { public: true });
     // Each server answers the first two FILTERs together, the large answer first: the
     // socket closes at it (1009) and the small answer is lost with it.
     for (let i = 0; i < config.n; i++) {

@@ -112,7 +112,10 @@ export interface IdentityJson {
   readonly publicKey: string;
   /** For humans: the namespace is `~<ownerId>/`. */
   readonly ownerId: string;
-  /** The Ed25519 seed, base64url. Whoever holds it can write as this identity. */
+  /**
+   * The Ed25519 seed, base64url. Whoever holds it can write as this identity, and read its
+   * encrypted values: `@powerstore/client` derives the identity's encryption root from it.
+   */
   readonly secretKey: string;
 }
 
