@@ -196,8 +196,9 @@ it('lists keys with ls: a prefix, @/ for your namespace, --json, --limit', async
       .split('\n')
       .map((l) => l.trim().split(/ +/)),
   ).toEqual([
-    ['1', expect.stringMatching(/\/ls\/a$/)],
-    ['2', expect.stringMatching(/\/ls\/b$/)],
+    // Stored sizes: values are encrypted, 64 bytes over their plaintext.
+    ['65', expect.stringMatching(/\/ls\/a$/)],
+    ['66', expect.stringMatching(/\/ls\/b$/)],
   ]);
   expect(human.stderr).toContain('2 keys');
   const json = await run([...cl, 'ls', '@/', '--json', '--limit', '2']);
@@ -207,8 +208,8 @@ it('lists keys with ls: a prefix, @/ for your namespace, --json, --limit', async
     .split('\n')
     .map((l) => JSON.parse(l) as { key: string; size: number });
   expect(lines.map((l) => [l.key.slice(l.key.indexOf('/') + 1), l.size])).toEqual([
-    ['ls/a', 1],
-    ['ls/b', 2],
+    ['ls/a', 65],
+    ['ls/b', 66],
   ]);
   expect((await run([...cl, 'ls', '@/', '--limit', '0'])).code).toBe(2);
 });

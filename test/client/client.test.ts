@@ -310,10 +310,11 @@ describe('listing keys', () => {
     await Promise.all(names.map((n, i) => store.put(k(store, n), 'x'.repeat(i + 1))));
     await store.delete(k(store, 'photos/d/e.jpg'));
     const all = await store.list(k(store, 'photos/'));
+    // Sizes are what servers store: the encrypted envelope, 64 bytes over the plaintext.
     expect(all).toEqual({
       keys: [
-        { key: k(store, 'photos/a.jpg'), size: 2, timestamp: { num: 1, writerId: expect.any(String) as string } },
-        { key: k(store, 'photos/b.jpg'), size: 1, timestamp: { num: 1, writerId: expect.any(String) as string } },
+        { key: k(store, 'photos/a.jpg'), size: 2 + 64, timestamp: { num: 1, writerId: expect.any(String) as string } },
+        { key: k(store, 'photos/b.jpg'), size: 1 + 64, timestamp: { num: 1, writerId: expect.any(String) as string } },
       ],
       cursor: undefined,
     });

@@ -172,7 +172,11 @@ export interface KeyStat {
 /** One key as `list` finds it. */
 export interface ListedKey {
   readonly key: string;
-  /** Bytes in the value; `undefined` only for a write that completed while the listing ran (`stat` tells). */
+  /**
+   * Bytes the servers store for the value (`stat` tells the plaintext's): in a namespace,
+   * the envelope, 64 bytes over an encrypted value's plaintext and 4 over a public one's.
+   * `undefined` only for a write that completed while the listing ran.
+   */
   readonly size: number | undefined;
   /** Timestamp of the latest completed write: its number and writer id (hex). */
   readonly timestamp: { readonly num: number; readonly writerId: string };
