@@ -7,6 +7,7 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { connect, Identity } from '@powerstore/client';
 import { CliCluster, ensureBuilt, ROOT } from '../server/harness.js';
 
 const BIN = join(ROOT, 'packages/cli/dist/cli.js');
@@ -212,6 +213,30 @@ it('lists keys with ls: a prefix, @/ for your namespace, --json, --limit', async
     ['ls/b', 66],
   ]);
   expect((await run([...cl, 'ls', '@/', '--limit', '0'])).code).toBe(2);
+});
+
+it('exits 8 for a value that fails authentication, and prints no bytes of it', async () => {
+  const idFile = join(home, 'tamper.json');
+  const cl = ['--cluster', join(cluster.dir, 'cluster.json'), '--identity', idFile];
+  const me = parse<IdJson>((await run([...cl, 'id', '--json'])).stdout);
+  expect((await run([...cl, 'put', '@/sealed', '-'], { input: Buffer.from('top secret') })).code).toBe(0);
+  // Only the owner can rewrite its namespace: it flips a ciphertext byte, stored as is.
+  const store = await connect({
+    cluster: parse<object>(readFileSync(join(cluster.dir, 'cluster.json'))),
+    identity: await Identity.fromJSON(parse<object>(readFileSync(idFile))),
+  });
+  try {
+    const key = `${me.namespace}sealed`;
+    const sealed = (await store.get(key, { raw: true }))!.slice();
+    sealed[sealed.length - 20]! ^= 0x80;
+    await store.put(key, sealed, { raw: true });
+  } finally {
+    store.close();
+  }
+  const got = await run([...cl, 'get', '@/sealed']);
+  expect(got.code).toBe(8);
+  expect(got.stdout.length).toBe(0);
+  expect(got.stderr).toContain('TAMPERED');
 });
 
 it('exits 5 without an identity for a write, 2 on a usage error, 5 on a broken cluster file', async () => {
