@@ -215,6 +215,11 @@ describe('reads and writes', () => {
     expect(await code(store.put('k'.repeat(1025), 'v'))).toBe('INVALID_ARGUMENT');
     expect(await code(store.put(k(store, 'k'), 42 as never))).toBe('INVALID_ARGUMENT');
     expect(await code(store.get(7 as never))).toBe('INVALID_ARGUMENT');
+    // A lone surrogate would reach the servers as U+FFFD, another key: refused, not a timeout.
+    expect(await code(store.get('a\ud800b'))).toBe('INVALID_ARGUMENT');
+    expect(await code(store.put(k(store, '\udc00'), 'v'))).toBe('INVALID_ARGUMENT');
+    expect(await code(store.list('a\ud800'))).toBe('INVALID_ARGUMENT');
+    expect(await code(store.get('a\u{10000}b'))).toBe('resolved');
     expect(await code(connect({ cluster: { t: 1, servers: [] } }))).toBe('INVALID_ARGUMENT');
     expect(await code(connect({ cluster: { ...clusterFile, version: 1 } }))).toBe('INVALID_ARGUMENT');
   });

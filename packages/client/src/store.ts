@@ -558,6 +558,7 @@ class PowerStore implements Store {
 
   async list(prefix: string, options: ListOptions = {}): Promise<ListResult> {
     if (typeof prefix !== 'string') throw invalid('prefix must be a string');
+    if (LONE_SURROGATE.test(prefix)) throw invalid('prefix must be well-formed Unicode: it holds a lone surrogate (half of a UTF-16 pair)');
     const prefixBytes = new TextEncoder().encode(prefix).length;
     if (prefixBytes > MAX_KEY_LENGTH) throw invalid(`prefix is ${prefixBytes} bytes of UTF-8, the maximum is ${MAX_KEY_LENGTH}`);
     const limit = options.limit ?? MAX_LIST_LIMIT;
@@ -1019,8 +1020,12 @@ function parseCapabilities(capabilities: unknown): Capability[] {
   });
 }
 
+/** A lone surrogate, which UTF-8 cannot carry: it would reach the servers as U+FFFD, another key. */
+const LONE_SURROGATE = /\p{Cs}/u;
+
 function checkKey(key: unknown): asserts key is string {
   if (typeof key !== 'string' || key.length === 0) throw invalid('key must be a non-empty string');
+  if (LONE_SURROGATE.test(key)) throw invalid('key must be well-formed Unicode: it holds a lone surrogate (half of a UTF-16 pair)');
   const bytes = new TextEncoder().encode(key).length;
   if (bytes > MAX_KEY_LENGTH) throw invalid(`key is ${bytes} bytes of UTF-8, the maximum is ${MAX_KEY_LENGTH}`);
 }
