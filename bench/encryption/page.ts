@@ -8,38 +8,9 @@ import { createCodec } from '@powerstore/erasure';
 import { aesGcmOpen, aesGcmSeal } from '../../packages/client/src/aead.browser.js';
 import { openEncrypted, parseEnvelope, sealEncrypted } from '../../packages/client/src/encryption.js';
 import { descendToKey, namespaceNode, rootFromCryptoKey } from '../../packages/client/src/key-tree.js';
+import { measure, type Row } from './measure.js';
 
-export interface Row {
-  readonly what: string;
-  readonly bytes: number;
-  readonly medianMs: number;
-  readonly minMs: number;
-  readonly maxMs: number;
-  readonly mbPerS: number;
-}
-
-const BATCHES = 7;
-const MIN_BATCH_MS = 200;
-
-async function measure(what: string, bytes: number, op: () => unknown): Promise<Row> {
-  let n = 1;
-  for (;;) {
-    const t0 = performance.now();
-    for (let i = 0; i < n; i++) await op();
-    if (performance.now() - t0 >= MIN_BATCH_MS / 4) break;
-    n *= 2;
-  }
-  n *= 4;
-  const per: number[] = [];
-  for (let b = 0; b < BATCHES; b++) {
-    const t0 = performance.now();
-    for (let i = 0; i < n; i++) await op();
-    per.push((performance.now() - t0) / n);
-  }
-  per.sort((a, b) => a - b);
-  const medianMs = per[BATCHES >> 1]!;
-  return { what, bytes, medianMs, minMs: per[0]!, maxMs: per[BATCHES - 1]!, mbPerS: bytes / 1e6 / (medianMs / 1000) };
-}
+export type { Row };
 
 function filled(bytes: number): Uint8Array {
   const v = new Uint8Array(bytes);

@@ -17,41 +17,14 @@ import { Identity } from '@powerstore/client';
 import { aesGcmOpen, aesGcmSeal } from '../../packages/client/src/aead.node.js';
 import { openEncrypted, parseEnvelope, sealEncrypted } from '../../packages/client/src/encryption.js';
 import { KeyRing } from '../../packages/client/src/keyring.js';
+import { measure, type Row } from './measure.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const SIZES = [4096, 262_144, 1_048_576];
-const BATCHES = 7;
-const MIN_BATCH_MS = 200;
-
-interface Row {
-  readonly what: string;
-  readonly bytes: number;
-  readonly medianMs: number;
-  readonly minMs: number;
-  readonly maxMs: number;
-  readonly mbPerS: number;
-}
-
-async function measure(what: string, bytes: number, op: () => unknown): Promise<Row> {
-  // Calibrate: how many runs fill a batch.
-  let n = 1;
-  for (;;) {
-    const t0 = performance.now();
-    for (let i = 0; i < n; i++) await op();
-    if (performance.now() - t0 >= MIN_BATCH_MS / 4) break;
-    n *= 2;
-  }
-  n *= 4;
-  const per: number[] = [];
-  for (let b = 0; b < BATCHES; b++) {
-    const t0 = performance.now();
-    for (let i = 0; i < n; i++) await op();
-    per.push((performance.now() - t0) / n);
-  }
-  per.sort((a, b) => a - b);
-  const medianMs = per[BATCHES >> 1]!;
-  const row = { what, bytes, medianMs, minMs: per[0]!, maxMs: per[BATCHES - 1]!, mbPerS: bytes / 1e6 / (medianMs / 1000) };
-  console.log(`${what.padEnd(52)} ${String(bytes).padStart(8)} B  ${medianMs.toFixed(3)} ms  ${row.mbPerS.toFixed(0)} MB/s`);
+/** Measures and prints one row. */
+async function timed(what: string, bytes: number, op: () => unknown): Promise<Row> {
+  const row = await measure(what, bytes, op);
+  console.log(`${what.padEnd(52)} ${String(bytes).padStart(8)} B  ${row.medianMs.toFixed(3)} ms  ${row.mbPerS.toFixed(0)} MB/s`);
   return row;
 }
 
@@ -74,44 +47,44 @@ for (const bytes of SIZES) {
   const ad = filled(80) as Uint8Array<ArrayBuffer>;
   const sealedAes = await crypto.subtle.encrypt({ name: 'AES-GCM', iv, additionalData: ad }, aesKey, value as Uint8Array<ArrayBuffer>);
   rows.push(
-    await measure('AES-256-GCM encrypt (WebCrypto)', bytes, () =>
+    await timed('AES-256-GCM encrypt (WebCrypto)', bytes, () =>
       crypto.subtle.encrypt({ name: 'AES-GCM', iv, additionalData: ad }, aesKey, value as Uint8Array<ArrayBuffer>),
     ),
-    await measure('AES-256-GCM decrypt (WebCrypto)', bytes, () =>
+    await timed('AES-256-GCM decrypt (WebCrypto)', bytes, () =>
       crypto.subtle.decrypt({ name: 'AES-GCM', iv, additionalData: ad }, aesKey, sealedAes),
     ),
   );
   const rawKey = filled(32);
   const sealedNode = await aesGcmSeal(rawKey, iv, ad, value, new Uint8Array(0));
   rows.push(
-    await measure('AES-256-GCM encrypt (node:crypto)', bytes, () => aesGcmSeal(rawKey, iv, ad, value, new Uint8Array(0))),
-    await measure('AES-256-GCM decrypt (node:crypto)', bytes, () => aesGcmOpen(rawKey, iv, ad, sealedNode)),
+    await timed('AES-256-GCM encrypt (node:crypto)', bytes, () => aesGcmSeal(rawKey, iv, ad, value, new Uint8Array(0))),
+    await timed('AES-256-GCM decrypt (node:crypto)', bytes, () => aesGcmOpen(rawKey, iv, ad, sealedNode)),
   );
   const xkey = filled(32);
   const xnonce = filled(24);
   const sealedX = xchacha20poly1305(xkey, xnonce, ad).encrypt(value);
   rows.push(
-    await measure('XChaCha20-Poly1305 encrypt (@noble/ciphers)', bytes, () => xchacha20poly1305(xkey, xnonce, ad).encrypt(value)),
-    await measure('XChaCha20-Poly1305 decrypt (@noble/ciphers)', bytes, () => xchacha20poly1305(xkey, xnonce, ad).decrypt(sealedX)),
+    await timed('XChaCha20-Poly1305 encrypt (@noble/ciphers)', bytes, () => xchacha20poly1305(xkey, xnonce, ad).encrypt(value)),
+    await timed('XChaCha20-Poly1305 decrypt (@noble/ciphers)', bytes, () => xchacha20poly1305(xkey, xnonce, ad).decrypt(sealedX)),
   );
   // The client's whole path in Node: key tree (HMACs), per-write HKDF, AES-GCM, envelope.
   const sealed = await sealEncrypted(key, value, ((await ring.leaf(key, 0)) as { leaf: Uint8Array }).leaf, 0);
   const envelope = parseEnvelope(sealed);
   if (envelope.kind !== 'encrypted') throw new Error('not encrypted');
   rows.push(
-    await measure('client seal (derive keys + encrypt + envelope)', bytes, async () => {
+    await timed('client seal (derive keys + encrypt + envelope)', bytes, async () => {
       const found = (await ring.leaf(key, 0)) as { leaf: Uint8Array };
       return sealEncrypted(key, value, found.leaf, 0);
     }),
-    await measure('client open (derive keys + decrypt)', bytes, async () => {
+    await timed('client open (derive keys + decrypt)', bytes, async () => {
       const found = (await ring.leaf(key, 0)) as { leaf: Uint8Array };
       return openEncrypted(key, envelope, found.leaf);
     }),
   );
   const fragments = codec.encode(value);
   rows.push(
-    await measure('codec encode, k = 2, n = 4 (t = 1)', bytes, () => codec.encode(value)),
-    await measure('codec decode from both parity fragments', bytes, () =>
+    await timed('codec encode, k = 2, n = 4 (t = 1)', bytes, () => codec.encode(value)),
+    await timed('codec decode from both parity fragments', bytes, () =>
       codec.decode([undefined, undefined, fragments[2], fragments[3]], bytes),
     ),
   );
