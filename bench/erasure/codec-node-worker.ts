@@ -5,8 +5,7 @@
  * that the fresh value buffers trigger would have more to scan.
  */
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
-import type { BenchPage } from './codec-browser-page.js';
-import { prepareWorkload, sample, type Workload } from './codec-workload.js';
+import { benchPage, type BenchPage } from './codec-workload.js';
 
 /** A call of a {@link BenchPage} method, by name, with its arguments. */
 export interface WorkerRequest {
@@ -18,18 +17,7 @@ export interface WorkerRequest {
 /** The answer to the request `id`. */
 export type WorkerReply = { readonly id: number; readonly result: unknown } | { readonly id: number; readonly error: string };
 
-const crypto = createCryptoProvider();
-const workloads = new Map<string, Workload>();
-const worker: BenchPage = {
-  async prepare(id, params) {
-    const workload = await prepareWorkload(crypto, params);
-    workloads.set(id, workload);
-    return workload.kernel;
-  },
-  sample(id, op, seconds) {
-    return sample(workloads.get(id)!.runners[op], seconds);
-  },
-};
+const worker = benchPage(createCryptoProvider());
 
 process.on('message', (request: WorkerRequest) => {
   const { args } = request;

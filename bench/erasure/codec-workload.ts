@@ -73,3 +73,26 @@ export async function sample(run: Runner, seconds: number): Promise<number> {
   }
   return ops / ((now - start) / 1000);
 }
+
+/** What the page (and the Node worker) expose to the orchestrator. */
+export interface BenchPage {
+  /** Prepares workload `id`; resolves to the kernel its codec runs. */
+  prepare(id: string, params: { k: number; n: number; valueBytes: number; kernel?: CodecKernel }): Promise<CodecKernel>;
+  /** Operations per second of `op` over `seconds`. */
+  sample(id: string, op: Op, seconds: number): Promise<number>;
+}
+
+/** A {@link BenchPage} over `crypto`: the same code in the page and in the Node worker. */
+export function benchPage(crypto: CryptoProvider): BenchPage {
+  const workloads = new Map<string, Workload>();
+  return {
+    async prepare(id, params) {
+      const workload = await prepareWorkload(crypto, params);
+      workloads.set(id, workload);
+      return workload.kernel;
+    },
+    sample(id, op, seconds) {
+      return sample(workloads.get(id)!.runners[op], seconds);
+    },
+  };
+}

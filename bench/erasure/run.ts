@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createCodec, createCodecFromModule, type ErasureCodec } from '@powerstore/erasure';
 import { wasmBase64 as portableWasm } from '../../wasm/generated/isal-portable.js';
+import { sample } from './codec-workload.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const { values: args } = parseArgs({
@@ -135,20 +136,6 @@ function ronomonRunner(rs: RonomonModule, n: number, k: number, op: Op, value: U
   return async () => {
     await run(all & ~targets, targets);
   };
-}
-
-async function sample(run: Runner, seconds: number): Promise<number> {
-  let ops = 0;
-  const start = performance.now();
-  const deadline = start + seconds * 1000;
-  let now = start;
-  while (now < deadline) {
-    const r = run();
-    if (r) await r;
-    ops++;
-    now = performance.now();
-  }
-  return ops / ((now - start) / 1000);
 }
 
 function median(xs: number[]): number {
