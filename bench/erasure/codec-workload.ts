@@ -25,7 +25,8 @@ export interface Workload {
   readonly runners: Record<Op, Runner>;
 }
 
-function randomBytes(length: number, seed: number): Uint8Array {
+/** Deterministic bytes (xorshift32) for benchmark values. */
+export function randomBytes(length: number, seed: number): Uint8Array {
   const out = new Uint8Array(length);
   let x = seed >>> 0 || 1;
   for (let i = 0; i < length; i++) {

@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createCodec, createCodecFromModule, type ErasureCodec } from '@powerstore/erasure';
 import { wasmBase64 as portableWasm } from '../../wasm/generated/isal-portable.js';
-import { sample } from './codec-workload.js';
+import { randomBytes, sample } from './codec-workload.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const { values: args } = parseArgs({
@@ -67,18 +67,6 @@ function loadRonomon(): RonomonModule {
   } catch (e) {
     throw new Error(`@ronomon/reed-solomon is not built: run bash bench/erasure/setup-ronomon.sh (${String(e)})`);
   }
-}
-
-function randomBytes(length: number, seed: number): Uint8Array {
-  const out = new Uint8Array(length);
-  let x = seed >>> 0 || 1;
-  for (let i = 0; i < length; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    out[i] = x & 0xff;
-  }
-  return out;
 }
 
 function equal(a: Uint8Array, b: Uint8Array): boolean {
