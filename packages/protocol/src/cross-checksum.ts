@@ -33,6 +33,18 @@ export async function fragmentMatches(crypto: CryptoProvider, cc: CrossChecksum,
   return expected !== undefined && bytesEqual(expected, await fragmentHash(crypto, index, fragment));
 }
 
+/**
+ * Whether a write certificate signs `cc`: its digest, and its own delete flag agreeing with
+ * the cross-checksum's (a writer signs both, so a Byzantine one could make them differ).
+ */
+export function certificateCovers(
+  crypto: CryptoProvider,
+  cert: { readonly ccDigest: Uint8Array; readonly tombstone: boolean },
+  cc: CrossChecksum,
+): boolean {
+  return cc.tombstone === cert.tombstone && bytesEqual(crossChecksumDigest(crypto, cc), cert.ccDigest);
+}
+
 /** The digest a write certificate signs: covers the flag, the length and every hash. */
 export function crossChecksumDigest(crypto: CryptoProvider, cc: CrossChecksum): Uint8Array {
   return crypto.sha256Sync([...domain(DOMAIN.crossChecksum), new Uint8Array([cc.tombstone ? 1 : 0]), u64(cc.valueLength), ...cc.hashes]);

@@ -25,12 +25,11 @@
  */
 import { candidateId, type Candidate } from './candidate.js';
 import type { CertificateVerifier } from './certificate.js';
-import { bytesEqual } from './bytes.js';
 import { quorum, type ClusterConfig } from './config.js';
-import { crossChecksumDigest } from './cross-checksum.js';
+import { certificateCovers } from './cross-checksum.js';
 import type { CryptoProvider } from './crypto.js';
 import { check } from './errors.js';
-import type { ClientOperation, ListAck, ListEntry, Outgoing, Reply, Step } from './messages.js';
+import type { ClientOperation, ListAck, Outgoing, Reply, Step } from './messages.js';
 import { Rejections } from './rejections.js';
 import { compareTimestamps } from './timestamp.js';
 
@@ -112,11 +111,6 @@ export class ListOperation implements ClientOperation<ListPage> {
     this.options = options;
   }
 
-  /** Servers whose answers were merged, in protocol indices. */
-  answered(): number[] {
-    return [...this.#answers.keys()].sort((a, b) => a - b);
-  }
-
   async start(): Promise<Step<ListPage>> {
     check(!this.#started, 'operation already started');
     this.#started = true;
@@ -167,21 +161,13 @@ export class ListOperation implements ClientOperation<ListPage> {
       if (!inListRange(e.key, this.prefix, this.after)) return `listed ${JSON.stringify(e.key)}, outside the range asked for`;
       if (compareKeys(e.key, previous) <= 0) return 'listed keys out of order';
       previous = e.key;
-      if (e.cc && !this.#covers(e)) return `sent a cross-checksum for ${JSON.stringify(e.key)} that its certificate does not cover`;
+      if (e.cc && !certificateCovers(this.options.crypto, e.candidate.cert, e.cc))
+        return `sent a cross-checksum for ${JSON.stringify(e.key)} that its certificate does not cover`;
       if (e.candidate.ts.num === 0 || !(await this.options.verifier.valid(e.key, e.candidate))) {
         return `listed ${JSON.stringify(e.key)} with a candidate that is not valid`;
       }
     }
     return undefined;
-  }
-
-  #covers(e: ListEntry): boolean {
-    const { cc, candidate } = e;
-    return (
-      cc !== undefined &&
-      cc.tombstone === candidate.cert.tombstone &&
-      bytesEqual(crossChecksumDigest(this.options.crypto, cc), candidate.cert.ccDigest)
-    );
   }
 
   #merge(): ListPage {

@@ -37,7 +37,7 @@ import { bytesEqual } from './bytes.js';
 import { candidateId, certificateId, type Candidate } from './candidate.js';
 import type { CertificateVerifier } from './certificate.js';
 import { MAX_VALUE_LENGTH, quorum, type ClusterConfig } from './config.js';
-import { crossChecksumDigest, fragmentMatches } from './cross-checksum.js';
+import { certificateCovers, crossChecksumDigest, fragmentMatches } from './cross-checksum.js';
 import type { CryptoProvider } from './crypto.js';
 import { check, ProtocolError } from './errors.js';
 import type { ClientOperation, FilterAck, Outgoing, Reply, Step } from './messages.js';
@@ -276,11 +276,7 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     const { valueLength } = entry.cc;
     // Bounded before the codec sees it: the entry may come from a Byzantine server.
     if (!Number.isSafeInteger(valueLength) || valueLength < 0 || valueLength > MAX_VALUE_LENGTH) return false;
-    return (
-      entry.cc.hashes.length === this.options.config.n &&
-      bytesEqual(crossChecksumDigest(this.options.crypto, entry.cc), entry.cert.ccDigest) &&
-      entry.cc.tombstone === entry.cert.tombstone
-    );
+    return entry.cc.hashes.length === this.options.config.n && certificateCovers(this.options.crypto, entry.cert, entry.cc);
   }
 
   /** Whether server `i`'s fragment is entry `i` of the cross-checksum its certificate signs (false without a fragment). */
