@@ -356,13 +356,7 @@ export class LevelStorage extends AbstractStorage {
     let keys = 0;
     let entries = 0;
     for await (const [k, raw] of this.#db.iterator({ gte: 'k:', lt: 'k;' })) {
-      const key = k.slice(2);
-      let state;
-      try {
-        state = decodeKeyRecord(this.#view(raw), this.#n).state;
-      } catch (err) {
-        throw this.#corrupt(key, (err as Error).message);
-      }
+      const state = this.#decodeState(k.slice(2), raw);
       if (state.index.length === 0) continue;
       keys++;
       entries += state.index.length;
@@ -427,18 +421,18 @@ export class LevelStorage extends AbstractStorage {
     for await (const [k, raw] of this.#db.iterator({ ...range, lt: 'k;', limit })) {
       const key = k.slice(2);
       if (!key.startsWith(prefix)) break;
-      try {
-        out.push([key, decodeKeyRecord(this.#view(raw), this.#n).state]);
-      } catch (err) {
-        throw this.#corrupt(key, (err as Error).message);
-      }
+      out.push([key, this.#decodeState(key, raw)]);
     }
     return out;
   }
 
   protected async readState(key: string): Promise<KeyState | undefined> {
     const raw = await this.#db.get(`k:${key}`);
-    if (raw === undefined) return undefined;
+    return raw === undefined ? undefined : this.#decodeState(key, raw);
+  }
+
+  /** The state in `key`'s record, which must name `key`; `STORAGE_CORRUPT` otherwise. */
+  #decodeState(key: string, raw: Uint8Array): KeyState {
     let r;
     try {
       r = decodeKeyRecord(this.#view(raw), this.#n);
