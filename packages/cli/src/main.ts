@@ -20,7 +20,7 @@ import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { SingleBar } from 'cli-progress';
-import { connect, Identity, jsonErrorPosition, PowerStoreError, type Progress, type Store } from '@powerstore/client';
+import { connect, Identity, jsonErrorPosition, MAX_LIST_LIMIT, PowerStoreError, type Progress, type Store } from '@powerstore/client';
 
 /** Exit codes, documented in `--help`. */
 export const EXIT = {
@@ -378,7 +378,7 @@ export function program(): Command {
         let count = 0;
         let cursor: string | undefined;
         do {
-          const limit = Math.min(MAX_PAGE, (options.limit ?? Infinity) - count);
+          const limit = Math.min(MAX_LIST_LIMIT, (options.limit ?? Infinity) - count);
           const page = await store.list(full, { signal, limit, ...(cursor === undefined ? {} : { cursor }) });
           const lines = page.keys.map((k) =>
             options.json ? JSON.stringify(k) : `${(k.size === undefined ? '?' : String(k.size)).padStart(12)}  ${k.key}`,
@@ -453,9 +453,6 @@ export function program(): Command {
 
   return cli;
 }
-
-/** Keys asked for per LIST round: the most a page may hold. */
-const MAX_PAGE = 1000;
 
 function nonNegativeInt(v: string): number {
   const n = Number(v);

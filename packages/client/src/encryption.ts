@@ -134,9 +134,8 @@ export function parseEnvelope(stored: Uint8Array): Envelope {
   };
 }
 
-/** Plaintext bytes of a stored value (whatever its form). */
-export function plaintextSize(stored: Uint8Array): number {
-  const e = parseEnvelope(stored);
+/** Plaintext bytes of a stored value (whatever its form); pass its envelope if already parsed. */
+export function plaintextSize(stored: Uint8Array, e: Envelope = parseEnvelope(stored)): number {
   return e.kind === 'public' ? e.value.length : e.kind === 'encrypted' ? e.size : stored.length;
 }
 

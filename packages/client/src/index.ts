@@ -13,6 +13,8 @@
  * ```
  */
 export { connect, DEFAULT_MAX_VALUE_BYTES, DEFAULT_TIMEOUT_MS } from './store.js';
+/** Most keys one `list` page holds. */
+export { MAX_LIST_LIMIT } from '@powerstore/protocol';
 export type {
   ConnectOptions,
   Expiry,

@@ -534,12 +534,14 @@ class PowerStore implements Store {
     const { op, result, evidence } = await this.#read(key, options);
     const { crypto } = this.#parts;
     const cert = result.cert;
+    // Values in namespaces carry an envelope (encryption.ts); values elsewhere are stored as given.
+    const envelope = result.value !== undefined && namespaceOf(key) !== undefined ? parseEnvelope(result.value) : undefined;
     return {
       key,
       exists: result.value !== undefined,
       deleted: result.value === undefined && result.ts.num > 0,
-      size: result.value === undefined ? 0 : namespaceOf(key) === undefined ? result.value.length : plaintextSize(result.value),
-      encrypted: result.value !== undefined && namespaceOf(key) !== undefined && parseEnvelope(result.value).kind === 'encrypted',
+      size: result.value === undefined ? 0 : envelope ? plaintextSize(result.value, envelope) : result.value.length,
+      encrypted: envelope?.kind === 'encrypted',
       timestamp: { num: result.ts.num, writerId: toHex(result.ts.writerId) },
       ...(cert
         ? {
@@ -558,9 +560,7 @@ class PowerStore implements Store {
 
   async list(prefix: string, options: ListOptions = {}): Promise<ListResult> {
     if (typeof prefix !== 'string') throw invalid('prefix must be a string');
-    if (LONE_SURROGATE.test(prefix)) throw invalid('prefix must be well-formed Unicode: it holds a lone surrogate (half of a UTF-16 pair)');
-    const prefixBytes = new TextEncoder().encode(prefix).length;
-    if (prefixBytes > MAX_KEY_LENGTH) throw invalid(`prefix is ${prefixBytes} bytes of UTF-8, the maximum is ${MAX_KEY_LENGTH}`);
+    checkKeyText(prefix, 'prefix');
     const limit = options.limit ?? MAX_LIST_LIMIT;
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) throw invalid(`limit must be an integer in 1..${MAX_LIST_LIMIT}`);
     const after = options.cursor ?? '';
@@ -1025,7 +1025,12 @@ const LONE_SURROGATE = /\p{Cs}/u;
 
 function checkKey(key: unknown): asserts key is string {
   if (typeof key !== 'string' || key.length === 0) throw invalid('key must be a non-empty string');
-  if (LONE_SURROGATE.test(key)) throw invalid('key must be well-formed Unicode: it holds a lone surrogate (half of a UTF-16 pair)');
-  const bytes = new TextEncoder().encode(key).length;
-  if (bytes > MAX_KEY_LENGTH) throw invalid(`key is ${bytes} bytes of UTF-8, the maximum is ${MAX_KEY_LENGTH}`);
+  checkKeyText(key, 'key');
+}
+
+/** What keys and list prefixes share: well-formed Unicode, at most `MAX_KEY_LENGTH` bytes of UTF-8. */
+function checkKeyText(text: string, what: 'key' | 'prefix'): void {
+  if (LONE_SURROGATE.test(text)) throw invalid(`${what} must be well-formed Unicode: it holds a lone surrogate (half of a UTF-16 pair)`);
+  const bytes = new TextEncoder().encode(text).length;
+  if (bytes > MAX_KEY_LENGTH) throw invalid(`${what} is ${bytes} bytes of UTF-8, the maximum is ${MAX_KEY_LENGTH}`);
 }
