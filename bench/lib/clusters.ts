@@ -112,10 +112,15 @@ function stopper(children: ChildProcess[], dir: string): () => Promise<void> {
   };
 }
 
+/** Servers each system runs at fault threshold `t`: PowerStore 3t + 1, M-ABD 2t + 1, single 1. */
+export function serversOf(system: SystemName, t: number): number {
+  return system === 'powerstore' ? 3 * t + 1 : system === 'm-abd' ? 2 * t + 1 : 1;
+}
+
 /** `powerstore-server init` + `start` × (3t + 1), server i on host `ps<i>`. */
 export async function startPowerStore(t: number, fsync: boolean, net: Network = LOOPBACK): Promise<RunningSystem> {
   const dir = mkdtempSync(join(tmpdir(), 'powerstore-bench-ps-'));
-  const n = 3 * t + 1;
+  const n = serversOf('powerstore', t);
   const hosts = Array.from({ length: n }, (_, i) => net.host(`ps${i + 1}`));
   const base = await net.basePort(n);
   const init = spawnSync(process.execPath, [SERVER_CLI, 'init', '--t', String(t), '--dir', dir, '--base-port', String(base)], {
@@ -168,7 +173,7 @@ export async function startBaseline(
   net: Network = LOOPBACK,
 ): Promise<RunningSystem> {
   const dir = mkdtempSync(join(tmpdir(), `powerstore-bench-${system}-`));
-  const n = system === 'single' ? 1 : 2 * t + 1;
+  const n = serversOf(system, t);
   const hosts: NetHost[] = Array.from({ length: n }, (_, i) => net.host(system === 'single' ? 'single' : `abd${i + 1}`));
   const base = await net.basePort(n);
   const children: ChildProcess[] = [];

@@ -1,7 +1,7 @@
 /** bench/results/<out>.json, .md and the throughput–latency SVG, from one run's rows. */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { SystemName } from './clusters.js';
+import { serversOf, type SystemName } from './clusters.js';
 import type { NetProfileName } from './netns.js';
 import { median, round } from './stats.js';
 import type { KeyPattern, Op } from '../load/worker.js';
@@ -167,11 +167,6 @@ export function targetRows(ps: readonly Peak[]): TargetRow[] {
     }
   }
   return out.sort((a, b) => a.t - b.t || a.valueBytes - b.valueBytes || a.op.localeCompare(b.op) || a.vs.localeCompare(b.vs));
-}
-
-/** Servers each system runs at fault threshold `t`. */
-export function serversOf(system: SystemName, t: number): number {
-  return system === 'powerstore' ? 3 * t + 1 : system === 'm-abd' ? 2 * t + 1 : 1;
 }
 
 /** One line of the CPU budget: what one operation costs all processes together, and the throughput that allows. */

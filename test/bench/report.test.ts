@@ -1,6 +1,7 @@
 /** The bench report's arithmetic: peaks per repetition, ratios as medians of per-repetition ratios, targets met or not. */
 import { describe, expect, it } from 'vitest';
-import { cpuBudget, peaks, serversOf, targetRows, type Row } from '../../bench/lib/report.js';
+import { serversOf } from '../../bench/lib/clusters.js';
+import { cpuBudget, peaks, targetRows, type Row } from '../../bench/lib/report.js';
 import type { ProfileResult } from '../../bench/profile/profile.js';
 import type { SystemName } from '../../bench/lib/clusters.js';
 import type { Op } from '../../bench/load/worker.js';
