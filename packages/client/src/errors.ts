@@ -41,6 +41,12 @@ export type PowerStoreErrorCode =
    * `maxValueBytes` to read it.
    */
   | 'VALUE_TOO_LARGE'
+  /**
+   * A streamed read lost its version: the value was overwritten so many times while it was
+   * being streamed that the servers collected the version being read. What was delivered
+   * is all of that one version; read again for the new value.
+   */
+  | 'VALUE_CHANGED'
   /** Bad arguments: key, value, options, cluster, identity or grant objects. */
   | 'INVALID_ARGUMENT'
   /** The store was closed. */

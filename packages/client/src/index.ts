@@ -16,7 +16,13 @@ export { connect, DEFAULT_MAX_VALUE_BYTES, DEFAULT_TIMEOUT_MS } from './store.js
 /** Most keys one `list` page holds. */
 export { MAX_LIST_LIMIT } from '@powerstore/protocol';
 export type {
+  ByteRange,
+  ByteSource,
   ConnectOptions,
+  GetStreamOptions,
+  PutStreamOptions,
+  TransferProgress,
+  ValueStream,
   Expiry,
   GetOptions,
   KeyStat,

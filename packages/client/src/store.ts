@@ -50,6 +50,7 @@ import { Identity } from './identity.js';
 import { KeyRing } from './keyring.js';
 import { RoundBook, type Round } from './rounds.js';
 import { checkTransport } from './transport.js';
+import { chunksOf, clampRange } from './streams.js';
 
 /** Largest value `put` accepts by default: 64 MiB. */
 export const DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024;
@@ -123,6 +124,68 @@ export interface PutOptions extends OperationOptions {
 export interface GetOptions extends OperationOptions {
   /** The stored bytes as they are, envelope and ciphertext included, without decrypting. */
   readonly raw?: boolean;
+  /** Only these bytes (clamped to the value's length): a large value's read touches only the stripes they lie in. */
+  readonly range?: ByteRange;
+}
+
+/** Bytes for {@link Store.putStream}: a Web `ReadableStream`, an async iterable of chunks (a Node stream), or a `Blob`/`File`. */
+export type ByteSource = ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> | Blob;
+
+/** How far a streamed transfer is, in bytes of plaintext. */
+export interface TransferProgress {
+  /** Bytes of the value stored (putStream: acknowledged by `n − t` servers) or delivered (getStream) so far. */
+  readonly bytesDone: number;
+  /** Bytes in all: `undefined` while a put's source has not told (an async iterable without `size`). */
+  readonly bytesTotal: number | undefined;
+}
+
+/** Options of `putStream`. */
+export interface PutStreamOptions {
+  /** Cancels the upload; nothing of it becomes visible (the servers collect what they hold of it). */
+  readonly signal?: AbortSignal;
+  /** Time each round of the upload may take (not the whole upload). Default: connect's `timeoutMs`. */
+  readonly timeoutMs?: number;
+  /** Called as stripes are stored, and once at the end. */
+  readonly onProgress?: (progress: TransferProgress) => void;
+  /** Bytes the source will yield, for progress (a `Blob` knows its own). A source yielding another count fails the put. */
+  readonly size?: number;
+  /** Store the value as plaintext, readable by anyone who reaches a server (see `put`). */
+  readonly public?: boolean;
+}
+
+/** A byte range of a value: `start` inclusive, `end` exclusive (as `Blob.slice`); `end` defaults to the value's end. */
+export interface ByteRange {
+  readonly start: number;
+  readonly end?: number;
+}
+
+/** Options of `getStream`. */
+export interface GetStreamOptions {
+  /** Cancels the read; the stream errors with `ABORTED`. */
+  readonly signal?: AbortSignal;
+  /** Time each round may take. Default: connect's `timeoutMs`. */
+  readonly timeoutMs?: number;
+  /** Only these bytes: reads only the stripes they lie in. Clamped to the value's length. */
+  readonly range?: ByteRange;
+  /** Called as bytes are delivered. */
+  readonly onProgress?: (progress: TransferProgress) => void;
+}
+
+/** A value being read: the whole value's size, the range delivered, and the bytes. */
+export interface ValueStream {
+  /** Bytes in the whole value (plaintext). */
+  readonly size: number;
+  /** First byte delivered. */
+  readonly start: number;
+  /** One past the last byte delivered. */
+  readonly end: number;
+  /**
+   * The bytes of `[start, end)`, read stripe by stripe as the consumer pulls: at most a few
+   * stripes are held. Every stripe is verified (and decrypted) before it is delivered. It
+   * errors with `VALUE_CHANGED` if the value is overwritten so often during the read that
+   * the servers collect the version being streamed (the bytes delivered are all of one version).
+   */
+  readonly stream: ReadableStream<Uint8Array>;
 }
 
 /** Options of `share`. */
@@ -228,6 +291,18 @@ export interface Store {
    * `TAMPERED` when it fails authentication; it is never returned undecrypted.
    */
   get(key: string, options?: GetOptions): Promise<Uint8Array | undefined>;
+  /**
+   * Writes a value of any size from a stream, with bounded memory: the value is cut into
+   * stripes, each erasure-coded and sent as it is read, and becomes visible all at once
+   * when the last stripe is stored (readers see the whole old value or the whole new one).
+   * Encrypted like `put`. Resolves with the bytes stored.
+   */
+  putStream(key: string, source: ByteSource, options?: PutStreamOptions): Promise<{ readonly size: number }>;
+  /**
+   * The latest value as a stream (or `undefined` if the key was never written or was
+   * deleted): linearizable like `get`, and every stripe is verified before it is delivered.
+   */
+  getStream(key: string, options?: GetStreamOptions): Promise<ValueStream | undefined>;
   /** A linearizable delete: a tombstone write. */
   delete(key: string, options?: OperationOptions): Promise<void>;
   /** Reads `key` and reports the timestamp, size, writer and which servers answered or misbehaved. */
@@ -507,12 +582,53 @@ class PowerStore implements Store {
     );
   }
 
+  // Interim: buffers the whole value (the striped path replaces this).
+  async putStream(key: string, source: ByteSource, options?: PutStreamOptions): Promise<{ readonly size: number }> {
+    const parts: Uint8Array[] = [];
+    let size = 0;
+    for await (const chunk of chunksOf(source)) {
+      if (options?.signal?.aborted) throw new PowerStoreError('ABORTED', 'the operation was aborted', { cause: options.signal.reason });
+      parts.push(chunk);
+      size += chunk.length;
+      options?.onProgress?.({ bytesDone: 0, bytesTotal: options.size });
+    }
+    const value = new Uint8Array(size);
+    let off = 0;
+    for (const p of parts) {
+      value.set(p, off);
+      off += p.length;
+    }
+    await this.put(key, value, { signal: options?.signal, timeoutMs: options?.timeoutMs, public: options?.public });
+    options?.onProgress?.({ bytesDone: size, bytesTotal: size });
+    return { size };
+  }
+
+  // Interim: reads the whole value (the striped path replaces this).
+  async getStream(key: string, options?: GetStreamOptions): Promise<ValueStream | undefined> {
+    const value = await this.get(key, { signal: options?.signal, timeoutMs: options?.timeoutMs });
+    if (value === undefined) return undefined;
+    const { start, end } = clampRange(options?.range, value.length);
+    const bytes = value.subarray(start, end);
+    const onProgress = options?.onProgress;
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        if (bytes.length > 0) controller.enqueue(bytes);
+        onProgress?.({ bytesDone: bytes.length, bytesTotal: bytes.length });
+        controller.close();
+      },
+    });
+    return { size: value.length, start, end, stream };
+  }
+
   async delete(key: string, options?: OperationOptions): Promise<void> {
     await this.#write(key, { kind: 'tombstone' }, options);
   }
 
   async get(key: string, options?: GetOptions): Promise<Uint8Array | undefined> {
-    return this.#open(key, (await this.#read(key, options)).result, options?.raw);
+    const value = await this.#open(key, (await this.#read(key, options)).result, options?.raw);
+    if (value === undefined || options?.range === undefined) return value;
+    const { start, end } = clampRange(options.range, value.length);
+    return value.subarray(start, end);
   }
 
   async share(keyOrPrefix: string, options?: ShareOptions): Promise<string> {
