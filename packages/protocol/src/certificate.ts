@@ -89,6 +89,35 @@ export function certificateMessage(
   );
 }
 
+/**
+ * The bytes a writer signs for stripe `stripe` (≥ 1) of a striped write, sent before the
+ * write certificate exists: the same fields, under another domain and with the stripe
+ * index, with `ccDigest` the stripe's own cross-checksum digest. It lets a server check the
+ * stripe's authority and charge its owner; it never makes a candidate valid.
+ */
+export function stripeCertificateMessage(
+  crypto: CryptoProvider,
+  clusterId: Uint8Array,
+  key: string,
+  ts: Timestamp,
+  stripe: number,
+  cert: Omit<WriteCertificate, 'signature'>,
+): Uint8Array {
+  return concatBytes(
+    ...domain(DOMAIN.stripeCertificate),
+    ...lengthPrefixed(clusterId),
+    ...keyField(key),
+    u64(ts.num),
+    ts.writerId,
+    u32(stripe),
+    cert.nonceHash,
+    cert.ccDigest,
+    Uint8Array.of(cert.tombstone ? 1 : 0),
+    cert.signer,
+    cert.grant ? grantDigest(crypto, cert.grant) : NO_GRANT,
+  );
+}
+
 /** A digest of every field of a certificate: what receipts sign. */
 export function certificateDigest(crypto: CryptoProvider, cert: WriteCertificate): Uint8Array {
   return crypto.sha256Sync([
@@ -122,7 +151,7 @@ export function receiptMessage(
   );
 }
 
-/** Signs a write certificate. */
+/** Signs a write certificate (`stripe` ≥ 1: a stripe certificate, see {@link stripeCertificateMessage}). */
 export async function signCertificate(
   crypto: CryptoProvider,
   clusterId: Uint8Array,
@@ -134,6 +163,7 @@ export async function signCertificate(
     readonly ccDigest: Uint8Array;
     readonly tombstone: boolean;
     readonly grant: Grant | undefined;
+    readonly stripe?: number;
   },
 ): Promise<WriteCertificate> {
   const unsigned = {
@@ -143,7 +173,10 @@ export async function signCertificate(
     signer: signer.publicKey,
     grant: write.grant,
   };
-  return { ...unsigned, signature: await signer.sign(certificateMessage(crypto, clusterId, write.key, write.ts, unsigned)) };
+  const message = write.stripe
+    ? stripeCertificateMessage(crypto, clusterId, write.key, write.ts, write.stripe, unsigned)
+    : certificateMessage(crypto, clusterId, write.key, write.ts, unsigned);
+  return { ...unsigned, signature: await signer.sign(message) };
 }
 
 /**
@@ -236,16 +269,30 @@ export class CertificateVerifier {
     return this.checkSignatures(key, ts, cert);
   }
 
-  /** The certificate's own signature and its grant's, without the authority rules. */
-  async checkSignatures(key: string, ts: Timestamp, cert: WriteCertificate): Promise<CertificateCheck> {
+  /**
+   * The certificate's own signature and its grant's, without the authority rules; with
+   * `stripe` ≥ 1, as the stripe certificate of that stripe.
+   */
+  async checkSignatures(key: string, ts: Timestamp, cert: WriteCertificate, stripe = 0): Promise<CertificateCheck> {
     const crypto = this.#crypto;
     if (cert.grant && !(await this.#verify(cert.grant.issuer, grantMessage(this.#cluster.id, cert.grant), cert.grant.signature))) {
       return { ok: false, code: 'UNAUTHENTICATED', reason: "the grant's signature does not verify" };
     }
-    if (!(await this.#verify(cert.signer, certificateMessage(crypto, this.#cluster.id, key, ts, cert), cert.signature))) {
-      return { ok: false, code: 'UNAUTHENTICATED', reason: "the certificate's signature does not verify" };
+    const message =
+      stripe > 0
+        ? stripeCertificateMessage(crypto, this.#cluster.id, key, ts, stripe, cert)
+        : certificateMessage(crypto, this.#cluster.id, key, ts, cert);
+    if (!(await this.#verify(cert.signer, message, cert.signature))) {
+      return { ok: false, code: 'UNAUTHENTICATED', reason: `the ${stripe > 0 ? 'stripe ' : ''}certificate's signature does not verify` };
     }
     return OK;
+  }
+
+  /** Signatures and authority of the stripe certificate of stripe `stripe` (≥ 1) for `key` at `ts`. */
+  async checkStripe(key: string, ts: Timestamp, stripe: number, cert: WriteCertificate): Promise<CertificateCheck> {
+    const problem = authorityProblem(this.#crypto, this.#cluster, key, ts, cert.signer, cert.grant);
+    if (problem) return { ok: false, code: 'NOT_AUTHORIZED', reason: problem };
+    return this.checkSignatures(key, ts, cert, stripe);
   }
 
   /** Whether `signature` is server `server`'s receipt for this write. */

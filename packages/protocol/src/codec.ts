@@ -14,6 +14,10 @@ import {
   ByteWriter,
   readCandidate,
   readCc,
+  readOptionalLayout,
+  readOptionalSummary,
+  writeOptionalLayout,
+  writeOptionalSummary,
   readCert,
   readFragment,
   readOptionalCandidate,
@@ -27,7 +31,7 @@ import {
 } from './wire.js';
 
 /** The only version this code speaks. Version 1 (MAC vectors) is refused. */
-export const WIRE_VERSION = 2;
+export const WIRE_VERSION = 3;
 /** FILTER's flags byte: bit 0 asks for the entry's fragment; other bits are invalid. */
 const FILTER_WANTS_FRAGMENT = 0x01;
 /** FILTER_ACK's entry byte: no entry, the entry with its fragment, or its metadata only. */
@@ -84,6 +88,7 @@ export function encodeMessage(m: Message): Uint8Array {
       writeFragment(w, m.fragment);
       writeCc(w, m.cc);
       writeCert(w, m.cert);
+      writeOptionalLayout(w, m.layout);
       break;
     case 'COMPLETE':
       writeCandidate(w, m.candidate);
@@ -127,6 +132,7 @@ export function encodeMessage(m: Message): Uint8Array {
         if (m.entry.fragment) writeFragment(w, m.entry.fragment);
         writeCc(w, m.entry.cc);
         writeCert(w, m.entry.cert);
+        writeOptionalLayout(w, m.entry.layout);
       }
       writeOptionalCandidate(w, m.newer);
       break;
@@ -143,6 +149,7 @@ function writeListEntry(w: ByteWriter, e: ListEntry): void {
   writeCandidate(w, e.candidate);
   w.u8(e.cc ? 1 : 0);
   if (e.cc) writeCc(w, e.cc);
+  writeOptionalSummary(w, e.layout);
 }
 
 /** Bytes `e` takes in a LIST_ACK frame: what a server counts to keep its answer under `MAX_LIST_REPLY_BYTES`. */
@@ -218,7 +225,9 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
       const stripe = r.u32('stripe');
       const fragment = readFragment(r);
       const cc = readCc(r);
-      return { type, key, opId, ts, stripe, fragment, cc, cert: readCert(r) };
+      const cert = readCert(r);
+      const layout = readOptionalLayout(r);
+      return layout ? { type, key, opId, ts, stripe, fragment, cc, cert, layout } : { type, key, opId, ts, stripe, fragment, cc, cert };
     }
     case 'COMPLETE':
       return { type, key, opId, candidate: readCandidate(r) };
@@ -251,7 +260,9 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
         const candidate = readCandidate(r);
         const hasCc = r.u8('cross-checksum flag');
         if (hasCc > 1) ByteReader.invalid(`unknown cross-checksum flag ${hasCc}`);
-        entries.push({ key: entryKey, candidate, cc: hasCc === 1 ? readCc(r) : undefined });
+        const cc = hasCc === 1 ? readCc(r) : undefined;
+        const layout = readOptionalSummary(r);
+        entries.push(layout ? { key: entryKey, candidate, cc, layout } : { key: entryKey, candidate, cc });
       }
       return { type, key, opId, entries, more: flags === LIST_MORE };
     }
@@ -270,10 +281,14 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
       if (kind === ENTRY_WITH_FRAGMENT) {
         const fragment = readFragment(r);
         const cc = readCc(r);
-        entry = { fragment, cc, cert: readCert(r) };
+        const cert = readCert(r);
+        const layout = readOptionalLayout(r);
+        entry = layout ? { fragment, cc, cert, layout } : { fragment, cc, cert };
       } else if (kind === ENTRY_METADATA_ONLY) {
         const cc = readCc(r);
-        entry = { cc, cert: readCert(r) };
+        const cert = readCert(r);
+        const layout = readOptionalLayout(r);
+        entry = layout ? { cc, cert, layout } : { cc, cert };
       }
       const newer = readOptionalCandidate(r);
       return newer ? { type, key, opId, ts, stripe, entry, newer } : { type, key, opId, ts, stripe, entry };

@@ -62,6 +62,9 @@ export const DOMAIN = {
   grantId: 'powerstore/v2/grant-id',
   identity: 'powerstore/v2/identity',
   digest: 'powerstore/v2/digest',
+  stripeLayout: 'powerstore/v2/stripe-layout',
+  stripeDigests: 'powerstore/v2/stripe-digests',
+  stripeCertificate: 'powerstore/v2/stripe-certificate',
 } as const;
 
 const labels = new Map<string, Uint8Array[]>();

@@ -14,7 +14,7 @@ export const ERROR_CODE_NUMBERS = {
   UNAUTHENTICATED: 4,
   /** Well-formed but wrong for this cluster: shapes, lengths, a fragment not matching `cc`. */
   INVALID_ARGUMENT: 5,
-  /** A feature the other side does not have yet (multi-stripe values). */
+  /** A feature the other side does not have. */
   UNSUPPORTED: 6,
   /** The server failed (storage); the request may succeed elsewhere or later. */
   INTERNAL: 7,
@@ -47,6 +47,17 @@ export const ERROR_CODE_NUMBERS = {
    * content.
    */
   SUPERSEDED: 15,
+  /**
+   * The STORE of stripe 0 of a striped value (the one with the write certificate) came to a
+   * server that does not hold every other stripe of the write, or holds one the layout does
+   * not list: it signs no receipt for data it does not have. Nothing was stored.
+   */
+  STRIPES_MISSING: 16,
+  /**
+   * A reader fetching more stripes of the version it chose found that version collected:
+   * newer writes completed meanwhile. Reported by readers; servers do not send it.
+   */
+  VALUE_CHANGED: 17,
 } as const;
 
 /** One of the stable codes. */

@@ -54,6 +54,20 @@ export {
 export { clusterConfig, MAX_SERVERS, MAX_VALUE_LENGTH, quorum, type ClusterConfig } from './config.js';
 export { computeCrossChecksum, crossChecksumDigest, fragmentMatches, type CrossChecksum } from './cross-checksum.js';
 export {
+  entryCovered,
+  layoutDigest,
+  layoutProblem,
+  MAX_STRIPE_SIZE,
+  MAX_STRIPES,
+  MIN_STRIPE_SIZE,
+  stripeCount,
+  stripeLength,
+  stripeMatches,
+  summarize,
+  type LayoutSummary,
+  type StripeLayout,
+} from './stripes.js';
+export {
   DOMAIN,
   fragmentHash,
   HASH_LENGTH,
@@ -127,6 +141,7 @@ export { DEFAULT_HISTORY, entriesEqual, Server, type FrameResult, type HistoryLi
 export { KeyedMutex } from './key-mutex.js';
 export {
   AbstractStorage,
+  entryId,
   MemoryStorage,
   StorageError,
   UsageLedger,
@@ -157,5 +172,6 @@ export {
   type WriteResult,
   type WriterOptions,
   type WriterSessionOptions,
+  type StripeSource,
   type WriteValue,
 } from './writer.js';

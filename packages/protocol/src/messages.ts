@@ -7,6 +7,7 @@ import type { Candidate } from './candidate.js';
 import type { WriteCertificate } from './certificate.js';
 import type { CrossChecksum } from './cross-checksum.js';
 import type { ProtocolError, ProtocolErrorCode } from './errors.js';
+import type { LayoutSummary, StripeLayout } from './stripes.js';
 import type { Timestamp } from './timestamp.js';
 
 interface Base {
@@ -16,14 +17,23 @@ interface Base {
   readonly opId: number;
 }
 
-/** What server `i` stores for a timestamp: `Hist[ts] = (fr_i, cc, cert)` (`cert` carries `Nbar`). */
+/**
+ * What server `i` stores for a timestamp: `Hist[ts] = (fr_i, cc, cert)` (`cert` carries
+ * `Nbar`), one per stripe of a striped value (`stripes.ts`). Stripe 0 holds the write
+ * certificate and, for a striped value, the layout; stripes 1 … k−1 hold their own
+ * cross-checksum and stripe certificate.
+ */
 export interface HistoryEntry {
   readonly ts: Timestamp;
-  /** Reserved for values carried in several stripes; always 0 today. */
+  /** The stripe: 0 for a value of one stripe. */
   readonly stripe: number;
   readonly fragment: Uint8Array;
+  /** The stripe's cross-checksum. */
   readonly cc: CrossChecksum;
+  /** Stripe 0: the write certificate; stripes ≥ 1: their stripe certificate. */
   readonly cert: WriteCertificate;
+  /** Stripe 0 of a striped value: the layout its certificate signs. */
+  readonly layout?: StripeLayout;
 }
 
 /** Writer round 1: ask for `lc`, whose certificate proves its timestamp. */
@@ -91,8 +101,19 @@ export interface FilterAck extends Base {
   readonly type: 'FILTER_ACK';
   readonly ts: Timestamp;
   readonly stripe: number;
-  /** `fragment` is absent when the FILTER asked for metadata only. */
-  readonly entry: { readonly fragment?: Uint8Array; readonly cc: CrossChecksum; readonly cert: WriteCertificate } | undefined;
+  /**
+   * `fragment` is absent when the FILTER asked for metadata only. `stripe` says which
+   * stripe it is (the one asked for, or the last when the value has fewer); `cc` is that
+   * stripe's, `cert` the write certificate, `layout` set for a striped value.
+   */
+  readonly entry:
+    | {
+        readonly fragment?: Uint8Array;
+        readonly cc: CrossChecksum;
+        readonly cert: WriteCertificate;
+        readonly layout?: StripeLayout;
+      }
+    | undefined;
   /**
    * Set when the server no longer holds `ts`'s entry because its history was collected up
    * to a newer completed write: the server's `lc`, which the reader may move on to (it
@@ -107,6 +128,8 @@ export interface ListEntry {
   readonly candidate: Candidate;
   /** What the certificate's digest covers (the value's length), when the server stored `lc`'s entry. */
   readonly cc: CrossChecksum | undefined;
+  /** For a striped value, what its certificate signs in place of `cc` (the value's length). */
+  readonly layout?: LayoutSummary;
 }
 /** The keys with a completed write (`lc`) this server holds, in code point order of their names. */
 export interface ListAck extends Base {

@@ -37,7 +37,8 @@ import { bytesEqual } from './bytes.js';
 import { candidateId, certificateId, type Candidate } from './candidate.js';
 import type { CertificateVerifier } from './certificate.js';
 import { MAX_VALUE_LENGTH, quorum, type ClusterConfig } from './config.js';
-import { certificateCovers, crossChecksumDigest, fragmentMatches } from './cross-checksum.js';
+import { crossChecksumDigest, fragmentMatches } from './cross-checksum.js';
+import { entryCovered, MAX_STRIPES, type StripeLayout } from './stripes.js';
 import type { CryptoProvider } from './crypto.js';
 import { check, ProtocolError } from './errors.js';
 import type { ClientOperation, FilterAck, Outgoing, Reply, Step } from './messages.js';
@@ -78,6 +79,23 @@ export interface ReadResult {
   readonly cert: Candidate['cert'] | undefined;
   /** Communication rounds used: 2, more when garbage collection moved the read forward. */
   readonly rounds: number;
+  /** For a striped value: the stripe `value` holds (the one asked for, or the last), and the layout. */
+  readonly stripe?: number;
+  readonly layout?: StripeLayout;
+  /** The candidate read, to fetch more stripes of the same version with {@link ReadTarget.pinned}. */
+  readonly candidate?: Candidate;
+}
+
+/** Which stripe a read returns, and of which version. */
+export interface ReadTarget {
+  /** The stripe to return (default 0); a value with fewer stripes returns its last. A value of one stripe returns it whole. */
+  readonly stripe?: number;
+  /**
+   * Read this version, skipping COLLECT: for the further stripes of a value another read
+   * chose. Fails with `VALUE_CHANGED` when servers collected it (newer writes completed)
+   * rather than moving on to a newer version, so a stream never mixes two versions.
+   */
+  readonly pinned?: Candidate;
 }
 
 /** `W[i]`: server `i`'s FILTER answer, checked against its own certificate. */
@@ -86,6 +104,8 @@ export interface FilterAnswer {
   readonly entry: FilterAck['entry'];
   /** {@link certificateId} of the entry's certificate. */
   readonly certId: string | undefined;
+  /** The stripe the answer is about. */
+  readonly stripe: number;
   /** The certificate covers `cc`, `H(fr_i) = cc[i]` and the length fits the value length. */
   readonly fragmentOk: boolean;
 }
@@ -118,13 +138,19 @@ export class ReadOperation implements ClientOperation<ReadResult> {
   /** Servers this FILTER round asked for their fragment. */
   readonly #fragmentAsked = new Set<number>();
   #fellBack = false;
+  readonly #stripe: number;
+  readonly #pinned: Candidate | undefined;
 
-  constructor(options: ReaderOptions, key: string, opId: number) {
+  constructor(options: ReaderOptions, key: string, opId: number, target: ReadTarget = {}) {
     const { config, codec } = options;
     check(codec.n === config.n && codec.k === config.t + 1, `codec must be (k = t + 1, n = 3t + 1), got (${codec.k}, ${codec.n})`);
+    const stripe = target.stripe ?? 0;
+    check(Number.isSafeInteger(stripe) && stripe >= 0 && stripe < MAX_STRIPES, `stripe must be an integer in 0..${MAX_STRIPES - 1}`);
     this.options = options;
     this.key = key;
     this.opId = opId;
+    this.#stripe = stripe;
+    this.#pinned = target.pinned;
   }
 
   /** The round in progress. */
@@ -139,6 +165,10 @@ export class ReadOperation implements ClientOperation<ReadResult> {
 
   async start(): Promise<Step<ReadResult>> {
     check(this.#phase === 'idle', 'operation already started');
+    if (this.#pinned) {
+      this.candidates.set(candidateId(this.#pinned), this.#pinned);
+      return this.#filter();
+    }
     this.#phase = 'collect';
     return { send: this.#toAll({ type: 'COLLECT', key: this.key, opId: this.opId }) };
   }
@@ -191,6 +221,11 @@ export class ReadOperation implements ClientOperation<ReadResult> {
           const outstanding = [...this.#fragmentAsked].some((i) => !this.answers.has(i));
           return disappointed || !outstanding ? this.#fallBack() : {};
         }
+        if (this.#pinned) {
+          // The version is gone at some server: ask every server once, then give up on it.
+          if (!this.#fellBack) return this.#fallBack();
+          return this.#changed();
+        }
         // Not safe yet, and the version asked for is gone at some server: move forward.
         // Only the highest candidate can be returned, so the older ones are dropped (C
         // stays within the n candidates a FILTER carries).
@@ -230,6 +265,13 @@ export class ReadOperation implements ClientOperation<ReadResult> {
   }
 
   /** Whether `w` carries a verified fragment of the highest candidate in C (trivially, when C is empty). */
+  #changed(): Step<ReadResult> {
+    this.#phase = 'done';
+    return {
+      error: new ProtocolError('VALUE_CHANGED', `the version of ${JSON.stringify(this.key)} being read was overwritten and collected meanwhile`),
+    };
+  }
+
   #servesHighest(w: FilterAnswer): boolean {
     let high: Candidate | undefined;
     for (const c of this.candidates.values()) if (!high || compareTimestamps(c.ts, high.ts) > 0) high = c;
@@ -245,7 +287,7 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     for (let to = 0; to < this.options.config.n; to++) {
       if (this.#fragmentAsked.has(to)) continue;
       this.#fragmentAsked.add(to);
-      send.push({ to, message: { type: 'FILTER', key: this.key, opId: this.opId, stripe: 0, fragment: true, candidates: this.#sent } });
+      send.push({ to, message: { type: 'FILTER', key: this.key, opId: this.opId, stripe: this.#stripe, fragment: true, candidates: this.#sent } });
     }
     return send.length > 0 ? { send, supplement: true } : {};
   }
@@ -271,18 +313,24 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     return members.length >= this.options.config.t + 1 ? members : undefined;
   }
 
-  /** Whether the entry's certificate signs its cross-checksum (what a metadata-only answer can show). */
-  protected entryConsistent(entry: NonNullable<FilterAck['entry']>): boolean {
+  /**
+   * Whether the entry's certificate signs its cross-checksum (what a metadata-only answer
+   * can show), as stripe `stripe`: for a striped value, the certificate signs the layout,
+   * which lists the cross-checksum there, and `stripe` is the one this read wants.
+   */
+  protected entryConsistent(entry: NonNullable<FilterAck['entry']>, stripe: number): boolean {
     const { valueLength } = entry.cc;
     // Bounded before the codec sees it: the entry may come from a Byzantine server.
     if (!Number.isSafeInteger(valueLength) || valueLength < 0 || valueLength > MAX_VALUE_LENGTH) return false;
-    return entry.cc.hashes.length === this.options.config.n && certificateCovers(this.options.crypto, entry.cert, entry.cc);
+    if (entry.cc.hashes.length !== this.options.config.n) return false;
+    if (entry.layout && stripe !== Math.min(this.#stripe, entry.layout.digests.length - 1)) return false;
+    return entryCovered(this.options.crypto, entry.cert, stripe, entry.cc, entry.layout);
   }
 
   /** Whether server `i`'s fragment is entry `i` of the cross-checksum its certificate signs (false without a fragment). */
-  protected async fragmentVerifies(i: number, entry: NonNullable<FilterAck['entry']>): Promise<boolean> {
+  protected async fragmentVerifies(i: number, entry: NonNullable<FilterAck['entry']>, stripe: number): Promise<boolean> {
     const { codec, crypto } = this.options;
-    if (entry.fragment === undefined || !this.entryConsistent(entry)) return false;
+    if (entry.fragment === undefined || !this.entryConsistent(entry, stripe)) return false;
     return (
       entry.fragment.length === codec.fragmentLength(entry.cc.valueLength) && (await fragmentMatches(crypto, entry.cc, i, entry.fragment))
     );
@@ -290,14 +338,15 @@ export class ReadOperation implements ClientOperation<ReadResult> {
 
   async #answer(from: number, reply: FilterAck): Promise<FilterAnswer> {
     const entry = reply.entry;
-    if (!entry) return { ts: reply.ts, entry, certId: undefined, fragmentOk: false };
-    const fragmentOk = await this.fragmentVerifies(from, entry);
+    const stripe = reply.stripe;
+    if (!entry) return { ts: reply.ts, entry, certId: undefined, fragmentOk: false, stripe };
+    const fragmentOk = await this.fragmentVerifies(from, entry, stripe);
     if (entry.fragment === undefined) {
-      if (!this.entryConsistent(entry)) this.options.onEvidence?.(from, 'sent an entry whose certificate does not sign its cross-checksum');
+      if (!this.entryConsistent(entry, stripe)) this.options.onEvidence?.(from, 'sent an entry whose certificate does not sign its cross-checksum');
     } else if (!fragmentOk) {
       this.options.onEvidence?.(from, 'sent a fragment that does not match the cross-checksum its certificate signs');
     }
-    return { ts: reply.ts, entry, certId: certificateId(entry.cert), fragmentOk };
+    return { ts: reply.ts, entry, certId: certificateId(entry.cert), fragmentOk, stripe };
   }
 
   /**
@@ -317,7 +366,7 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     if (!high || !timestampsEqual(reply.ts, high)) return undefined;
     const id = certificateId(entry.cert);
     const selected = [...this.candidates.values()].some((c) => timestampsEqual(c.ts, high) && certificateId(c.cert) === id);
-    if (!selected || !bytesEqual(crossChecksumDigest(this.options.crypto, entry.cc), entry.cert.ccDigest)) return undefined;
+    if (!selected || entry.layout || !bytesEqual(crossChecksumDigest(this.options.crypto, entry.cc), entry.cert.ccDigest)) return undefined;
     return new ProtocolError('VALUE_TOO_LARGE', `the value is ${entry.cc.valueLength} bytes, over this reader's limit of ${max}`);
   }
 
@@ -363,7 +412,7 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     for (let to = 0; to < config.n; to++) {
       send.push({
         to,
-        message: { type: 'FILTER', key: this.key, opId: this.opId, stripe: 0, fragment: this.#fragmentAsked.has(to), candidates },
+        message: { type: 'FILTER', key: this.key, opId: this.opId, stripe: this.#stripe, fragment: this.#fragmentAsked.has(to), candidates },
       });
     }
     return { send };
@@ -373,13 +422,17 @@ export class ReadOperation implements ClientOperation<ReadResult> {
   #tryFinish(): Step<ReadResult> {
     let high: Timestamp | undefined;
     for (const c of this.candidates.values()) if (!high || compareTimestamps(c.ts, high) > 0) high = c.ts;
-    const rounds = 1 + this.#rounds;
-    if (!high) return this.#finish({ value: undefined, ts: TS0, cert: undefined, rounds });
+    const rounds = (this.#pinned ? 0 : 1) + this.#rounds;
+    if (!high) return this.#pinned ? this.#changed() : this.#finish({ value: undefined, ts: TS0, cert: undefined, rounds });
     // Several candidates share the highest timestamp only if their writer signed twice.
     for (const c of this.candidates.values()) {
       if (!timestampsEqual(c.ts, high)) continue;
       const members = this.safeMembers(c);
-      if (members) return this.#finish({ value: this.#restore(members), ts: high, cert: c.cert, rounds });
+      if (!members) continue;
+      const first = this.answers.get(members[0]!)!;
+      const layout = first.entry!.layout;
+      const striped = layout ? { stripe: first.stripe, layout } : {};
+      return this.#finish({ value: this.#restore(members), ts: high, cert: c.cert, rounds, candidate: c, ...striped });
     }
     return {};
   }

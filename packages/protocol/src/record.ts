@@ -22,14 +22,20 @@ import {
   writeCc,
   writeCert,
   writeOptionalCandidate,
+  writeOptionalLayout,
+  readOptionalLayout,
   writeTs,
 } from './wire.js';
 
 /**
- * Version of the record layouts below. Version 1 (no entry index) and 2 (fragment inside
- * the entry record) are refused.
+ * Version of the record layouts below. Version 4 added stripes (the entry index names each
+ * entry's stripe, and an entry record may hold a stripe layout); version 3 records are
+ * read as values of one stripe. Version 1 (no entry index) and 2 (fragment inside the
+ * entry record) are refused.
  */
-export const RECORD_VERSION = 3;
+export const RECORD_VERSION = 4;
+/** The oldest record version still read. */
+const OLDEST_READ = 3;
 
 /** A history entry without its fragment: everything a server checks without reading the bytes. */
 export type EntryMeta = Omit<HistoryEntry, 'fragment'>;
@@ -37,6 +43,8 @@ export type EntryMeta = Omit<HistoryEntry, 'fragment'>;
 /** What the key's record says about one stored history entry, so no entry is read to list them. */
 export interface EntryInfo {
   readonly ts: Timestamp;
+  /** The stripe (0 for a value of one stripe). */
+  readonly stripe: number;
   /** Bytes charged for it (see {@link historyEntryBytes}). */
   readonly bytes: number;
 }
@@ -58,7 +66,8 @@ export interface KeyState {
 
 /** The bytes one history entry is charged for: its fragment and its metadata. */
 export function historyEntryBytes(entry: HistoryEntry): number {
-  return entry.fragment.length + 1 + 8 + 1 + 32 * entry.cc.hashes.length + certificateSize(entry.cert) + 8 + 32 + 4;
+  const layout = entry.layout ? 16 + 32 * entry.layout.digests.length : 0;
+  return entry.fragment.length + 1 + 8 + 1 + 32 * entry.cc.hashes.length + certificateSize(entry.cert) + 8 + 32 + 4 + layout;
 }
 
 function header(w: ByteWriter, key: string) {
@@ -66,12 +75,12 @@ function header(w: ByteWriter, key: string) {
   w.string(key, MAX_KEY_LENGTH, 'key');
 }
 
-function readHeader(raw: Uint8Array, n: number): { r: ByteReader; key: string } {
+function readHeader(raw: Uint8Array, n: number): { r: ByteReader; key: string; version: number } {
   const r = new ByteReader(raw, n, MAX_VALUE_LENGTH);
   const version = r.u8('record version');
-  if (version !== RECORD_VERSION)
-    throw new ProtocolError('UNSUPPORTED_VERSION', `record version ${version}, this server reads ${RECORD_VERSION}`);
-  return { r, key: r.string(MAX_KEY_LENGTH, 'key') };
+  if (version < OLDEST_READ || version > RECORD_VERSION)
+    throw new ProtocolError('UNSUPPORTED_VERSION', `record version ${version}, this server reads ${OLDEST_READ}..${RECORD_VERSION}`);
+  return { r, key: r.string(MAX_KEY_LENGTH, 'key'), version };
 }
 
 /**
@@ -87,19 +96,21 @@ export function encodeEntryMetaRecord(key: string, e: HistoryEntry): Uint8Array 
   w.u32(e.fragment.length, 'fragment length');
   writeCc(w, e.cc);
   writeCert(w, e.cert);
+  writeOptionalLayout(w, e.layout);
   return w.finish();
 }
 
 /** Reads {@link encodeEntryMetaRecord}; throws `INVALID_FRAME` or `UNSUPPORTED_VERSION`. */
 export function decodeEntryMetaRecord(raw: Uint8Array, n: number): { key: string; meta: EntryMeta; fragmentLength: number } {
-  const { r, key } = readHeader(raw, n);
+  const { r, key, version } = readHeader(raw, n);
   const ts = readTs(r);
   const stripe = r.u32('stripe');
   const fragmentLength = r.u32('fragment length');
   const cc = readCc(r);
   const cert = readCert(r);
+  const layout = version >= 4 ? readOptionalLayout(r) : undefined;
   r.end();
-  return { key, meta: { ts, stripe, cc, cert }, fragmentLength };
+  return { key, meta: layout ? { ts, stripe, cc, cert, layout } : { ts, stripe, cc, cert }, fragmentLength };
 }
 
 /** A key's state as bytes. */
@@ -113,6 +124,7 @@ export function encodeKeyRecord(key: string, s: KeyState): Uint8Array {
   w.u32(s.index.length, 'entries');
   for (const e of s.index) {
     writeTs(w, e.ts);
+    w.u32(e.stripe, 'stripe');
     w.u64(e.bytes, 'entry bytes');
   }
   return w.finish();
@@ -120,7 +132,7 @@ export function encodeKeyRecord(key: string, s: KeyState): Uint8Array {
 
 /** Reads {@link encodeKeyRecord}. */
 export function decodeKeyRecord(raw: Uint8Array, n: number): { key: string; state: KeyState } {
-  const { r, key } = readHeader(raw, n);
+  const { r, key, version } = readHeader(raw, n);
   const owner = r.string(64, 'owner');
   const lc = readOptionalCandidate(r);
   const collected = r.bool('collected flag') ? readTs(r) : undefined;
@@ -128,7 +140,11 @@ export function decodeKeyRecord(raw: Uint8Array, n: number): { key: string; stat
   // Each entry takes at least 8 + 32 + 8 bytes: a count the record cannot hold is corrupt.
   if (count > r.remaining / 48) ByteReader.invalid(`key record claims ${count} entries`);
   const index: EntryInfo[] = [];
-  for (let i = 0; i < count; i++) index.push({ ts: readTs(r), bytes: r.u64('entry bytes') });
+  for (let i = 0; i < count; i++) {
+    const ts = readTs(r);
+    const stripe = version >= 4 ? r.u32('stripe') : 0;
+    index.push({ ts, stripe, bytes: r.u64('entry bytes') });
+  }
   r.end();
   return { key, state: { lc, owner, index, collected } };
 }

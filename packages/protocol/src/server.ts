@@ -44,6 +44,7 @@ import { Admission, OPEN_POLICY, type Quota, type Refusal, type WritePolicy } fr
 import { MAX_LIST_REPLY_BYTES } from './listing.js';
 import { historyEntryBytes, type EntryInfo, type EntryMeta } from './record.js';
 import type { KeyRecord, ServerStorage } from './storage.js';
+import { entryCovered, layoutProblem, layoutsEqual, MAX_STRIPES, stripeMatches, summarize, type StripeLayout } from './stripes.js';
 import { TS0, compareTimestamps, type Timestamp } from './timestamp.js';
 
 /**
@@ -228,10 +229,22 @@ export class Server {
     return { type: req.type === 'CLOCK' ? 'CLOCK_ACK' : 'COLLECT_ACK', key: req.key, opId: req.opId, candidate };
   }
 
-  /** STORE: `Hist[ts] ← (fr_i, cc, cert)` once every check passes; see the module comment. */
+  /**
+   * STORE: `Hist[ts] ← (fr_i, cc, cert)` once every check passes; see the module comment.
+   * For a striped value (`stripes.ts`), stripes 1 … k−1 come first with stripe
+   * certificates, and stripe 0 last with the write certificate and the layout: only then,
+   * and only if this server holds every stripe the layout lists, is a receipt signed.
+   */
   protected async onStore(req: StoreRequest): Promise<Reply> {
-    const { key, ts, stripe, fragment, cc, cert } = req;
-    if (!bytesEqual(crossChecksumDigest(this.crypto, cc), cert.ccDigest)) {
+    if (req.stripe > 0) return this.onStoreStripe(req);
+    const { key, ts, fragment, cc, cert, layout } = req;
+    if (layout) {
+      const problem = layoutProblem(layout);
+      if (problem) throw new ProtocolError('INVALID_ARGUMENT', problem);
+      if (!entryCovered(this.crypto, cert, 0, cc, layout)) {
+        throw new ProtocolError('UNAUTHENTICATED', 'the certificate does not cover this stripe layout and cross-checksum');
+      }
+    } else if (!bytesEqual(crossChecksumDigest(this.crypto, cc), cert.ccDigest)) {
       throw new ProtocolError('UNAUTHENTICATED', 'the certificate does not cover this cross-checksum');
     }
     // Servers that learn this write only as a candidate trust the certificate's flag.
@@ -248,7 +261,7 @@ export class Server {
     if (!checked.ok) throw new ProtocolError(checked.code, checked.reason);
     const refusal = this.refusal(key, cert);
     if (refusal) throw new ProtocolError(refusal.code, refusal.reason);
-    const entry: HistoryEntry = { ts, stripe, fragment, cc, cert };
+    const entry: HistoryEntry = layout ? { ts, stripe: 0, fragment, cc, cert, layout } : { ts, stripe: 0, fragment, cc, cert };
     await this.storage.withKey(key, (record) => this.storeEntry(record, key, entry));
     // Signed only once the entry is durable: a receipt is a promise to hold it.
     const message = receiptMessage(this.crypto, this.#options.cluster.id, key, ts, cert, this.index);
@@ -272,27 +285,102 @@ export class Server {
       this.#options.onConflict?.(key, entry.ts);
       throw new ProtocolError('CONFLICT', `history entry ${entry.ts.num} of this key already holds another write`);
     }
+    await this.checkNotCollected(record, entry.ts);
+    if (entry.layout) await this.checkStripesHeld(record, entry.ts, entry.layout);
+    const lc = await record.getLc();
+    // The stripes already stored made this write pending; its stripe 0 adds no write.
+    const started = index.some((e) => compareTimestamps(e.ts, entry.ts) === 0);
+    if (!started && compareTimestamps(entry.ts, lc?.ts ?? TS0) > 0) this.checkPending(index, lc?.ts ?? TS0, entry.ts);
+    await this.charge(record, key, entry);
+    await this.collect(record, key);
+  }
+
+  /** A STORE at or below the collected mark would give a collected timestamp content again: `SUPERSEDED`. */
+  protected async checkNotCollected(record: KeyRecord, ts: Timestamp): Promise<void> {
     const collected = await record.getCollected();
-    if (collected && compareTimestamps(entry.ts, collected) <= 0) {
+    if (collected && compareTimestamps(ts, collected) <= 0) {
       throw new ProtocolError(
         'SUPERSEDED',
         `history of this key up to ${collected.num} was collected after newer writes completed; write again with a fresh timestamp`,
       );
     }
-    const lc = await record.getLc();
-    if (compareTimestamps(entry.ts, lc?.ts ?? TS0) > 0) this.checkPending(index, lc?.ts ?? TS0, entry.ts);
+  }
+
+  /** Stores `entry`, charged to the key's owner, or `QUOTA_EXCEEDED`. */
+  protected async charge(record: KeyRecord, key: string, entry: HistoryEntry): Promise<void> {
     const owner = this.admission.ownerOfKey(key);
     const charge = { owner, bytes: historyEntryBytes(entry), quota: this.admission.quotaFor(owner) };
     if (!(await record.putEntry(entry, charge))) {
       throw new ProtocolError('QUOTA_EXCEEDED', `owner ${owner} has reached its quota on this server (${describeQuota(charge.quota)})`);
     }
-    await this.collect(record, key);
   }
 
-  /** Entries above `lc` are bounded per key and per writer identity. */
+  /**
+   * Stripe 0 of a striped write is stored (and a receipt signed) only when every other
+   * stripe the layout lists is here, with the cross-checksum it lists: a receipt promises
+   * the whole value, so `n − t` receipts put all of it on `t + 1` correct servers.
+   */
+  protected async checkStripesHeld(record: KeyRecord, ts: Timestamp, layout: StripeLayout): Promise<void> {
+    const missing: number[] = [];
+    for (let s = 1; s < layout.digests.length; s++) {
+      const meta = await record.getEntryMeta(ts, s);
+      if (!meta) missing.push(s);
+      else if (!stripeMatches(this.crypto, layout, s, meta.cc)) {
+        throw new ProtocolError('CONFLICT', `stripe ${s} stored for this write is not the one its layout lists`);
+      }
+    }
+    if (missing.length > 0) {
+      const shown = missing.slice(0, 5).join(', ') + (missing.length > 5 ? ', …' : '');
+      throw new ProtocolError('STRIPES_MISSING', `this server does not hold stripes ${shown} of this write (${missing.length} of ${layout.digests.length - 1})`);
+    }
+  }
+
+  /**
+   * STORE of stripe `s` ≥ 1 of a striped write: checked against its stripe certificate
+   * (signatures, authority, policy), stored write-once like any entry, and charged to the
+   * owner. Acknowledged without a receipt: only stripe 0's STORE earns one.
+   */
+  protected async onStoreStripe(req: StoreRequest): Promise<Reply> {
+    const { key, ts, stripe, fragment, cc, cert } = req;
+    if (req.layout) throw new ProtocolError('INVALID_ARGUMENT', 'only stripe 0 carries the stripe layout');
+    if (cc.tombstone || cert.tombstone) throw new ProtocolError('INVALID_ARGUMENT', 'a delete has no stripes');
+    if (!bytesEqual(crossChecksumDigest(this.crypto, cc), cert.ccDigest)) {
+      throw new ProtocolError('UNAUTHENTICATED', 'the stripe certificate does not cover this cross-checksum');
+    }
+    if (!(await this.fragmentMatches(req))) {
+      throw new ProtocolError('INVALID_ARGUMENT', `fragment ${this.index} does not match the cross-checksum`);
+    }
+    const checked = await this.checkStripeCertificate(key, ts, stripe, cert);
+    if (!checked.ok) throw new ProtocolError(checked.code, checked.reason);
+    const refusal = this.refusal(key, cert);
+    if (refusal) throw new ProtocolError(refusal.code, refusal.reason);
+    const entry: HistoryEntry = { ts, stripe, fragment, cc, cert };
+    await this.storage.withKey(key, async (record) => {
+      const existing = await record.getEntryMeta(ts, stripe);
+      if (existing) {
+        if (entryMetaEqual(existing, entry)) return;
+        this.#options.onConflict?.(key, ts);
+        throw new ProtocolError('CONFLICT', `stripe ${stripe} of history entry ${ts.num} of this key already holds another write`);
+      }
+      // Once stripe 0 is stored the write is whole: a stripe it does not list has no place.
+      if (await record.getEntryMeta(ts, 0)) {
+        this.#options.onConflict?.(key, ts);
+        throw new ProtocolError('CONFLICT', `history entry ${ts.num} of this key is complete; stripe ${stripe} is not part of it`);
+      }
+      await this.checkNotCollected(record, ts);
+      const index = await record.index();
+      const lc = await record.getLc();
+      const started = index.some((e) => compareTimestamps(e.ts, ts) === 0);
+      if (!started && compareTimestamps(ts, lc?.ts ?? TS0) > 0) this.checkPending(index, lc?.ts ?? TS0, ts);
+      await this.charge(record, key, entry);
+    });
+    return { type: 'STORE_ACK', key, opId: req.opId, ts, receipt: NO_RECEIPT };
+  }
+
+  /** Writes above `lc` (their stripes count once) are bounded per key and per writer identity. */
   protected checkPending(index: readonly EntryInfo[], lcTs: Timestamp, ts: Timestamp): void {
     const { maxPendingPerKey, maxPendingPerWriter } = this.history;
-    const pending = index.filter((e) => compareTimestamps(e.ts, lcTs) > 0);
+    const pending = writesOf(index).filter((e) => compareTimestamps(e.ts, lcTs) > 0);
     if (pending.length >= maxPendingPerKey) {
       throw new ProtocolError(
         'PENDING_LIMIT',
@@ -313,13 +401,14 @@ export class Server {
   protected async collect(record: KeyRecord, key: string): Promise<void> {
     const lc = await record.getLc();
     if (!lc) return;
-    const doomed = this.collectable(await record.index(), lc);
+    const doomed = this.collectable(writesOf(await record.index()), lc);
     for (const e of doomed) await record.deleteEntry(e.ts);
     if (doomed.length > 0) this.#options.onCollected?.(key, doomed.length);
   }
 
   /**
-   * The entries to delete, given the index (oldest first) and `lc`: everything below `lc`
+   * The writes to delete (all their stripes), given one index entry per write (oldest
+   * first) and `lc`: everything below `lc`
    * but the `keep` newest, and everything below a completed delete. Never `lc`'s own
    * entry, never one above it. Whether `lc` is a delete comes from its certificate, so a
    * server that never received the delete's STORE erases as well.
@@ -346,25 +435,37 @@ export class Server {
   protected async onFilter(req: FilterRequest): Promise<Reply> {
     const chv = await this.highestValid(req.key, req.candidates);
     const ts = chv?.ts ?? TS0;
-    const { entry, newer } = await this.storage.withKey(req.key, async (record) => {
-      if (!chv) return { entry: undefined, newer: undefined };
+    const { entry, stripe, newer } = await this.storage.withKey(req.key, async (record) => {
+      if (!chv) return { entry: undefined, stripe: 0, newer: undefined };
       await this.writeBack(record, chv, req.key);
-      // Asked for metadata only, the fragment is not even read.
-      const full = req.fragment ? await record.getEntry(ts) : undefined;
-      const meta = full ?? (req.fragment ? undefined : await record.getEntryMeta(ts));
-      const entry: FilterAck['entry'] =
-        meta && (full ? { fragment: full.fragment, cc: meta.cc, cert: meta.cert } : { cc: meta.cc, cert: meta.cert });
-      return { entry, newer: entry ? undefined : await this.newerThanCollected(record, ts) };
+      const found = await this.readStripe(record, ts, req.stripe, req.fragment);
+      return { ...found, newer: found.entry ? undefined : await this.newerThanCollected(record, ts) };
     });
-    const reply: FilterAck = {
-      type: 'FILTER_ACK',
-      key: req.key,
-      opId: req.opId,
-      ts,
-      stripe: req.stripe,
-      entry,
-    };
+    const reply: FilterAck = { type: 'FILTER_ACK', key: req.key, opId: req.opId, ts, stripe, entry };
     return newer ? { ...reply, newer } : reply;
+  }
+
+  /**
+   * What FILTER answers for `ts`: stripe `wanted` (the last one when the value has fewer),
+   * with the write certificate and layout from stripe 0. Asked for metadata only, no
+   * fragment is read.
+   */
+  protected async readStripe(
+    record: KeyRecord,
+    ts: Timestamp,
+    wanted: number,
+    withFragment: boolean,
+  ): Promise<{ entry: FilterAck['entry']; stripe: number }> {
+    const head = withFragment && wanted === 0 ? await record.getEntry(ts, 0) : await record.getEntryMeta(ts, 0);
+    if (!head) return { entry: undefined, stripe: 0 };
+    const layout = head.layout;
+    const stripe = layout ? Math.min(wanted, layout.digests.length - 1) : 0;
+    const part = stripe === 0 ? head : withFragment ? await record.getEntry(ts, stripe) : await record.getEntryMeta(ts, stripe);
+    // A stripe missing under a stored stripe 0 means storage lost it: answer nothing rather than half.
+    if (!part) return { entry: undefined, stripe };
+    const fragment = withFragment ? (part as Partial<HistoryEntry>).fragment : undefined;
+    const entry = { cc: part.cc, cert: head.cert, ...(fragment ? { fragment } : {}), ...(layout ? { layout } : {}) };
+    return { entry, stripe };
   }
 
   /**
@@ -378,7 +479,9 @@ export class Server {
     // The frame's header, the prefix included, is under 2 KiB.
     let bytes = 2048;
     for (const k of keys) {
-      const entry: ListEntry = { key: k.key, candidate: k.lc, cc: k.cc };
+      const entry: ListEntry = k.layout
+        ? { key: k.key, candidate: k.lc, cc: k.cc, layout: summarize(this.crypto, k.layout) }
+        : { key: k.key, candidate: k.lc, cc: k.cc };
       bytes += listEntryBytes(entry);
       if (bytes > MAX_LIST_REPLY_BYTES) return { type: 'LIST_ACK', key: req.key, opId: req.opId, entries, more: true };
       entries.push(entry);
@@ -439,6 +542,11 @@ export class Server {
     return this.verifier.check(key, ts, cert);
   }
 
+  /** Signatures and authority of a stripe certificate (stripe ≥ 1). */
+  protected checkStripeCertificate(key: string, ts: Timestamp, stripe: number, cert: WriteCertificate): Promise<CertificateCheck> {
+    return this.verifier.checkStripe(key, ts, stripe, cert);
+  }
+
   /** `H(fr_i) = cc[i]`. */
   protected fragmentMatches(req: StoreRequest): Promise<boolean> {
     return fragmentMatches(this.crypto, req.cc, this.index, req.fragment);
@@ -459,12 +567,9 @@ export class Server {
     if (req.key.length === 0 && req.type !== 'LIST') bad('the key must not be empty');
     switch (req.type) {
       case 'STORE':
-        if (req.stripe !== 0) throw new ProtocolError('UNSUPPORTED', 'multi-stripe values are not supported yet');
         if (req.fragment.length !== Math.ceil(req.cc.valueLength / (t + 1))) bad('fragment length does not match the value length');
         if (req.cc.tombstone && req.cc.valueLength !== 0) bad('a tombstone has no value');
-        break;
-      case 'FILTER':
-        if (req.stripe !== 0) throw new ProtocolError('UNSUPPORTED', 'multi-stripe values are not supported yet');
+        if (req.stripe >= MAX_STRIPES) bad(`stripe ${req.stripe} is beyond the ${MAX_STRIPES} a value may have`);
         break;
       default:
         break;
@@ -486,8 +591,19 @@ export function entryMetaEqual(a: EntryMeta, b: EntryMeta): boolean {
     a.cc.valueLength === b.cc.valueLength &&
     a.cc.hashes.length === b.cc.hashes.length &&
     a.cc.hashes.every((h, i) => bytesEqual(h, b.cc.hashes[i]!)) &&
-    certificatesEqual(a.cert, b.cert)
+    certificatesEqual(a.cert, b.cert) &&
+    layoutsEqual(a.layout, b.layout)
   );
+}
+
+/** The receipt field of a stripe's acknowledgement: stripes earn no receipt. */
+const NO_RECEIPT = new Uint8Array(64);
+
+/** One index entry per write (its first stripe), oldest first. */
+function writesOf(index: readonly EntryInfo[]): EntryInfo[] {
+  const out: EntryInfo[] = [];
+  for (const e of index) if (out.length === 0 || compareTimestamps(out[out.length - 1]!.ts, e.ts) !== 0) out.push(e);
+  return out;
 }
 
 function describeQuota(q: { bytes?: number; keys?: number }): string {

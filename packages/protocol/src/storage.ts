@@ -21,6 +21,7 @@ import type { CrossChecksum } from './cross-checksum.js';
 import { compareKeys, inListRange } from './listing.js';
 import { KeyedMutex } from './key-mutex.js';
 import type { HistoryEntry } from './messages.js';
+import type { StripeLayout } from './stripes.js';
 import type { Quota } from './policy.js';
 import type { EntryInfo, EntryMeta, KeyState } from './record.js';
 import { compareTimestamps, timestampKey, timestampsEqual, type Timestamp } from './timestamp.js';
@@ -45,12 +46,12 @@ export interface KeyRecord {
   /** The last completed candidate `lc`; `undefined` is `c0`. */
   getLc(): Promise<Candidate | undefined>;
   setLc(candidate: Candidate): Promise<void>;
-  /** `Hist[ts]` by `(num, writerId)`, fragment included. */
-  getEntry(ts: Timestamp): Promise<HistoryEntry | undefined>;
-  /** `Hist[ts]` without its fragment: what STORE retries and validity checks need, without reading the bytes. */
-  getEntryMeta(ts: Timestamp): Promise<EntryMeta | undefined>;
+  /** `Hist[ts]` by `(num, writerId)` (its stripe `stripe`, default 0), fragment included. */
+  getEntry(ts: Timestamp, stripe?: number): Promise<HistoryEntry | undefined>;
+  /** `Hist[ts]` (stripe `stripe`, default 0) without its fragment: what STORE retries and validity checks need, without reading the bytes. */
+  getEntryMeta(ts: Timestamp, stripe?: number): Promise<EntryMeta | undefined>;
   /**
-   * Stores `Hist[entry.ts]` (the caller has checked it is empty) and charges it to
+   * Stores `Hist[entry.ts]`'s stripe `entry.stripe` (the caller has checked it is empty) and charges it to
    * `charge.owner`, plus one key if it is the key's first entry, unless that would exceed
    * `charge.quota`: then it stores nothing and resolves `false`. The charge counts in
    * {@link ServerStorage.usage} from the moment it is accepted and is undone if the
@@ -60,8 +61,9 @@ export interface KeyRecord {
   /** The entries stored, oldest first, from the key's own record (no entry is read). */
   index(): Promise<readonly EntryInfo[]>;
   /**
-   * Garbage collection: removes `Hist[ts]`, gives its bytes (and the key, if it was the
-   * last entry) back to the owner once durable, and raises the collected mark to `ts`.
+   * Garbage collection: removes `Hist[ts]`, every stripe of it, gives their bytes (and the
+   * key, if they were its last entries) back to the owner once durable, and raises the
+   * collected mark to `ts`.
    */
   deleteEntry(ts: Timestamp): Promise<void>;
   /** The highest timestamp whose entry was collected; `undefined` if none was. */
@@ -93,6 +95,8 @@ export interface StoredKey {
   readonly key: string;
   readonly lc: Candidate;
   readonly cc: CrossChecksum | undefined;
+  /** The layout of `lc`'s entry, when it is a striped value's. */
+  readonly layout?: StripeLayout;
 }
 
 /** A failure of the storage itself (as opposed to a refused request). */
@@ -166,7 +170,7 @@ export interface KeyChanges {
   /** New history entries. */
   readonly puts: readonly HistoryEntry[];
   /** Collected history entries (each one was stored). */
-  readonly deletes: readonly Timestamp[];
+  readonly deletes: readonly { readonly ts: Timestamp; readonly stripe: number }[];
   /** Per-owner usage changes (bytes and keys; negative for collected entries), to persist with the rest. */
   readonly usage: readonly Reservation[];
   /** Change in the number of keys holding entries, and of entries. */
@@ -209,8 +213,8 @@ export abstract class AbstractStorage implements ServerStorage {
   readonly #stateCacheKeys: number;
   readonly #reads: CommittedReads = {
     state: (key) => this.readState(key),
-    meta: (key, ts) => this.readEntryMeta(key, ts),
-    entry: (key, ts) => this.readEntry(key, ts),
+    meta: (key, ts, stripe) => this.readEntryMeta(key, ts, stripe),
+    entry: (key, ts, stripe) => this.readEntry(key, ts, stripe),
   };
 
   constructor(options: AbstractStorageOptions = {}) {
@@ -219,10 +223,10 @@ export abstract class AbstractStorage implements ServerStorage {
 
   /** The committed state of `key`, or `undefined` if it has none. */
   protected abstract readState(key: string): Promise<KeyState | undefined>;
-  /** The committed metadata of `Hist[key][ts]`, or `undefined`. */
-  protected abstract readEntryMeta(key: string, ts: Timestamp): Promise<EntryMeta | undefined>;
-  /** The committed fragment of `Hist[key][ts]`, or `undefined`. */
-  protected abstract readFragment(key: string, ts: Timestamp): Promise<Uint8Array | undefined>;
+  /** The committed metadata of `Hist[key][ts]`'s stripe `stripe`, or `undefined`. */
+  protected abstract readEntryMeta(key: string, ts: Timestamp, stripe: number): Promise<EntryMeta | undefined>;
+  /** The committed fragment of `Hist[key][ts]`'s stripe `stripe`, or `undefined`. */
+  protected abstract readFragment(key: string, ts: Timestamp, stripe: number): Promise<Uint8Array | undefined>;
   /**
    * Makes `changes` durable, all or nothing; resolves once they are. Commits of different
    * keys may be concurrent; commits of one key never are.
@@ -248,17 +252,17 @@ export abstract class AbstractStorage implements ServerStorage {
         if (!state.lc) continue;
         if (keys.length === limit) return { keys, more: true };
         const lcTs = state.lc.ts;
-        const cc = state.index.some((e) => timestampsEqual(e.ts, lcTs)) ? (await this.readEntryMeta(key, lcTs))?.cc : undefined;
-        keys.push({ key, lc: state.lc, cc });
+        const meta = state.index.some((e) => e.stripe === 0 && timestampsEqual(e.ts, lcTs)) ? await this.readEntryMeta(key, lcTs, 0) : undefined;
+        keys.push(meta?.layout ? { key, lc: state.lc, cc: meta.cc, layout: meta.layout } : { key, lc: state.lc, cc: meta?.cc });
       }
       if (batch.length < want) return { keys, more: false };
       from = batch.at(-1)![0];
     }
   }
 
-  /** The whole committed `Hist[key][ts]`; backends may read both parts at once. */
-  protected async readEntry(key: string, ts: Timestamp): Promise<HistoryEntry | undefined> {
-    const [meta, fragment] = await Promise.all([this.readEntryMeta(key, ts), this.readFragment(key, ts)]);
+  /** The whole committed `Hist[key][ts]` stripe; backends may read both parts at once. */
+  protected async readEntry(key: string, ts: Timestamp, stripe: number): Promise<HistoryEntry | undefined> {
+    const [meta, fragment] = await Promise.all([this.readEntryMeta(key, ts, stripe), this.readFragment(key, ts, stripe)]);
     return meta && fragment ? { ...meta, fragment } : undefined;
   }
 
@@ -358,8 +362,8 @@ export abstract class AbstractStorage implements ServerStorage {
 /** The reads a {@link Transaction} makes of committed data. */
 interface CommittedReads {
   state(key: string): Promise<KeyState | undefined>;
-  meta(key: string, ts: Timestamp): Promise<EntryMeta | undefined>;
-  entry(key: string, ts: Timestamp): Promise<HistoryEntry | undefined>;
+  meta(key: string, ts: Timestamp, stripe: number): Promise<EntryMeta | undefined>;
+  entry(key: string, ts: Timestamp, stripe: number): Promise<HistoryEntry | undefined>;
 }
 
 /** One callback's view: reads see its own buffered writes; writes reach the backend in one commit. */
@@ -367,8 +371,8 @@ class Transaction {
   #state: KeyState | undefined;
   #stateLoaded = false;
   #stateChanged = false;
-  /** Entries put (an entry) or deleted (`null`) by this callback, by timestamp key. */
-  readonly #written = new Map<string, { ts: Timestamp; entry: HistoryEntry | null }>();
+  /** Entries put (an entry) or deleted (`null`) by this callback, by {@link entryId}. */
+  readonly #written = new Map<string, { ts: Timestamp; stripe: number; entry: HistoryEntry | null }>();
   readonly #reservations: Reservation[] = [];
   readonly #released: Reservation[] = [];
   #newKeys = 0;
@@ -389,8 +393,8 @@ class Transaction {
     this.record = {
       getLc: () => this.#guard(async () => (await this.#getState()).lc),
       setLc: (c) => this.#guard(async () => this.#setState({ ...(await this.#getState()), lc: c })),
-      getEntry: (ts) => this.#guard(() => this.#getEntry(ts, true)),
-      getEntryMeta: (ts) => this.#guard(() => this.#getEntry(ts, false)),
+      getEntry: (ts, stripe = 0) => this.#guard(() => this.#getEntry(ts, stripe, true)),
+      getEntryMeta: (ts, stripe = 0) => this.#guard(() => this.#getEntry(ts, stripe, false)),
       putEntry: (e, charge) => this.#guard(() => this.#putEntry(e, charge)),
       index: () => this.#guard(async () => (await this.#getState()).index),
       deleteEntry: (ts) => this.#guard(() => this.#deleteEntry(ts)),
@@ -423,10 +427,10 @@ class Transaction {
   changes(): KeyChanges | undefined {
     if (!this.#stateChanged && this.#written.size === 0) return undefined;
     const puts: HistoryEntry[] = [];
-    const deletes: Timestamp[] = [];
+    const deletes: { ts: Timestamp; stripe: number }[] = [];
     for (const w of this.#written.values()) {
       if (w.entry) puts.push(w.entry);
-      else deletes.push(w.ts);
+      else deletes.push({ ts: w.ts, stripe: w.stripe });
     }
     const usage = [...this.#reservations, ...this.#released.map((r) => ({ owner: r.owner, bytes: -r.bytes, keys: -r.keys }))];
     return {
@@ -459,14 +463,14 @@ class Transaction {
     this.#stateChanged = true;
   }
 
-  async #getEntry(ts: Timestamp, withFragment: true): Promise<HistoryEntry | undefined>;
-  async #getEntry(ts: Timestamp, withFragment: false): Promise<EntryMeta | undefined>;
-  async #getEntry(ts: Timestamp, withFragment: boolean): Promise<EntryMeta | undefined> {
-    const mine = this.#written.get(timestampKey(ts));
+  async #getEntry(ts: Timestamp, stripe: number, withFragment: true): Promise<HistoryEntry | undefined>;
+  async #getEntry(ts: Timestamp, stripe: number, withFragment: false): Promise<EntryMeta | undefined>;
+  async #getEntry(ts: Timestamp, stripe: number, withFragment: boolean): Promise<EntryMeta | undefined> {
+    const mine = this.#written.get(entryId(ts, stripe));
     if (mine) return mine.entry ?? undefined;
-    // The index says what is stored: nothing to read for a timestamp it does not list.
-    if (!(await this.#getState()).index.some((e) => timestampsEqual(e.ts, ts))) return undefined;
-    return withFragment ? this.reads.entry(this.key, ts) : this.reads.meta(this.key, ts);
+    // The index says what is stored: nothing to read for an entry it does not list.
+    if (!(await this.#getState()).index.some((e) => e.stripe === stripe && timestampsEqual(e.ts, ts))) return undefined;
+    return withFragment ? this.reads.entry(this.key, ts, stripe) : this.reads.meta(this.key, ts, stripe);
   }
 
   async #putEntry(e: HistoryEntry, charge: Charge): Promise<boolean> {
@@ -477,28 +481,37 @@ class Transaction {
     this.#reservations.push(reservation);
     if (state.index.length === 0) this.#newKeys++;
     this.#newEntries++;
-    this.#written.set(timestampKey(e.ts), { ts: e.ts, entry: e });
-    const info: EntryInfo = { ts: e.ts, bytes: charge.bytes };
-    const index = [...state.index, info].sort((a, b) => compareTimestamps(a.ts, b.ts));
+    this.#written.set(entryId(e.ts, e.stripe), { ts: e.ts, stripe: e.stripe, entry: e });
+    const info: EntryInfo = { ts: e.ts, stripe: e.stripe, bytes: charge.bytes };
+    const index = [...state.index, info].sort((a, b) => compareTimestamps(a.ts, b.ts) || a.stripe - b.stripe);
     this.#setState({ ...state, owner: charge.owner, index });
     return true;
   }
 
   async #deleteEntry(ts: Timestamp): Promise<void> {
     const state = await this.#getState();
-    const info = state.index.find((e) => timestampsEqual(e.ts, ts));
-    if (!info) return;
-    const k = timestampKey(ts);
-    // An entry put by this very callback is simply not written.
-    if (this.#written.get(k)?.entry) this.#written.delete(k);
-    else this.#written.set(k, { ts, entry: null });
-    const index = state.index.filter((e) => e !== info);
-    this.#newEntries--;
+    const doomed = state.index.filter((e) => timestampsEqual(e.ts, ts));
+    if (doomed.length === 0) return;
+    let bytes = 0;
+    for (const info of doomed) {
+      const k = entryId(ts, info.stripe);
+      // An entry put by this very callback is simply not written.
+      if (this.#written.get(k)?.entry) this.#written.delete(k);
+      else this.#written.set(k, { ts, stripe: info.stripe, entry: null });
+      bytes += info.bytes;
+    }
+    const index = state.index.filter((e) => !doomed.includes(e));
+    this.#newEntries -= doomed.length;
     if (index.length === 0) this.#newKeys--;
-    this.#released.push({ owner: state.owner, bytes: info.bytes, keys: index.length === 0 ? 1 : 0 });
+    this.#released.push({ owner: state.owner, bytes, keys: index.length === 0 ? 1 : 0 });
     const collected = state.collected && compareTimestamps(state.collected, ts) > 0 ? state.collected : ts;
     this.#setState({ ...state, index, collected });
   }
+}
+
+/** A map key for stripe `stripe` of `Hist[ts]`: the timestamp's own key for stripe 0, so values of one stripe are stored as before stripes. */
+export function entryId(ts: Timestamp, stripe: number): string {
+  return stripe === 0 ? timestampKey(ts) : `${timestampKey(ts)}#${stripe}`;
 }
 
 /** In-memory {@link ServerStorage} for tests and the simulator: every guarantee but durability. */
@@ -525,12 +538,12 @@ export class MemoryStorage extends AbstractStorage {
     return this.#states.get(key);
   }
 
-  protected async readEntryMeta(key: string, ts: Timestamp): Promise<EntryMeta | undefined> {
-    return this.#entries.get(key)?.get(timestampKey(ts));
+  protected async readEntryMeta(key: string, ts: Timestamp, stripe: number): Promise<EntryMeta | undefined> {
+    return this.#entries.get(key)?.get(entryId(ts, stripe));
   }
 
-  protected async readFragment(key: string, ts: Timestamp): Promise<Uint8Array | undefined> {
-    return this.#entries.get(key)?.get(timestampKey(ts))?.fragment;
+  protected async readFragment(key: string, ts: Timestamp, stripe: number): Promise<Uint8Array | undefined> {
+    return this.#entries.get(key)?.get(entryId(ts, stripe))?.fragment;
   }
 
   protected async readStates(prefix: string, after: string, limit: number): Promise<readonly (readonly [string, KeyState])[]> {
@@ -542,8 +555,8 @@ export class MemoryStorage extends AbstractStorage {
     if (c.state) this.#states.set(c.key, c.state);
     let hist = this.#entries.get(c.key);
     if (!hist) this.#entries.set(c.key, (hist = new Map<string, HistoryEntry>()));
-    for (const e of c.puts) hist.set(timestampKey(e.ts), e);
-    for (const ts of c.deletes) hist.delete(timestampKey(ts));
+    for (const e of c.puts) hist.set(entryId(e.ts, e.stripe), e);
+    for (const d of c.deletes) hist.delete(entryId(d.ts, d.stripe));
     if (hist.size === 0) this.#entries.delete(c.key);
   }
 

@@ -13,6 +13,7 @@ import { ProtocolError } from './errors.js';
 import { MAX_PREFIX_LENGTH, type Grant } from './grant.js';
 import { WRITER_ID_LENGTH, type Timestamp } from './timestamp.js';
 import { NONCE_LENGTH } from './candidate.js';
+import { MAX_STRIPED_LENGTH, MAX_STRIPES, type LayoutSummary, type StripeLayout } from './stripes.js';
 
 const textEncoder = new TextEncoder();
 const textDecoder = new TextDecoder('utf-8', { fatal: true });
@@ -269,6 +270,44 @@ export function readCc(r: ByteReader): CrossChecksum {
   const hashes: Uint8Array[] = [];
   for (let i = 0; i < count; i++) hashes.push(r.fixed(HASH_LENGTH, 'cross-checksum'));
   return { tombstone: flags === 1, valueLength, hashes };
+}
+
+/** An optional stripe layout: a flag, then length, stripe size and the per-stripe digests. */
+export function writeOptionalLayout(w: ByteWriter, layout: StripeLayout | undefined) {
+  w.u8(layout ? 1 : 0);
+  if (!layout) return;
+  w.u64(layout.valueLength, 'striped value length', MAX_STRIPED_LENGTH);
+  w.u32(layout.stripeSize, 'stripe size');
+  if (layout.digests.length > MAX_STRIPES) bad(`more than ${MAX_STRIPES} stripes`);
+  w.u32(layout.digests.length, 'stripe count');
+  for (const d of layout.digests) w.fixed(d, HASH_LENGTH, 'stripe digest');
+}
+
+export function readOptionalLayout(r: ByteReader): StripeLayout | undefined {
+  if (!r.bool('layout flag')) return undefined;
+  const valueLength = r.u64('striped value length', MAX_STRIPED_LENGTH);
+  const stripeSize = r.u32('stripe size');
+  const count = r.u32('stripe count');
+  if (count > MAX_STRIPES || count > r.remaining / HASH_LENGTH) ByteReader.invalid(`layout claims ${count} stripes`);
+  const digests: Uint8Array[] = [];
+  for (let i = 0; i < count; i++) digests.push(r.fixed(HASH_LENGTH, 'stripe digest'));
+  return { valueLength, stripeSize, digests };
+}
+
+/** An optional layout summary (LIST). */
+export function writeOptionalSummary(w: ByteWriter, s: LayoutSummary | undefined) {
+  w.u8(s ? 1 : 0);
+  if (!s) return;
+  w.u64(s.valueLength, 'striped value length', MAX_STRIPED_LENGTH);
+  w.u32(s.stripeSize, 'stripe size');
+  w.fixed(s.root, HASH_LENGTH, 'layout root');
+}
+
+export function readOptionalSummary(r: ByteReader): LayoutSummary | undefined {
+  if (!r.bool('layout flag')) return undefined;
+  const valueLength = r.u64('striped value length', MAX_STRIPED_LENGTH);
+  const stripeSize = r.u32('stripe size');
+  return { valueLength, stripeSize, root: r.fixed(HASH_LENGTH, 'layout root') };
 }
 
 export function writeFragment(w: ByteWriter, fragment: Uint8Array) {

@@ -10,6 +10,7 @@ import { MAX_VALUE_LENGTH, quorum, type ClusterConfig } from './config.js';
 import { computeCrossChecksum, crossChecksumDigest } from './cross-checksum.js';
 import { nonceHash, type CryptoProvider, type Signer } from './crypto.js';
 import { check, ProtocolError } from './errors.js';
+import { layoutDigest, MAX_STRIPE_SIZE, MAX_STRIPES, MIN_STRIPE_SIZE, type StripeLayout } from './stripes.js';
 import { mayGrant, type ClusterIdentity, type Grant } from './grant.js';
 import { writerTagOf } from './identity.js';
 import type { ClientOperation, Outgoing, Reply, Step } from './messages.js';
@@ -149,10 +150,38 @@ export interface WriteResult {
   readonly rounds: number;
 }
 
-/** What to write: bytes, or a tombstone (delete). */
-export type WriteValue = { readonly kind: 'value'; readonly value: Uint8Array } | { readonly kind: 'tombstone' };
+/**
+ * The stripes of a value too large for memory, pulled one at a time (see `stripes.ts`):
+ * every stripe but the last is exactly `stripeSize` bytes. A value that turns out to fit
+ * one stripe is written as a plain value.
+ */
+export interface StripeSource {
+  readonly stripeSize: number;
+  /** The next stripe, or `undefined` after the last. */
+  next(): Promise<Uint8Array | undefined>;
+}
 
-type Phase = 'idle' | 'clock' | 'store' | 'complete' | 'done';
+/** What to write: bytes, a tombstone (delete), or stripes from a source. */
+export type WriteValue =
+  | { readonly kind: 'value'; readonly value: Uint8Array }
+  | { readonly kind: 'tombstone' }
+  | { readonly kind: 'stripes'; readonly source: StripeSource };
+
+type Phase = 'idle' | 'clock' | 'stripes' | 'store' | 'complete' | 'done';
+
+/** A striped write in progress: what is kept between stripe rounds. */
+interface Striping {
+  readonly ts: Timestamp;
+  readonly nonce: Uint8Array;
+  /** Stripe 0, stored last (with the write certificate), so kept until then. */
+  readonly first: Uint8Array;
+  /** Cross-checksum digests of the stripes sent so far (index 0 filled at the end). */
+  readonly digests: Uint8Array[];
+  /** Bytes of the stripes pulled so far. */
+  length: number;
+  /** The stripe in flight. */
+  current: number;
+}
 
 /**
  * One WRITE (or delete) of one key. The host sends what `start` and `onReply` return and
@@ -173,6 +202,11 @@ export class WriteOperation implements ClientOperation<WriteResult> {
   /** Highest valid timestamp seen in CLOCK. */
   #highest: Timestamp = TS0;
   #candidate: Candidate | undefined;
+  #striping: Striping | undefined;
+  /** Bytes of the value that `n − t` servers hold (stripes acknowledged; the whole value once stripe 0 is). */
+  #bytesStored = 0;
+  /** Bytes in the whole value, once its last STORE round is sent. */
+  #total = 0;
   /** Servers that refused this STORE round as `SUPERSEDED`. */
   readonly #superseded = new Set<number>();
   #restarts = 0;
@@ -181,7 +215,14 @@ export class WriteOperation implements ClientOperation<WriteResult> {
   constructor(options: WriterOptions, key: string, value: WriteValue, opId: number) {
     const { config, codec } = options;
     check(codec.n === config.n && codec.k === config.t + 1, `codec must be (k = t + 1, n = 3t + 1), got (${codec.k}, ${codec.n})`);
-    check(value.kind === 'tombstone' || value.value.length <= MAX_VALUE_LENGTH, `values are limited to ${MAX_VALUE_LENGTH} bytes`);
+    check(value.kind !== 'value' || value.value.length <= MAX_VALUE_LENGTH, `values are limited to ${MAX_VALUE_LENGTH} bytes`);
+    if (value.kind === 'stripes') {
+      const size = value.source.stripeSize;
+      check(
+        Number.isSafeInteger(size) && size >= MIN_STRIPE_SIZE && size <= MAX_STRIPE_SIZE,
+        `stripe size must be in ${MIN_STRIPE_SIZE}..${MAX_STRIPE_SIZE}, got ${size}`,
+      );
+    }
     this.options = options;
     this.key = key;
     this.opId = opId;
@@ -192,6 +233,11 @@ export class WriteOperation implements ClientOperation<WriteResult> {
   /** The round in progress (for hosts that report progress, and for the simulator). */
   get phase(): Phase {
     return this.#phase;
+  }
+
+  /** Bytes of the value acknowledged by `n − t` servers so far, for progress. */
+  get bytesStored(): number {
+    return this.#bytesStored;
   }
 
   async start(): Promise<Step<WriteResult>> {
@@ -205,14 +251,14 @@ export class WriteOperation implements ClientOperation<WriteResult> {
   abandon(): void {
     if (this.#phase === 'done' || this.#phase === 'idle') return;
     this.#phase = 'done';
-    this.options.session.end(this.key, false, this.#candidate?.ts.num);
+    this.options.session.end(this.key, false, (this.#candidate ?? this.#striping)?.ts.num);
   }
 
   async onReply(from: number, reply: Reply): Promise<Step<WriteResult>> {
     const { config } = this.options;
     if (reply.key !== this.key || reply.opId !== this.opId || from < 0 || from >= config.n) return {};
     if (this.#phase === 'idle' || this.#phase === 'done' || this.#acked.has(from)) return {};
-    if (reply.type === 'ERROR' && reply.code === 'SUPERSEDED') {
+    if (reply.type === 'ERROR' && reply.code === 'SUPERSEDED' && this.#value.kind !== 'stripes') {
       // Not a failure: the timestamp was overtaken by writes that completed meanwhile.
       if (this.#phase !== 'store') return {};
       this.#superseded.add(from);
@@ -232,7 +278,13 @@ export class WriteOperation implements ClientOperation<WriteResult> {
           if (await this.acceptClockCandidate(reply.candidate)) this.#highest = reply.candidate.ts;
           else this.options.onEvidence?.(from, 'sent a CLOCK candidate that is not valid');
         }
-        return this.#acked.size >= quorum(config) ? this.#store() : {};
+        if (this.#acked.size < quorum(config)) return {};
+        return this.#value.kind === 'stripes' ? this.#beginStripes(this.#value.source) : this.#store();
+      case 'stripes': {
+        if (reply.type !== 'STORE_ACK' || !timestampsEqual(reply.ts, this.#striping!.ts)) return {};
+        this.#acked.add(from);
+        return this.#acked.size >= quorum(config) ? this.#nextStripe() : {};
+      }
       case 'store': {
         if (reply.type !== 'STORE_ACK' || !this.#isOurs(reply.ts)) return {};
         this.#acked.add(from);
@@ -249,6 +301,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
         if (this.#acked.size < quorum(config)) return {};
         this.#phase = 'done';
         this.options.session.end(this.key, true);
+        this.#bytesStored = this.#total;
         return { result: { ts: this.#candidate!.ts, rounds: 3 + 2 * this.#restarts } };
       default:
         return {};
@@ -265,19 +318,99 @@ export class WriteOperation implements ClientOperation<WriteResult> {
     return this.options.session.assign(this.key, highest.num);
   }
 
-  async #store(): Promise<Step<WriteResult>> {
-    const { crypto, codec, random, config, session } = this.options;
-    const ts: Timestamp = { num: this.nextNum(this.#highest), writerId: session.writerId };
-    const nonce = random(NONCE_LENGTH);
+  get #source(): StripeSource {
+    check(this.#value.kind === 'stripes', 'not a striped write');
+    return this.#value.source;
+  }
+
+  /** A fresh timestamp above every valid one CLOCK saw, and a fresh nonce. */
+  #fresh(): { ts: Timestamp; nonce: Uint8Array } {
+    const ts: Timestamp = { num: this.nextNum(this.#highest), writerId: this.options.session.writerId };
+    const nonce = this.options.random(NONCE_LENGTH);
     check(nonce.length === NONCE_LENGTH, `random must return ${NONCE_LENGTH} bytes`);
-    const bytes = this.#value.kind === 'value' ? this.#value.value : new Uint8Array(0);
+    return { ts, nonce };
+  }
+
+  /**
+   * A striped write after CLOCK: stripe 0 is kept for the end; if there is no stripe 1,
+   * the value fits one stripe and is written as a plain value.
+   */
+  async #beginStripes(source: StripeSource): Promise<Step<WriteResult>> {
+    const first = await this.#pull(source);
+    const second = first ? await this.#pull(source) : undefined;
+    if (!first || !second) return this.#store(first ?? new Uint8Array(0));
+    if (first.length !== source.stripeSize) throw new ProtocolError('INVALID_ARGUMENT', `stripe 0 is not ${source.stripeSize} bytes and is not the last`);
+    const { ts, nonce } = this.#fresh();
+    this.#striping = { ts, nonce, first, digests: [new Uint8Array(0)], length: first.length, current: 0 };
+    return this.#sendStripe(1, second);
+  }
+
+  async #pull(source: StripeSource): Promise<Uint8Array | undefined> {
+    const stripe = await source.next();
+    if (stripe === undefined) return undefined;
+    const striping = this.#striping;
+    // Only the last stripe may be short: the one before this one must have been full.
+    if (striping && striping.current > 0 && striping.length !== (striping.current + 1) * source.stripeSize) {
+      throw new ProtocolError('INVALID_ARGUMENT', `stripe ${striping.current} is not ${source.stripeSize} bytes and is not the last`);
+    }
+    check(stripe.length <= source.stripeSize, `a stripe of ${stripe.length} bytes is over the stripe size of ${source.stripeSize}`);
+    return stripe;
+  }
+
+  /** Stores stripe `index` ≥ 1 under its stripe certificate. */
+  async #sendStripe(index: number, bytes: Uint8Array): Promise<Step<WriteResult>> {
+    const { crypto, codec, config, session } = this.options;
+    const striping = this.#striping!;
+    check(striping.digests.length <= MAX_STRIPES, `a value has at most ${MAX_STRIPES} stripes`);
+    const fragments = codec.encode(bytes);
+    const cc = await computeCrossChecksum(crypto, fragments, bytes.length, false);
+    const ccDigest = crossChecksumDigest(crypto, cc);
+    const cert = await signCertificate(crypto, session.cluster.id, session.signer, {
+      key: this.key,
+      ts: striping.ts,
+      nonceHash: nonceHash(crypto, striping.nonce),
+      ccDigest,
+      tombstone: false,
+      grant: this.#grant,
+      stripe: index,
+    });
+    striping.digests[index] = ccDigest;
+    striping.current = index;
+    striping.length += bytes.length;
+    this.#nextRound('stripes');
+    const send: Outgoing[] = [];
+    for (let i = 0; i < config.n; i++) {
+      send.push({ to: i, message: { type: 'STORE', key: this.key, opId: this.opId, ts: striping.ts, stripe: index, fragment: fragments[i]!, cc, cert } });
+    }
+    return { send };
+  }
+
+  /** Stripe `current` is on `n − t` servers: send the next, or stripe 0 with the layout after the last. */
+  async #nextStripe(): Promise<Step<WriteResult>> {
+    const striping = this.#striping!;
+    this.#bytesStored = striping.length - striping.first.length;
+    const next = await this.#pull(this.#source);
+    if (next) return this.#sendStripe(striping.current + 1, next);
+    return this.#store(striping.first);
+  }
+
+  async #store(bytes: Uint8Array = this.#value.kind === 'value' ? this.#value.value : new Uint8Array(0)): Promise<Step<WriteResult>> {
+    const { crypto, codec, config, session } = this.options;
+    const striping = this.#striping;
+    const { ts, nonce } = striping ?? this.#fresh();
+    this.#total = striping ? striping.length : bytes.length;
     const fragments = codec.encode(bytes);
     const cc = await computeCrossChecksum(crypto, fragments, bytes.length, this.#value.kind === 'tombstone');
+    let layout: StripeLayout | undefined;
+    if (striping) {
+      striping.digests[0] = crossChecksumDigest(crypto, cc);
+      layout = { valueLength: striping.length, stripeSize: this.#source.stripeSize, digests: striping.digests };
+    }
     const cert = await signCertificate(crypto, session.cluster.id, session.signer, {
       key: this.key,
       ts,
       nonceHash: nonceHash(crypto, nonce),
-      ccDigest: crossChecksumDigest(crypto, cc),
+      ccDigest: layout ? layoutDigest(crypto, layout) : crossChecksumDigest(crypto, cc),
       tombstone: cc.tombstone,
       grant: this.#grant,
     });
@@ -287,7 +420,8 @@ export class WriteOperation implements ClientOperation<WriteResult> {
     this.#nextRound('store');
     const send: Outgoing[] = [];
     for (let i = 0; i < config.n; i++) {
-      send.push({ to: i, message: { type: 'STORE', key: this.key, opId: this.opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert } });
+      const message = { type: 'STORE', key: this.key, opId: this.opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert } as const;
+      send.push({ to: i, message: layout ? { ...message, layout } : message });
     }
     return { send };
   }

@@ -279,6 +279,8 @@ describe('wire codec', () => {
       VALUE_TOO_LARGE: 13,
       PENDING_LIMIT: 14,
       SUPERSEDED: 15,
+      STRIPES_MISSING: 16,
+      VALUE_CHANGED: 17,
     });
     const frame = encodeMessage({ type: 'ERROR', key: 'k', opId: 1, code: 'QUOTA_EXCEEDED', message: 'full' });
     expect(frame[2 + 2 + 1 + 8]).toBe(11);
@@ -299,7 +301,7 @@ describe('storage records', () => {
         certificate(),
         fc.option(candidate(), { nil: undefined }),
         fc.option(timestamp(), { nil: undefined }),
-        fc.array(fc.record({ ts: timestamp(), bytes: fc.nat() }), { maxLength: 5 }),
+        fc.array(fc.record({ ts: timestamp(), stripe: fc.nat({ max: 70_000 }), bytes: fc.nat() }), { maxLength: 5 }),
         (key, t, fr, sum, c, lc, collected, index) => {
           const meta = { ts: t, stripe: 0, cc: sum, cert: c };
           expect(decodeEntryMetaRecord(encodeEntryMetaRecord(key, { ...meta, fragment: fr }), N)).toEqual({

@@ -23,8 +23,9 @@
  *   `k:<key>`                    the key's state: lc, owner, the collected mark, and an
  *                                index of its entries (timestamp, bytes charged)
  *   `h:<len>:<key>:<num>:<wid>`  Hist[ts] without its fragment (timestamp, stripe, cc,
- *                                certificate, fragment length)
+ *                                certificate, fragment length, a striped value's layout)
  *   `f:<len>:<key>:<num>:<wid>`  Hist[ts]'s fragment, as is
+ *   `h:…:<wid>#<s>`, `f:…#<s>`   the same for stripe s ≥ 1 of a striped value
  * Checks that need only metadata (a retried STORE) never read a fragment, and a fragment
  * is written from the request's bytes without being copied into a record first.
  */
@@ -36,7 +37,7 @@ import {
   decodeKeyRecord,
   encodeEntryMetaRecord,
   encodeKeyRecord,
-  timestampKey,
+  entryId,
   type EntryMeta,
   type HistoryEntry,
   type KeyChanges,
@@ -410,8 +411,8 @@ export class LevelStorage extends AbstractStorage {
     return new Uint8Array(raw.buffer, raw.byteOffset, raw.byteLength);
   }
 
-  #entryKey(prefix: 'h' | 'f', key: string, ts: Timestamp): string {
-    return `${prefix}:${key.length}:${key}:${timestampKey(ts)}`;
+  #entryKey(prefix: 'h' | 'f', key: string, ts: Timestamp, stripe: number): string {
+    return `${prefix}:${key.length}:${key}:${entryId(ts, stripe)}`;
   }
 
   protected async readStates(prefix: string, after: string, limit: number): Promise<readonly (readonly [string, KeyState])[]> {
@@ -454,19 +455,19 @@ export class LevelStorage extends AbstractStorage {
     return r;
   }
 
-  protected async readEntryMeta(key: string, ts: Timestamp): Promise<EntryMeta | undefined> {
-    const raw = await this.#db.get(this.#entryKey('h', key, ts));
+  protected async readEntryMeta(key: string, ts: Timestamp, stripe: number): Promise<EntryMeta | undefined> {
+    const raw = await this.#db.get(this.#entryKey('h', key, ts, stripe));
     return raw === undefined ? undefined : this.#decodeMeta(key, raw).meta;
   }
 
-  protected async readFragment(key: string, ts: Timestamp): Promise<Uint8Array | undefined> {
-    const raw = await this.#db.get(this.#entryKey('f', key, ts));
+  protected async readFragment(key: string, ts: Timestamp, stripe: number): Promise<Uint8Array | undefined> {
+    const raw = await this.#db.get(this.#entryKey('f', key, ts, stripe));
     return raw === undefined ? undefined : this.#view(raw);
   }
 
-  protected override async readEntry(key: string, ts: Timestamp): Promise<HistoryEntry | undefined> {
+  protected override async readEntry(key: string, ts: Timestamp, stripe: number): Promise<HistoryEntry | undefined> {
     // One call for both records: one hop to LevelDB's thread instead of two.
-    const [meta, fragment] = await this.#db.getMany([this.#entryKey('h', key, ts), this.#entryKey('f', key, ts)]);
+    const [meta, fragment] = await this.#db.getMany([this.#entryKey('h', key, ts, stripe), this.#entryKey('f', key, ts, stripe)]);
     if (meta === undefined) return undefined;
     const m = this.#decodeMeta(key, meta);
     if (fragment === undefined || fragment.length !== m.fragmentLength) {
@@ -482,12 +483,12 @@ export class LevelStorage extends AbstractStorage {
     const ops: Put[] = [];
     if (c.state) ops.push({ type: 'put', key: `k:${c.key}`, value: encodeKeyRecord(c.key, c.state) });
     for (const e of c.puts) {
-      ops.push({ type: 'put', key: this.#entryKey('h', c.key, e.ts), value: encodeEntryMetaRecord(c.key, e) });
-      ops.push({ type: 'put', key: this.#entryKey('f', c.key, e.ts), value: e.fragment });
+      ops.push({ type: 'put', key: this.#entryKey('h', c.key, e.ts, e.stripe), value: encodeEntryMetaRecord(c.key, e) });
+      ops.push({ type: 'put', key: this.#entryKey('f', c.key, e.ts, e.stripe), value: e.fragment });
     }
-    for (const ts of c.deletes) {
-      ops.push({ type: 'del', key: this.#entryKey('h', c.key, ts) });
-      ops.push({ type: 'del', key: this.#entryKey('f', c.key, ts) });
+    for (const d of c.deletes) {
+      ops.push({ type: 'del', key: this.#entryKey('h', c.key, d.ts, d.stripe) });
+      ops.push({ type: 'del', key: this.#entryKey('f', c.key, d.ts, d.stripe) });
     }
     await this.#committer.commit(ops, c);
   }
