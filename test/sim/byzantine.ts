@@ -182,7 +182,7 @@ export class ByzantineServer {
           const receipt = await this.signer.sign(
             receiptMessage(this.ctx.crypto, this.ctx.clusterId, req.key, req.ts, req.cert, this.index),
           );
-          return [{ reply: { type: 'STORE_ACK', key: req.key, opId: req.opId, ts: req.ts, receipt } }];
+          return [{ reply: { type: 'STORE_ACK', key: req.key, opId: req.opId, ts: req.ts, stripe: req.stripe, receipt } }];
         }
         if (req.type === 'COMPLETE') return [{ reply: { type: 'COMPLETE_ACK', key: req.key, opId: req.opId, ts: req.candidate.ts } }];
         return [{ reply: await honest() }];

@@ -119,6 +119,7 @@ export function encodeMessage(m: Message): Uint8Array {
       break;
     case 'STORE_ACK':
       writeTs(w, m.ts);
+      w.u32(m.stripe, 'stripe');
       w.fixed(m.receipt, SIGNATURE_LENGTH, 'receipt');
       break;
     case 'COMPLETE_ACK':
@@ -268,7 +269,8 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
     }
     case 'STORE_ACK': {
       const ts = readTs(r);
-      return { type, key, opId, ts, receipt: r.fixed(SIGNATURE_LENGTH, 'receipt') };
+      const stripe = r.u32('stripe');
+      return { type, key, opId, ts, stripe, receipt: r.fixed(SIGNATURE_LENGTH, 'receipt') };
     }
     case 'COMPLETE_ACK':
       return { type, key, opId, ts: readTs(r) };

@@ -27,9 +27,11 @@ import { candidateId, type Candidate } from './candidate.js';
 import type { CertificateVerifier } from './certificate.js';
 import { quorum, type ClusterConfig } from './config.js';
 import { certificateCovers } from './cross-checksum.js';
+import { layoutDigest, layoutProblem } from './stripes.js';
 import type { CryptoProvider } from './crypto.js';
 import { check } from './errors.js';
-import type { ClientOperation, ListAck, Outgoing, Reply, Step } from './messages.js';
+import type { ClientOperation, ListAck, ListEntry, Outgoing, Reply, Step } from './messages.js';
+import { bytesEqual } from './bytes.js';
 import { Rejections } from './rejections.js';
 import { compareTimestamps } from './timestamp.js';
 
@@ -161,7 +163,7 @@ export class ListOperation implements ClientOperation<ListPage> {
       if (!inListRange(e.key, this.prefix, this.after)) return `listed ${JSON.stringify(e.key)}, outside the range asked for`;
       if (compareKeys(e.key, previous) <= 0) return 'listed keys out of order';
       previous = e.key;
-      if (e.cc && !certificateCovers(this.options.crypto, e.candidate.cert, e.cc))
+      if (e.cc && !listedSizeSigned(this.options.crypto, e))
         return `sent a cross-checksum for ${JSON.stringify(e.key)} that its certificate does not cover`;
       if (e.candidate.ts.num === 0 || !(await this.options.verifier.valid(e.key, e.candidate))) {
         return `listed ${JSON.stringify(e.key)} with a candidate that is not valid`;
@@ -184,7 +186,7 @@ export class ListOperation implements ClientOperation<ListPage> {
         let b = best.get(e.key);
         if (!b) best.set(e.key, (b = { candidate: e.candidate, sizes: new Map() }));
         else if (compareTimestamps(e.candidate.ts, b.candidate.ts) > 0) b.candidate = e.candidate;
-        if (e.cc) b.sizes.set(candidateId(e.candidate), e.cc.valueLength);
+        if (e.cc) b.sizes.set(candidateId(e.candidate), e.layout?.valueLength ?? e.cc.valueLength);
       }
     }
     const names = [...best.keys()].sort(compareKeys);
@@ -198,4 +200,18 @@ export class ListOperation implements ClientOperation<ListPage> {
     }
     return { keys, cursor };
   }
+}
+
+/**
+ * Whether the size a LIST entry gives is the one its certificate signs: the cross-checksum's
+ * length for a value of one stripe, the layout's for a striped value (whose certificate
+ * signs the layout; `cc` is then its stripe 0's).
+ */
+function listedSizeSigned(crypto: CryptoProvider, e: ListEntry): boolean {
+  if (!e.layout) return certificateCovers(crypto, e.candidate.cert, e.cc!);
+  return (
+    !e.candidate.cert.tombstone &&
+    layoutProblem(e.layout) === undefined &&
+    bytesEqual(layoutDigest(crypto, e.layout), e.candidate.cert.ccDigest)
+  );
 }

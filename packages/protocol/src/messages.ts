@@ -84,6 +84,8 @@ export interface ClockAck extends Base {
 export interface StoreAck extends Base {
   readonly type: 'STORE_ACK';
   readonly ts: Timestamp;
+  /** The stripe stored; a stripe ≥ 1 earns no receipt (its `receipt` is zeros). */
+  readonly stripe: number;
   readonly receipt: Uint8Array;
 }
 /** The COMPLETE for `ts` was processed. */

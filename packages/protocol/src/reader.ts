@@ -268,7 +268,10 @@ export class ReadOperation implements ClientOperation<ReadResult> {
   #changed(): Step<ReadResult> {
     this.#phase = 'done';
     return {
-      error: new ProtocolError('VALUE_CHANGED', `the version of ${JSON.stringify(this.key)} being read was overwritten and collected meanwhile`),
+      error: new ProtocolError(
+        'VALUE_CHANGED',
+        `the version of ${JSON.stringify(this.key)} being read was overwritten and collected meanwhile`,
+      ),
     };
   }
 
@@ -287,7 +290,10 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     for (let to = 0; to < this.options.config.n; to++) {
       if (this.#fragmentAsked.has(to)) continue;
       this.#fragmentAsked.add(to);
-      send.push({ to, message: { type: 'FILTER', key: this.key, opId: this.opId, stripe: this.#stripe, fragment: true, candidates: this.#sent } });
+      send.push({
+        to,
+        message: { type: 'FILTER', key: this.key, opId: this.opId, stripe: this.#stripe, fragment: true, candidates: this.#sent },
+      });
     }
     return send.length > 0 ? { send, supplement: true } : {};
   }
@@ -342,7 +348,8 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     if (!entry) return { ts: reply.ts, entry, certId: undefined, fragmentOk: false, stripe };
     const fragmentOk = await this.fragmentVerifies(from, entry, stripe);
     if (entry.fragment === undefined) {
-      if (!this.entryConsistent(entry, stripe)) this.options.onEvidence?.(from, 'sent an entry whose certificate does not sign its cross-checksum');
+      if (!this.entryConsistent(entry, stripe))
+        this.options.onEvidence?.(from, 'sent an entry whose certificate does not sign its cross-checksum');
     } else if (!fragmentOk) {
       this.options.onEvidence?.(from, 'sent a fragment that does not match the cross-checksum its certificate signs');
     }
@@ -412,7 +419,14 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     for (let to = 0; to < config.n; to++) {
       send.push({
         to,
-        message: { type: 'FILTER', key: this.key, opId: this.opId, stripe: this.#stripe, fragment: this.#fragmentAsked.has(to), candidates },
+        message: {
+          type: 'FILTER',
+          key: this.key,
+          opId: this.opId,
+          stripe: this.#stripe,
+          fragment: this.#fragmentAsked.has(to),
+          candidates,
+        },
       });
     }
     return { send };

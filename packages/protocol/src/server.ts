@@ -267,7 +267,7 @@ export class Server {
     const message = receiptMessage(this.crypto, this.#options.cluster.id, key, ts, cert, this.index);
     const receipt = await this.#options.signer.sign(message);
     this.verifier.signed(this.#options.signer.publicKey, message, receipt);
-    return { type: 'STORE_ACK', key, opId: req.opId, ts, receipt };
+    return { type: 'STORE_ACK', key, opId: req.opId, ts, stripe: 0, receipt };
   }
 
   /**
@@ -331,7 +331,10 @@ export class Server {
     }
     if (missing.length > 0) {
       const shown = missing.slice(0, 5).join(', ') + (missing.length > 5 ? ', …' : '');
-      throw new ProtocolError('STRIPES_MISSING', `this server does not hold stripes ${shown} of this write (${missing.length} of ${layout.digests.length - 1})`);
+      throw new ProtocolError(
+        'STRIPES_MISSING',
+        `this server does not hold stripes ${shown} of this write (${missing.length} of ${layout.digests.length - 1})`,
+      );
     }
   }
 
@@ -374,7 +377,7 @@ export class Server {
       if (!started && compareTimestamps(ts, lc?.ts ?? TS0) > 0) this.checkPending(index, lc?.ts ?? TS0, ts);
       await this.charge(record, key, entry);
     });
-    return { type: 'STORE_ACK', key, opId: req.opId, ts, receipt: NO_RECEIPT };
+    return { type: 'STORE_ACK', key, opId: req.opId, ts, stripe, receipt: NO_RECEIPT };
   }
 
   /** Writes above `lc` (their stripes count once) are bounded per key and per writer identity. */

@@ -252,7 +252,9 @@ export abstract class AbstractStorage implements ServerStorage {
         if (!state.lc) continue;
         if (keys.length === limit) return { keys, more: true };
         const lcTs = state.lc.ts;
-        const meta = state.index.some((e) => e.stripe === 0 && timestampsEqual(e.ts, lcTs)) ? await this.readEntryMeta(key, lcTs, 0) : undefined;
+        const meta = state.index.some((e) => e.stripe === 0 && timestampsEqual(e.ts, lcTs))
+          ? await this.readEntryMeta(key, lcTs, 0)
+          : undefined;
         keys.push(meta?.layout ? { key, lc: state.lc, cc: meta.cc, layout: meta.layout } : { key, lc: state.lc, cc: meta?.cc });
       }
       if (batch.length < want) return { keys, more: false };

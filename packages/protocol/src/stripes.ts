@@ -60,7 +60,11 @@ export function stripeLength(layout: { readonly valueLength: number; readonly st
 }
 
 /** Why `layout` is not one a correct writer makes (at least two stripes, sizes in bounds), or `undefined`. */
-export function layoutProblem(layout: { readonly valueLength: number; readonly stripeSize: number; readonly digests?: readonly Uint8Array[] }): string | undefined {
+export function layoutProblem(layout: {
+  readonly valueLength: number;
+  readonly stripeSize: number;
+  readonly digests?: readonly Uint8Array[];
+}): string | undefined {
   const { valueLength, stripeSize } = layout;
   if (!Number.isSafeInteger(stripeSize) || stripeSize < MIN_STRIPE_SIZE || stripeSize > MAX_STRIPE_SIZE) {
     return `stripe size ${stripeSize} is outside ${MIN_STRIPE_SIZE}..${MAX_STRIPE_SIZE}`;

@@ -281,12 +281,13 @@ export class WriteOperation implements ClientOperation<WriteResult> {
         if (this.#acked.size < quorum(config)) return {};
         return this.#value.kind === 'stripes' ? this.#beginStripes(this.#value.source) : this.#store();
       case 'stripes': {
-        if (reply.type !== 'STORE_ACK' || !timestampsEqual(reply.ts, this.#striping!.ts)) return {};
+        if (reply.type !== 'STORE_ACK' || reply.stripe !== this.#striping!.current || !timestampsEqual(reply.ts, this.#striping!.ts))
+          return {};
         this.#acked.add(from);
         return this.#acked.size >= quorum(config) ? this.#nextStripe() : {};
       }
       case 'store': {
-        if (reply.type !== 'STORE_ACK' || !this.#isOurs(reply.ts)) return {};
+        if (reply.type !== 'STORE_ACK' || reply.stripe !== 0 || !this.#isOurs(reply.ts)) return {};
         this.#acked.add(from);
         const { ts, cert } = this.#candidate!;
         if (await this.options.session.verifier.receiptValid(this.key, ts, cert, from, reply.receipt))
@@ -339,7 +340,8 @@ export class WriteOperation implements ClientOperation<WriteResult> {
     const first = await this.#pull(source);
     const second = first ? await this.#pull(source) : undefined;
     if (!first || !second) return this.#store(first ?? new Uint8Array(0));
-    if (first.length !== source.stripeSize) throw new ProtocolError('INVALID_ARGUMENT', `stripe 0 is not ${source.stripeSize} bytes and is not the last`);
+    if (first.length !== source.stripeSize)
+      throw new ProtocolError('INVALID_ARGUMENT', `stripe 0 is not ${source.stripeSize} bytes and is not the last`);
     const { ts, nonce } = this.#fresh();
     this.#striping = { ts, nonce, first, digests: [new Uint8Array(0)], length: first.length, current: 0 };
     return this.#sendStripe(1, second);
@@ -380,7 +382,10 @@ export class WriteOperation implements ClientOperation<WriteResult> {
     this.#nextRound('stripes');
     const send: Outgoing[] = [];
     for (let i = 0; i < config.n; i++) {
-      send.push({ to: i, message: { type: 'STORE', key: this.key, opId: this.opId, ts: striping.ts, stripe: index, fragment: fragments[i]!, cc, cert } });
+      send.push({
+        to: i,
+        message: { type: 'STORE', key: this.key, opId: this.opId, ts: striping.ts, stripe: index, fragment: fragments[i]!, cc, cert },
+      });
     }
     return { send };
   }

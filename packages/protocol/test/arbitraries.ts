@@ -51,12 +51,32 @@ export const cc = (n: number): fc.Arbitrary<CrossChecksum> =>
 export const fragment = fc.uint8Array({ maxLength: 64 });
 const stripe = fc.nat({ max: 0xffffffff });
 
+/** A stripe layout the wire carries (not necessarily one a writer makes). */
+export const layout = fc.record({
+  valueLength: fc.nat({ max: 2 ** 42 }),
+  stripeSize: fc.nat({ max: 0xffffffff }),
+  digests: fc.array(hash(), { maxLength: 4 }),
+});
+const optionalLayout = fc.option(layout, { nil: undefined });
+const summary = fc.option(fc.record({ valueLength: fc.nat({ max: 2 ** 42 }), stripeSize: fc.nat({ max: 0xffffffff }), root: hash() }), {
+  nil: undefined,
+});
+
 /** Any message the wire format can carry. */
 export function message(n: number): fc.Arbitrary<Message> {
   const base = { key, opId };
   return fc.oneof(
     fc.record({ type: fc.constantFrom('CLOCK' as const, 'COLLECT' as const), ...base }),
-    fc.record({ type: fc.constant('STORE' as const), ...base, ts: timestamp(), stripe, fragment, cc: cc(n), cert: certificate() }),
+    fc.record({
+      type: fc.constant('STORE' as const),
+      ...base,
+      ts: timestamp(),
+      stripe,
+      fragment,
+      cc: cc(n),
+      cert: certificate(),
+      layout: optionalLayout,
+    }),
     fc.record({ type: fc.constant('COMPLETE' as const), ...base, candidate: candidate(n) }),
     fc.record({
       type: fc.constant('FILTER' as const),
@@ -65,7 +85,7 @@ export function message(n: number): fc.Arbitrary<Message> {
       fragment: fc.boolean(),
       candidates: fc.array(candidate(n), { maxLength: n }),
     }),
-    fc.record({ type: fc.constant('STORE_ACK' as const), ...base, ts: timestamp(), receipt: bytes(64) }),
+    fc.record({ type: fc.constant('STORE_ACK' as const), ...base, ts: timestamp(), stripe, receipt: bytes(64) }),
     fc.record({ type: fc.constant('COMPLETE_ACK' as const), ...base, ts: timestamp() }),
     fc.record({
       type: fc.constantFrom('CLOCK_ACK' as const, 'COLLECT_ACK' as const),
@@ -78,15 +98,21 @@ export function message(n: number): fc.Arbitrary<Message> {
       ts: timestamp(),
       stripe,
       // With its fragment, or metadata only (a FILTER that asked for no fragment).
-      entry: fc.option(fc.oneof(fc.record({ fragment, cc: cc(n), cert: certificate() }), fc.record({ cc: cc(n), cert: certificate() })), {
-        nil: undefined,
-      }),
+      entry: fc.option(
+        fc.oneof(
+          fc.record({ fragment, cc: cc(n), cert: certificate(), layout: optionalLayout }),
+          fc.record({ cc: cc(n), cert: certificate(), layout: optionalLayout }),
+        ),
+        { nil: undefined },
+      ),
     }),
     fc.record({ type: fc.constant('LIST' as const), ...base, after: key, limit: fc.integer({ min: 1, max: MAX_LIST_LIMIT }) }),
     fc.record({
       type: fc.constant('LIST_ACK' as const),
       ...base,
-      entries: fc.array(fc.record({ key, candidate: candidate(n), cc: fc.option(cc(n), { nil: undefined }) }), { maxLength: 3 }),
+      entries: fc.array(fc.record({ key, candidate: candidate(n), cc: fc.option(cc(n), { nil: undefined }), layout: summary }), {
+        maxLength: 3,
+      }),
       more: fc.boolean(),
     }),
     fc.record({
