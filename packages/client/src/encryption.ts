@@ -19,8 +19,11 @@
  * - Associated data: the whole 48-byte header (format, epoch, stripe index and count, key
  *   check, write nonce) and the key name. A ciphertext moved to another key, another
  *   stripe position or another version (write nonce) fails authentication.
- * - Stripes: every value is one stripe today (index 0 of 1); a later format splits large
- *   values, and the count in the authenticated header stops truncation.
+ * - Stripes: a value written whole is stripe 0 of 1. A value streamed in stripes
+ *   (`putStream`) seals each stripe on its own under the write's one nonce, with its index;
+ *   the count is 0 in every stripe but the last, which holds the real count, so a stripe
+ *   sealed as "more follow" never passes for the end (the write certificate binds the
+ *   stripes' order and number too).
  *
  * AES-GCM (`node:crypto` in Node, WebCrypto in browsers) rather than XChaCha20-Poly1305 in
  * JavaScript: several times the throughput at 256 KiB (bench/encryption), native everywhere.
@@ -93,22 +96,45 @@ function gcmNonce(stripe: number): Uint8Array {
   return iv;
 }
 
+/** Where a stripe of a streamed value sits: the write's nonce (shared by its stripes), its index, whether it is the last. */
+export interface StripePosition {
+  readonly nonce: Uint8Array;
+  readonly index: number;
+  readonly last: boolean;
+}
+
+/** A fresh write nonce. */
+export function writeNonce(): Uint8Array {
+  return globalThis.crypto.getRandomValues(new Uint8Array(WRITE_NONCE_LENGTH));
+}
+
+/** The `stripes` header field a stripe carries: 0 while more follow, the count in the last. */
+export function stripesField(position: { readonly index: number; readonly last: boolean }): number {
+  return position.last ? position.index + 1 : 0;
+}
+
 /**
  * The encrypted envelope of `value` for `key`, under `leaf` (the key-tree key of `key` at
- * `epoch`), with a fresh random write nonce.
+ * `epoch`): a whole value with a fresh random write nonce, or one stripe of a streamed value.
  */
-export async function sealEncrypted(key: string, value: Uint8Array, leaf: Uint8Array, epoch: number): Promise<Uint8Array> {
-  const nonce = globalThis.crypto.getRandomValues(new Uint8Array(WRITE_NONCE_LENGTH));
+export async function sealEncrypted(
+  key: string,
+  value: Uint8Array,
+  leaf: Uint8Array,
+  epoch: number,
+  position: StripePosition = { nonce: writeNonce(), index: 0, last: true },
+): Promise<Uint8Array> {
+  const nonce = position.nonce;
   const header = new Uint8Array(HEADER_LENGTH);
   header.set(MAGIC);
   header[MAGIC.length] = FORMAT_ENCRYPTED_V1;
   const view = new DataView(header.buffer);
   view.setUint32(4, epoch);
-  view.setUint32(8, 0); // stripe index
-  view.setUint32(12, 1); // stripes
+  view.setUint32(8, position.index);
+  view.setUint32(12, stripesField(position));
   header.set(keyCheck(leaf), 16);
   header.set(nonce, 16 + KEY_CHECK_LENGTH);
-  return aesGcmSeal(valueKey(leaf, nonce), gcmNonce(0), associatedData(header, key), value, header);
+  return aesGcmSeal(valueKey(leaf, nonce), gcmNonce(position.index), associatedData(header, key), value, header);
 }
 
 /** What `stored` is, without decrypting it. */

@@ -12,7 +12,7 @@
  * store.close();
  * ```
  */
-export { connect, DEFAULT_MAX_VALUE_BYTES, DEFAULT_TIMEOUT_MS } from './store.js';
+export { connect, DEFAULT_MAX_VALUE_BYTES, DEFAULT_TIMEOUT_MS, STRIPE_BYTES } from './store.js';
 /** Most keys one `list` page holds. */
 export { MAX_LIST_LIMIT } from '@powerstore/protocol';
 export type {

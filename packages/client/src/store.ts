@@ -17,6 +17,7 @@ import {
   ListOperation,
   MAX_KEY_LENGTH,
   MAX_LIST_LIMIT,
+  MAX_STRIPES,
   ownerIdOf,
   namespaceOf,
   ProtocolError,
@@ -36,6 +37,8 @@ import {
   type Message,
   type Outgoing,
   type ReadResult,
+  type ReadTarget,
+  type StripeSource,
   type Reply,
   type Step,
   type WriteValue,
@@ -44,13 +47,25 @@ import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { decodeCapability, scopeProblem, type Capability } from './capability.js';
 import { parseCluster, parseGrants } from './cluster.js';
 import { ServerConnection, type ServerStatus } from './connection.js';
-import { MAX_OVERHEAD, openEncrypted, parseEnvelope, plaintextSize, sealEncrypted, sealPublic } from './encryption.js';
+import {
+  ENCRYPTED_OVERHEAD,
+  MAX_OVERHEAD,
+  openEncrypted,
+  parseEnvelope,
+  plaintextSize,
+  PUBLIC_OVERHEAD,
+  sealEncrypted,
+  sealPublic,
+  stripesField,
+  writeNonce,
+  type StripePosition,
+} from './encryption.js';
 import { PowerStoreError, invalid, invalidInput, type PowerStoreErrorCode } from './errors.js';
 import { Identity } from './identity.js';
 import { KeyRing } from './keyring.js';
 import { RoundBook, type Round } from './rounds.js';
 import { checkTransport } from './transport.js';
-import { chunksOf, clampRange } from './streams.js';
+import { chunksOf, clampRange, stripesOf } from './streams.js';
 
 /** Largest value `put` accepts by default: 64 MiB. */
 export const DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024;
@@ -60,6 +75,8 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
 const SEND_HIGH_WATER_BYTES = 64 * 1024 * 1024;
 /** Frames carry a fragment plus metadata: room for the latter. */
 const FRAME_OVERHEAD_BYTES = 64 * 1024;
+/** The largest stripe layout a frame may carry (a digest per stripe). */
+const MAX_LAYOUT_BYTES = 32 * MAX_STRIPES;
 
 /** Options of {@link connect}. */
 export interface ConnectOptions {
@@ -186,6 +203,15 @@ export interface ValueStream {
    * the servers collect the version being streamed (the bytes delivered are all of one version).
    */
   readonly stream: ReadableStream<Uint8Array>;
+}
+
+/** Plaintext bytes per stripe of values written with `putStream` (measured: see bench/large). */
+export const STRIPE_BYTES = 4 * 1024 * 1024;
+
+/** How a key's values are stored: the envelope's bytes per stripe, and the function that seals a stripe. */
+interface Sealer {
+  readonly overhead: number;
+  seal(value: Uint8Array, position: StripePosition): Promise<Uint8Array>;
 }
 
 /** Options of `share`. */
@@ -400,6 +426,8 @@ interface InFlight {
   /** Where evidence the host finds against a server goes (a read's `stat` lists it too). */
   readonly onEvidence: (server: number, reason: string) => void;
   readonly onProgress: ((progress: Progress) => void) | undefined;
+  /** Set for operations whose timeout is per round (streamed writes): called as each round starts. */
+  restartTimer: (() => void) | undefined;
   progressTimer: ReturnType<typeof setInterval> | undefined;
   /** A read's wait for the servers it asked for fragments (see `ReadOperation.stalled`). */
   fragmentTimer: ReturnType<typeof setTimeout> | undefined;
@@ -424,7 +452,7 @@ interface StoreParts {
 }
 
 /** Protocol codes the client reports as they are; the rest are `REJECTED`. */
-const PASSED_THROUGH: ReadonlySet<string> = new Set(['NOT_AUTHORIZED', 'GRANT_EXPIRED', 'REVOKED', 'QUOTA_EXCEEDED']);
+const PASSED_THROUGH: ReadonlySet<string> = new Set(['NOT_AUTHORIZED', 'GRANT_EXPIRED', 'REVOKED', 'QUOTA_EXCEEDED', 'VALUE_CHANGED']);
 
 function toClientError(err: unknown): Error {
   if (!(err instanceof ProtocolError)) return err instanceof Error ? err : new Error(String(err));
@@ -461,7 +489,9 @@ class PowerStore implements Store {
     this.cluster = parts.cluster.config;
     this.#verifier = parts.session?.verifier ?? new CertificateVerifier(parts.crypto, parts.cluster.identity);
     // The envelope's few bytes over maxValueBytes fit in the frame overhead's room.
-    this.#maxFrameBytes = parts.codec.fragmentLength(Math.max(parts.maxValueBytes, 0)) + FRAME_OVERHEAD_BYTES;
+    // Stripes are read whatever maxValueBytes says, and stripe 0's answers carry the layout.
+    const largest = Math.max(parts.maxValueBytes, STRIPE_BYTES + MAX_OVERHEAD);
+    this.#maxFrameBytes = parts.codec.fragmentLength(largest) + FRAME_OVERHEAD_BYTES + MAX_LAYOUT_BYTES;
     this.#connections = parts.cluster.servers.map(
       (s, i) =>
         new ServerConnection(i, s.url, this.#maxFrameBytes, {
@@ -520,9 +550,15 @@ class PowerStore implements Store {
   /** What is stored for `value`: see `encryption.ts`. */
   async #seal(key: string, value: Uint8Array, options: PutOptions | undefined): Promise<Uint8Array> {
     if (options?.raw && options.public) throw invalid('put: { raw } and { public } exclude each other');
+    if (options?.raw) return value;
+    return (await this.#sealer(key, options)).seal(value, { nonce: writeNonce(), index: 0, last: true });
+  }
+
+  /** How values of `key` are stored: the envelope's overhead per stripe and the function that makes it. */
+  async #sealer(key: string, options: { readonly public?: boolean } | undefined): Promise<Sealer> {
     // Keys outside every namespace are the admin's (cluster-wide settings, not anyone's data): stored as given.
-    if (options?.raw || namespaceOf(key) === undefined) return value;
-    if (options?.public) return sealPublic(value);
+    if (namespaceOf(key) === undefined) return { overhead: 0, seal: async (value) => value };
+    if (options?.public) return { overhead: PUBLIC_OVERHEAD, seal: async (value) => sealPublic(value) };
     const { keys, keyEpoch, identity } = this.#parts;
     if (identity && !identity.encryptionRoot && key.startsWith(identity.namespace)) {
       throw new PowerStoreError(
@@ -537,13 +573,20 @@ class PowerStore implements Store {
         `cannot encrypt ${JSON.stringify(key)}: ${found.missing}; or write it as plaintext with { public: true }`,
       );
     }
-    return sealEncrypted(key, value, found.leaf, keyEpoch);
+    const leaf = found.leaf;
+    return { overhead: ENCRYPTED_OVERHEAD, seal: (value, position) => sealEncrypted(key, value, leaf, keyEpoch, position) };
   }
 
   /** The plaintext of what `read` returned for `key`: see `encryption.ts`. */
   async #open(key: string, result: ReadResult, raw: boolean | undefined): Promise<Uint8Array | undefined> {
     const stored = result.value;
     if (stored === undefined || raw || namespaceOf(key) === undefined) return stored;
+    return this.#openStripe(key, stored, result, { index: 0, count: 1 });
+  }
+
+  /** The plaintext of stripe `position.index` of `position.count` (1 for a value written whole) of what was read for `key`. */
+  async #openStripe(key: string, stored: Uint8Array, result: ReadResult, position: { index: number; count: number }): Promise<Uint8Array> {
+    if (namespaceOf(key) === undefined) return stored;
     const envelope = parseEnvelope(stored);
     if (envelope.kind === 'public') return envelope.value;
     if (envelope.kind === 'unknown') {
@@ -552,10 +595,11 @@ class PowerStore implements Store {
         `the value of ${JSON.stringify(key)} cannot be read: ${envelope.reason}; get it with { raw: true } for the stored bytes`,
       );
     }
-    if (envelope.stripe !== 0 || envelope.stripes !== 1) {
+    const last = position.index === position.count - 1;
+    if (envelope.stripe !== position.index || envelope.stripes !== stripesField({ index: position.index, last })) {
       throw new PowerStoreError(
-        'UNKNOWN_FORMAT',
-        `the value of ${JSON.stringify(key)} is stripe ${envelope.stripe} of ${envelope.stripes}: striped values need a newer client`,
+        'TAMPERED',
+        `stripe ${position.index} of ${position.count} of the value of ${JSON.stringify(key)} says it is stripe ${envelope.stripe} (count field ${envelope.stripes}): it is not returned`,
       );
     }
     const found = await this.#parts.keys.leaf(key, envelope.epoch);
@@ -582,42 +626,166 @@ class PowerStore implements Store {
     );
   }
 
-  // Interim: buffers the whole value (the striped path replaces this).
-  async putStream(key: string, source: ByteSource, options?: PutStreamOptions): Promise<{ readonly size: number }> {
-    const parts: Uint8Array[] = [];
-    let size = 0;
-    for await (const chunk of chunksOf(source)) {
-      if (options?.signal?.aborted) throw new PowerStoreError('ABORTED', 'the operation was aborted', { cause: options.signal.reason });
-      parts.push(chunk);
-      size += chunk.length;
-      options?.onProgress?.({ bytesDone: 0, bytesTotal: options.size });
+  async putStream(key: string, source: ByteSource, options: PutStreamOptions = {}): Promise<{ readonly size: number }> {
+    checkKey(key);
+    const { session } = this.#parts;
+    if (!session) throw noIdentity();
+    try {
+      session.authorityFor(key, Date.now());
+    } catch (err) {
+      throw toClientError(err);
     }
-    const value = new Uint8Array(size);
-    let off = 0;
-    for (const p of parts) {
-      value.set(p, off);
-      off += p.length;
+    const blobSize = typeof Blob !== 'undefined' && source instanceof Blob ? source.size : undefined;
+    const expected = options.size ?? blobSize;
+    if (expected !== undefined && !(Number.isSafeInteger(expected) && expected >= 0))
+      throw invalid('putStream: size must be an integer ≥ 0');
+    const sealer = await this.#sealer(key, options);
+    const stripeSize = STRIPE_BYTES + sealer.overhead;
+    const plain = stripesOf(chunksOf(source), STRIPE_BYTES)[Symbol.asyncIterator]();
+    const nonce = writeNonce();
+    let ahead: IteratorResult<Uint8Array> | undefined;
+    let index = 0;
+    let total = 0;
+    const stripes: StripeSource = {
+      stripeSize,
+      next: async () => {
+        ahead ??= await plain.next();
+        if (ahead.done) return undefined;
+        const current = ahead.value;
+        // One stripe of lookahead: whether this one is the last goes into its envelope.
+        ahead = await plain.next();
+        total += current.length;
+        if (expected !== undefined && (total > expected || (ahead.done && total !== expected))) {
+          throw invalid(`putStream: the source yielded ${total > expected ? 'more' : 'fewer'} than the ${expected} bytes announced`);
+        }
+        return sealer.seal(current, { nonce, index: index++, last: !!ahead.done });
+      },
+    };
+    const opId = this.#nextOpId++;
+    const { crypto, codec, random } = this.#parts;
+    const onEvidence = (i: number, reason: string) => this.#misbehaving(i, reason);
+    let op: WriteOperation;
+    try {
+      op = new WriteOperation(
+        { config: this.cluster, crypto, codec, random, session, now: Date.now, onEvidence },
+        key,
+        { kind: 'stripes', source: stripes },
+        opId,
+      );
+    } catch (err) {
+      throw toClientError(err);
     }
-    await this.put(key, value, { signal: options?.signal, timeoutMs: options?.timeoutMs, public: options?.public });
-    options?.onProgress?.({ bytesDone: size, bytesTotal: size });
-    return { size };
+    const report = options.onProgress;
+    // Stored bytes acknowledged, less the envelopes of the stripes they hold.
+    const progress = () =>
+      report?.({ bytesDone: Math.max(0, op.bytesStored - sealer.overhead * Math.ceil(op.bytesStored / stripeSize)), bytesTotal: expected });
+    try {
+      await this.#run(op, opId, { signal: options.signal, timeoutMs: options.timeoutMs, onProgress: report && progress }, onEvidence, true);
+    } finally {
+      op.abandon();
+      void plain.return?.(undefined);
+    }
+    report?.({ bytesDone: total, bytesTotal: total });
+    return { size: total };
   }
 
-  // Interim: reads the whole value (the striped path replaces this).
-  async getStream(key: string, options?: GetStreamOptions): Promise<ValueStream | undefined> {
-    const value = await this.get(key, { signal: options?.signal, timeoutMs: options?.timeoutMs });
-    if (value === undefined) return undefined;
-    const { start, end } = clampRange(options?.range, value.length);
-    const bytes = value.subarray(start, end);
-    const onProgress = options?.onProgress;
-    const stream = new ReadableStream<Uint8Array>({
-      start(controller) {
-        if (bytes.length > 0) controller.enqueue(bytes);
-        onProgress?.({ bytesDone: bytes.length, bytesTotal: bytes.length });
-        controller.close();
+  async getStream(key: string, options: GetStreamOptions = {}): Promise<ValueStream | undefined> {
+    if (options.range !== undefined) clampRange(options.range, Number.MAX_SAFE_INTEGER);
+    const first = options.range ? Math.floor(options.range.start / STRIPE_BYTES) : 0;
+    const { result } = await this.#read(key, { signal: options.signal, timeoutMs: options.timeoutMs }, { stripe: first });
+    if (result.value === undefined) return undefined;
+    return this.#valueStream(key, result, options);
+  }
+
+  /**
+   * The bytes of `options.range` of the value `result` read: the stripes they lie in, each
+   * read (pinned to `result`'s version), verified and decrypted as the consumer pulls, with
+   * the next one fetched meanwhile.
+   */
+  async #valueStream(key: string, result: ReadResult, options: GetStreamOptions): Promise<ValueStream> {
+    const stored = result.value!;
+    const report = options.onProgress;
+    const layout = result.layout;
+    if (!layout) {
+      const value = await this.#openStripe(key, stored, result, { index: 0, count: 1 });
+      const { start, end } = clampRange(options.range, value.length);
+      const bytes = value.subarray(start, end);
+      const stream = new ReadableStream<Uint8Array>({
+        start(controller) {
+          if (bytes.length > 0) controller.enqueue(bytes);
+          report?.({ bytesDone: bytes.length, bytesTotal: bytes.length });
+          controller.close();
+        },
+      });
+      return { size: value.length, start, end, stream };
+    }
+    const count = layout.digests.length;
+    const overhead = this.#overheadOf(key, stored);
+    const perStripe = layout.stripeSize - overhead;
+    const size = layout.valueLength - count * overhead;
+    const { start, end } = clampRange(options.range, size);
+    const firstStripe = Math.floor(start / perStripe);
+    const lastStripe = end > start ? Math.floor((end - 1) / perStripe) : firstStripe - 1;
+    const fetched = new Map<number, Promise<Uint8Array>>();
+    const fetch = (s: number): Promise<Uint8Array> => {
+      let p = fetched.get(s);
+      if (!p) {
+        p =
+          s === result.stripe
+            ? this.#openStripe(key, stored, result, { index: s, count })
+            : this.#read(key, { signal: options.signal, timeoutMs: options.timeoutMs }, { stripe: s, pinned: result.candidate! }).then(
+                ({ result: r }) => {
+                  if (r.stripe !== s || r.value === undefined) throw new Error(`stripe ${s} came back as stripe ${String(r.stripe)}`);
+                  return this.#openStripe(key, r.value, r, { index: s, count });
+                },
+              );
+        // A prefetched stripe that fails is reported when it is pulled, not as an unhandled rejection.
+        p.catch(() => {});
+        fetched.set(s, p);
+      }
+      return p;
+    };
+    let next = firstStripe;
+    let delivered = 0;
+    const stream = new ReadableStream<Uint8Array>(
+      {
+        pull: async (controller) => {
+          if (next > lastStripe) {
+            controller.close();
+            return;
+          }
+          const s = next++;
+          let plain: Uint8Array;
+          try {
+            plain = await fetch(s);
+          } catch (err) {
+            throw toClientError(err);
+          }
+          fetched.delete(s);
+          if (next <= lastStripe) void fetch(next);
+          const from = s === firstStripe ? start - s * perStripe : 0;
+          const to = s === lastStripe ? end - s * perStripe : plain.length;
+          controller.enqueue(plain.subarray(from, to));
+          delivered += to - from;
+          report?.({ bytesDone: delivered, bytesTotal: end - start });
+          if (next > lastStripe) controller.close();
+        },
+        cancel: () => {
+          fetched.clear();
+        },
       },
-    });
-    return { size: value.length, start, end, stream };
+      { highWaterMark: 0 },
+    );
+    return { size, start, end, stream };
+  }
+
+  /** Envelope bytes per stripe of a value of `key` whose (some) stripe is `stored`. */
+  #overheadOf(key: string, stored: Uint8Array): number {
+    if (namespaceOf(key) === undefined) return 0;
+    const e = parseEnvelope(stored);
+    if (e.kind === 'unknown')
+      throw new PowerStoreError('UNKNOWN_FORMAT', `the value of ${JSON.stringify(key)} cannot be read: ${e.reason}`);
+    return e.kind === 'public' ? PUBLIC_OVERHEAD : ENCRYPTED_OVERHEAD;
   }
 
   async delete(key: string, options?: OperationOptions): Promise<void> {
@@ -625,10 +793,32 @@ class PowerStore implements Store {
   }
 
   async get(key: string, options?: GetOptions): Promise<Uint8Array | undefined> {
-    const value = await this.#open(key, (await this.#read(key, options)).result, options?.raw);
-    if (value === undefined || options?.range === undefined) return value;
-    const { start, end } = clampRange(options.range, value.length);
-    return value.subarray(start, end);
+    if (options?.range !== undefined) clampRange(options.range, Number.MAX_SAFE_INTEGER);
+    const first = options?.range ? Math.floor(options.range.start / STRIPE_BYTES) : 0;
+    const { result } = await this.#read(key, options, { stripe: first });
+    if (!result.layout) {
+      const value = await this.#open(key, result, options?.raw);
+      if (value === undefined || options?.range === undefined) return value;
+      const { start, end } = clampRange(options.range, value.length);
+      return value.subarray(start, end);
+    }
+    if (options?.raw)
+      throw invalid(`get: { raw } reads values written whole; ${JSON.stringify(key)} is in stripes (read it with getStream)`);
+    const { start, end, size, stream } = await this.#valueStream(key, result, { ...options, onProgress: undefined });
+    if (end - start > this.#parts.maxValueBytes) {
+      void stream.cancel();
+      throw new PowerStoreError(
+        'VALUE_TOO_LARGE',
+        `the value of ${JSON.stringify(key)} is ${size} bytes, over the ${this.#parts.maxValueBytes} bytes get() returns in memory (connect's maxValueBytes): read it with getStream, or a range of it`,
+      );
+    }
+    const out = new Uint8Array(end - start);
+    let off = 0;
+    for await (const chunk of stream as unknown as AsyncIterable<Uint8Array>) {
+      out.set(chunk, off);
+      off += chunk.length;
+    }
+    return out;
   }
 
   async share(keyOrPrefix: string, options?: ShareOptions): Promise<string> {
@@ -656,7 +846,14 @@ class PowerStore implements Store {
       key,
       exists: result.value !== undefined,
       deleted: result.value === undefined && result.ts.num > 0,
-      size: result.value === undefined ? 0 : envelope ? plaintextSize(result.value, envelope) : result.value.length,
+      size:
+        result.value === undefined
+          ? 0
+          : result.layout
+            ? result.layout.valueLength - result.layout.digests.length * this.#overheadOf(key, result.value)
+            : envelope
+              ? plaintextSize(result.value, envelope)
+              : result.value.length,
       encrypted: envelope?.kind === 'encrypted',
       timestamp: { num: result.ts.num, writerId: toHex(result.ts.writerId) },
       ...(cert
@@ -776,7 +973,11 @@ class PowerStore implements Store {
     }
   }
 
-  async #read(key: string, options?: OperationOptions): Promise<{ op: ReadOperation; result: ReadResult; evidence: Map<number, string> }> {
+  async #read(
+    key: string,
+    options?: OperationOptions,
+    target?: ReadTarget,
+  ): Promise<{ op: ReadOperation; result: ReadResult; evidence: Map<number, string> }> {
     checkKey(key);
     const opId = this.#nextOpId++;
     const evidence = new Map<number, string>();
@@ -789,6 +990,7 @@ class PowerStore implements Store {
       { config: this.cluster, crypto, codec, verifier: this.#verifier, onEvidence, maxValueLength: this.#maxStoredBytes },
       key,
       opId,
+      target,
     );
     const result = await this.#run(op, opId, options, onEvidence);
     return { op, result, evidence };
@@ -804,6 +1006,7 @@ class PowerStore implements Store {
     opId: number,
     options: OperationOptions | undefined,
     onEvidence: (server: number, reason: string) => void,
+    perRound = false,
   ): Promise<R> {
     if (this.#closed) return Promise.reject(new PowerStoreError('CLOSED', 'the store was closed'));
     const signal = options?.signal;
@@ -827,6 +1030,12 @@ class PowerStore implements Store {
         onEvidence,
         onProgress: options?.onProgress,
         progressTimer: undefined,
+        restartTimer: perRound
+          ? () => {
+              clearTimeout(timer);
+              timer = setTimeout(onTimeout, timeoutMs);
+            }
+          : undefined,
         fragmentTimer: undefined,
         finish: (r) => {
           cleanup(true);
@@ -837,7 +1046,8 @@ class PowerStore implements Store {
           reject(toClientError(e));
         },
       };
-      const timer = setTimeout(() => flight.fail(this.#unreachable(need, flight.round, 'timed out')), timeoutMs);
+      const onTimeout = () => flight.fail(this.#unreachable(need, flight.round, 'timed out'));
+      let timer = setTimeout(onTimeout, timeoutMs);
       const onAbort = () => flight.fail(new PowerStoreError('ABORTED', 'the operation was aborted', { cause: signal?.reason }));
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#inFlight.set(opId, flight);
@@ -867,6 +1077,7 @@ class PowerStore implements Store {
     }
     clearTimeout(flight.fragmentTimer);
     flight.fragmentTimer = undefined;
+    flight.restartTimer?.();
     this.#endRound(flight, false);
     const send = step.send;
     const round = this.#rounds.start(

@@ -125,7 +125,7 @@ export { isRequest, REQUEST_TYPES, type ClientOperation, type HistoryEntry, type
 export type * from './messages.js';
 export { Admission, OPEN_POLICY, type Quota, type Refusal, type WritePolicy } from './policy.js';
 export type { RandomBytes } from './random.js';
-export { ReadOperation, type FilterAnswer, type ReaderOptions, type ReadResult } from './reader.js';
+export { ReadOperation, type FilterAnswer, type ReaderOptions, type ReadResult, type ReadTarget } from './reader.js';
 export {
   decodeEntryMetaRecord,
   decodeKeyRecord,
