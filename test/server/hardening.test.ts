@@ -18,6 +18,7 @@ import {
   crossChecksumDigest,
   decodeMessage,
   encodeMessage,
+  WIRE_VERSION,
   encodePublicKey,
   makeWriterId,
   namespacePrefix,
@@ -374,7 +375,7 @@ describe('transport limits', () => {
     const frame = encodeMessage({ type: 'COLLECT', key: 'hdr', opId: 77 });
     expect(await raw.request(new Uint8Array([...frame, 0]))).toMatchObject({ type: 'ERROR', code: 'INVALID_FRAME', key: 'hdr', opId: 77 });
     expect(await raw.request(new Uint8Array([9, 1, 0]))).toMatchObject({ type: 'ERROR', code: 'UNSUPPORTED_VERSION', key: '', opId: 0 });
-    expect(await raw.request(new Uint8Array([2, 0x42, 0, 0]))).toMatchObject({ type: 'ERROR', code: 'UNKNOWN_TYPE' });
+    expect(await raw.request(new Uint8Array([WIRE_VERSION, 0x42, 0, 0]))).toMatchObject({ type: 'ERROR', code: 'UNKNOWN_TYPE' });
     expect(await raw.request(new Uint8Array(0))).toMatchObject({ type: 'ERROR', code: 'INVALID_FRAME' });
     expect(await raw.request('{"type":"CLOCK"}')).toMatchObject({ type: 'ERROR', code: 'INVALID_FRAME' });
     expect(await raw.request({ type: 'COMPLETE_ACK', key: 'x', opId: 5, ts: { num: 1, writerId: rand(32) } })).toMatchObject({
