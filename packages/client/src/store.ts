@@ -18,6 +18,7 @@ import {
   MAX_KEY_LENGTH,
   MAX_LIST_LIMIT,
   MAX_STRIPES,
+  MIN_STRIPE_SIZE,
   ownerIdOf,
   namespaceOf,
   ProtocolError,
@@ -108,6 +109,11 @@ export interface ConnectOptions {
   readonly signal?: AbortSignal;
   /** Largest value `put` accepts. Default 64 MiB, which the servers' default frame limit fits at t = 1. */
   readonly maxValueBytes?: number;
+  /**
+   * Plaintext bytes per stripe of the values `putStream` writes: 64 KiB to 32 MiB, default
+   * {@link STRIPE_BYTES} (2 MiB). Readers learn each value's stripe size from the value.
+   */
+  readonly stripeBytes?: number;
   /** Called whenever a server's status changes (connected, closed, misbehaving). */
   readonly onServerStatus?: (servers: readonly ServerStatus[]) => void;
   /**
@@ -206,7 +212,7 @@ export interface ValueStream {
 }
 
 /** Plaintext bytes per stripe of values written with `putStream` (measured: see bench/large). */
-export const STRIPE_BYTES = 4 * 1024 * 1024;
+export const STRIPE_BYTES = 2 * 1024 * 1024;
 
 /** How a key's values are stored: the envelope's bytes per stripe, and the function that seals a stripe. */
 interface Sealer {
@@ -386,6 +392,10 @@ export async function connect(options: ConnectOptions): Promise<Store> {
   if (!(timeoutMs > 0)) throw invalid(`timeoutMs must be positive, got ${String(timeoutMs)}`);
   const maxValueBytes = options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES;
   if (!Number.isSafeInteger(maxValueBytes) || maxValueBytes < 0) throw invalid('maxValueBytes must be a non-negative integer');
+  const stripeBytes = options.stripeBytes ?? STRIPE_BYTES;
+  if (!Number.isSafeInteger(stripeBytes) || stripeBytes < MIN_STRIPE_SIZE || stripeBytes > 32 * 1024 * 1024) {
+    throw invalid(`stripeBytes must be an integer from ${MIN_STRIPE_SIZE} to ${32 * 1024 * 1024}`);
+  }
   const codec = await createCodec({ k: cluster.config.t + 1, n: cluster.config.n });
   const random = (n: number) => globalThis.crypto.getRandomValues(new Uint8Array(n));
   // A writer id of its own per connect(): two stores of one identity never share a timestamp.
@@ -403,6 +413,7 @@ export async function connect(options: ConnectOptions): Promise<Store> {
     random,
     timeoutMs,
     maxValueBytes,
+    stripeBytes,
     onServerStatus: options.onServerStatus,
   });
   try {
@@ -448,6 +459,7 @@ interface StoreParts {
   readonly random: (n: number) => Uint8Array;
   readonly timeoutMs: number;
   readonly maxValueBytes: number;
+  readonly stripeBytes: number;
   readonly onServerStatus: ((servers: readonly ServerStatus[]) => void) | undefined;
 }
 
@@ -490,7 +502,7 @@ class PowerStore implements Store {
     this.#verifier = parts.session?.verifier ?? new CertificateVerifier(parts.crypto, parts.cluster.identity);
     // The envelope's few bytes over maxValueBytes fit in the frame overhead's room.
     // Stripes are read whatever maxValueBytes says, and stripe 0's answers carry the layout.
-    const largest = Math.max(parts.maxValueBytes, STRIPE_BYTES + MAX_OVERHEAD);
+    const largest = Math.max(parts.maxValueBytes, parts.stripeBytes + MAX_OVERHEAD, STRIPE_BYTES + MAX_OVERHEAD);
     this.#maxFrameBytes = parts.codec.fragmentLength(largest) + FRAME_OVERHEAD_BYTES + MAX_LAYOUT_BYTES;
     this.#connections = parts.cluster.servers.map(
       (s, i) =>
@@ -640,8 +652,8 @@ class PowerStore implements Store {
     if (expected !== undefined && !(Number.isSafeInteger(expected) && expected >= 0))
       throw invalid('putStream: size must be an integer ≥ 0');
     const sealer = await this.#sealer(key, options);
-    const stripeSize = STRIPE_BYTES + sealer.overhead;
-    const plain = stripesOf(chunksOf(source), STRIPE_BYTES)[Symbol.asyncIterator]();
+    const stripeSize = this.#parts.stripeBytes + sealer.overhead;
+    const plain = stripesOf(chunksOf(source), this.#parts.stripeBytes)[Symbol.asyncIterator]();
     const nonce = writeNonce();
     let ahead: IteratorResult<Uint8Array> | undefined;
     let index = 0;
