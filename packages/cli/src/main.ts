@@ -254,7 +254,11 @@ function progressBar(opts: GlobalOptions, total: number | undefined, label: stri
 
 /** A file, or standard input for `-`, to stream from; `size` when it is known (a regular file). */
 async function openInput(file: string): Promise<{ source: Readable; size: number | undefined }> {
-  if (file === '-') return { source: process.stdin, size: undefined };
+  if (file === '-') {
+    // `powerstore put key` typed alone would otherwise seem to hang.
+    if (process.stdin.isTTY) process.stderr.write('powerstore: reading standard input (Ctrl-D ends it)\n');
+    return { source: process.stdin, size: undefined };
+  }
   const fail = (code: string) => new CliError(EXIT.FAILED, `cannot read ${file}: ${code}`);
   let handle;
   try {
@@ -284,19 +288,19 @@ function fileError(e: unknown, verb: string, path: string): unknown {
  * target's name (and an existing file as it was). Devices and pipes (`/dev/null`, a FIFO)
  * are written in place, since renaming over them would replace them.
  */
-async function writeFileAtomically(file: string, source: Readable): Promise<void> {
+async function writeFileAtomically(file: string, source: Readable, signal: AbortSignal): Promise<void> {
   const existing = await stat(file).catch(() => undefined);
   if (existing?.isDirectory()) {
     source.destroy();
     throw new CliError(EXIT.FAILED, `cannot write ${file}: EISDIR`);
   }
   if (existing && !existing.isFile()) {
-    await pipeline(source, createWriteStream(file));
+    await pipeline(source, createWriteStream(file), { signal });
     return;
   }
   const temp = join(dirname(file), `.${basename(file)}.${randomBytes(6).toString('hex')}.partial`);
   try {
-    await pipeline(source, createWriteStream(temp, { flags: 'wx' }));
+    await pipeline(source, createWriteStream(temp, { flags: 'wx' }), { signal });
     await rename(temp, file);
   } catch (e) {
     await rm(temp, { force: true });
@@ -459,8 +463,14 @@ export function program(): Command {
             // Node's stream, so pipeline() holds the reader back while the file or pipe is slow.
             const source = Readable.fromWeb(value.stream as NodeReadableStream<Uint8Array>);
             // end: false leaves standard output open (it is the process's, not this command's).
-            if (toStdout) await pipeline(source, process.stdout, { end: false });
-            else await writeFileAtomically(file, source);
+            try {
+              // The signal too, so Ctrl-C stops a get held back by a stalled disk or reader.
+              if (toStdout) await pipeline(source, process.stdout, { end: false, signal });
+              else await writeFileAtomically(file, source, signal);
+            } catch (e) {
+              if (signal.aborted && !(e instanceof PowerStoreError)) throw new CliError(EXIT.INTERRUPTED, 'interrupted');
+              throw e;
+            }
             bar.done(value.end - value.start);
           } finally {
             bar.stop();
