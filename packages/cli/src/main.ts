@@ -275,11 +275,14 @@ async function openInput(file: string): Promise<{ source: Readable; size: number
   return { source: handle.createReadStream({ highWaterMark: 1024 * 1024 }), size: info.isFile() ? info.size : undefined };
 }
 
+const FILE_SYSCALLS = new Set(['open', 'read', 'write', 'fstat', 'stat', 'rename', 'close', 'fsync', 'unlink']);
+
 /** An error of the file system (not of the store), reported as `cannot <verb> <path>: <code>`. */
 function fileError(e: unknown, verb: string, path: string): unknown {
   if (e instanceof PowerStoreError || e instanceof CliError) return e;
-  const code = (e as NodeJS.ErrnoException | undefined)?.code;
-  return typeof code === 'string' && /^E[A-Z]+$/.test(code) ? new CliError(EXIT.FAILED, `cannot ${verb} ${path}: ${code}`) : e;
+  const { code, syscall } = (e ?? {}) as NodeJS.ErrnoException;
+  // By the system call, so a network error (which has a code too) is not blamed on the file.
+  return typeof code === 'string' && FILE_SYSCALLS.has(syscall ?? '') ? new CliError(EXIT.FAILED, `cannot ${verb} ${path}: ${code}`) : e;
 }
 
 /**
