@@ -429,7 +429,7 @@ export function program(): Command {
         });
         process.stderr.write(`stored ${size} bytes under ${JSON.stringify(stored)}\n`);
       } catch (e) {
-        throw fileError(e, 'read', file);
+        throw fileError(e, 'read', file === '-' ? 'standard input' : file);
       } finally {
         if (input.source !== process.stdin) input.source.destroy();
       }
