@@ -302,8 +302,17 @@ async function writeFileAtomically(file: string, source: Readable, signal: Abort
     return;
   }
   const temp = join(dirname(file), `.${basename(file)}.${randomBytes(6).toString('hex')}.partial`);
+  // Created before the pipeline starts: a stream opening it lazily could create it after a
+  // failure had already removed it, leaving the temporary file behind.
+  let handle;
   try {
-    await pipeline(source, createWriteStream(temp, { flags: 'wx' }), { signal });
+    handle = await open(temp, 'wx');
+  } catch (e) {
+    source.destroy();
+    throw e;
+  }
+  try {
+    await pipeline(source, handle.createWriteStream(), { signal });
     await rename(temp, file);
   } catch (e) {
     await rm(temp, { force: true });
