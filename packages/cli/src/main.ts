@@ -1,26 +1,41 @@
 /**
  * `powerstore`: put, get, rm, stat, ls, id, grant and share against a PowerStore cluster from the shell.
  *
- *   powerstore put <key> <file|-> [--public]   powerstore get <key> [file] [--cap <capability>]
+ *   powerstore put <key> [file|-] [--public]   powerstore get <key> [file|-] [--range START:END] [--cap <capability>]
  *   powerstore rm <key>                        powerstore stat <key> [--json]
  *   powerstore ls [prefix] [--json]            powerstore share <key|prefix/>
  *   powerstore id [--new]                      powerstore grant <publicKey> <prefix> --expires <when>
  *
  * Values in namespaces are encrypted at the client (put --public stores plaintext); reading
- * someone else's needs a capability (`share` prints one, `--cap` uses it).
+ * someone else's needs a capability (`share` prints one, `--cap` uses it). put and get stream:
+ * a value of any size goes through with bounded memory (putStream and getStream), from a
+ * file or standard input and to a file or standard output.
  *
  * The cluster file comes from --cluster, $POWERSTORE_CLUSTER or .powerstore/cluster.json
  * (what `powerstore-server dev` creates); the identity from --identity,
  * $POWERSTORE_IDENTITY, .powerstore/identity.json or the user's identity
  * ($XDG_CONFIG_HOME/powerstore/identity.json, which `powerstore id` creates).
  */
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, createWriteStream, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { open, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import { Command, CommanderError, Option } from 'commander';
 import { SingleBar } from 'cli-progress';
-import { connect, Identity, jsonErrorPosition, MAX_LIST_LIMIT, PowerStoreError, type Progress, type Store } from '@powerstore/client';
+import {
+  connect,
+  Identity,
+  jsonErrorPosition,
+  MAX_LIST_LIMIT,
+  PowerStoreError,
+  type ByteRange,
+  type Store,
+  type TransferProgress,
+} from '@powerstore/client';
 
 /** Exit codes, documented in `--help`. */
 export const EXIT = {
@@ -33,6 +48,7 @@ export const EXIT = {
   NOT_AUTHORIZED: 6,
   QUOTA: 7,
   TAMPERED: 8,
+  CHANGED: 9,
   INTERRUPTED: 130,
 } as const;
 
@@ -46,6 +62,7 @@ const EXIT_BY_CODE: Record<string, number> = {
   REVOKED: EXIT.NOT_AUTHORIZED,
   QUOTA_EXCEEDED: EXIT.QUOTA,
   TAMPERED: EXIT.TAMPERED,
+  VALUE_CHANGED: EXIT.CHANGED,
   INVALID_ARGUMENT: EXIT.USAGE,
 };
 
@@ -186,39 +203,137 @@ async function withStore<T>(opts: GlobalOptions, write: boolean, fn: (store: Sto
   }
 }
 
-/** A progress bar on stderr for large transfers, when stderr is a terminal (or forced). */
-function progressBar(opts: GlobalOptions, bytes: number, label: string): { update: (p: Progress) => void; stop: () => void } {
-  if (!opts.progress || bytes < 1024 * 1024) return { update: () => {}, stop: () => {} };
-  const bar = new SingleBar({
-    format: `${label} [{bar}] {percentage}% | {phase} | {value}/{total} MiB`,
-    stream: process.stderr,
-    hideCursor: true,
-    noTTYOutput: !process.stderr.isTTY,
-    notTTYSchedule: 1000,
-  });
+/** A transfer's progress bar; every method is a no-op when there is none. */
+interface Bar {
+  update(progress: TransferProgress): void;
+  /** The transfer completed with `bytes` in all: the bar shows it whole, whatever progress was reported. */
+  done(bytes: number): void;
+  stop(): void;
+}
+
+/** Transfers under this size get no bar: they are over before one would help. */
+const BAR_MIN_BYTES = 1024 * 1024;
+
+/**
+ * A progress bar on stderr for a transfer of `total` bytes (`undefined`: not known, as for
+ * standard input, then it counts MiB without a percentage), unless `--no-progress`. Off a
+ * terminal it prints a line a second rather than redrawing.
+ */
+function progressBar(opts: GlobalOptions, total: number | undefined, label: string): Bar {
+  const none: Bar = { update: () => {}, done: () => {}, stop: () => {} };
+  if (!opts.progress || (total !== undefined && total < BAR_MIN_BYTES)) return none;
   const mib = (b: number) => Math.round((b / 1024 / 1024) * 10) / 10;
-  bar.start(mib(bytes), 0, { phase: 'connecting' });
+  const started = performance.now();
+  let bar: SingleBar | undefined;
+  const show = (bytes: number) => {
+    // A source of unknown size gets its bar once it turns out to be large.
+    if (!bar && total === undefined && bytes < BAR_MIN_BYTES) return;
+    const seconds = (performance.now() - started) / 1000;
+    const payload = { speed: seconds > 0 ? mib(bytes / seconds).toFixed(1) : '0.0' };
+    if (!bar) {
+      bar = new SingleBar({
+        format:
+          total === undefined
+            ? `${label} {value} MiB | {speed} MiB/s`
+            : `${label} [{bar}] {percentage}% | {value}/{total} MiB | {speed} MiB/s`,
+        stream: process.stderr,
+        hideCursor: true,
+        noTTYOutput: !process.stderr.isTTY,
+        notTTYSchedule: 1000,
+      });
+      bar.start(total === undefined ? 0 : mib(total), mib(bytes), payload);
+    } else bar.update(mib(bytes), payload);
+  };
+  if (total !== undefined) show(0);
   return {
-    update(p) {
-      // Value bytes through the store round, scaled from the round's frame bytes.
-      const fraction = p.phase === 'store' ? (p.bytesTotal ? p.bytesSent / p.bytesTotal : 0) : p.phase === 'complete' ? 1 : 0;
-      bar.update(mib(bytes * fraction), { phase: p.phase });
-    },
-    stop: () => bar.stop(),
+    update: (p) => show(p.bytesDone),
+    done: (bytes) => show(bytes),
+    stop: () => bar?.stop(),
   };
 }
 
-async function readInput(source: string): Promise<Uint8Array> {
-  if (source === '-') {
-    const chunks: Buffer[] = [];
-    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-    return Buffer.concat(chunks);
+/** A file, or standard input for `-`, to stream from; `size` when it is known (a regular file). */
+async function openInput(file: string): Promise<{ source: Readable; size: number | undefined }> {
+  if (file === '-') {
+    // `powerstore put key` typed alone would otherwise seem to hang.
+    if (process.stdin.isTTY) process.stderr.write('powerstore: reading standard input (Ctrl-D ends it)\n');
+    return { source: process.stdin, size: undefined };
+  }
+  const fail = (code: string) => new CliError(EXIT.FAILED, `cannot read ${file}: ${code}`);
+  let handle;
+  try {
+    handle = await open(file, 'r');
+  } catch (e) {
+    throw fail((e as NodeJS.ErrnoException).code ?? (e as Error).message);
+  }
+  const info = await handle.stat();
+  if (info.isDirectory()) {
+    await handle.close();
+    throw fail('EISDIR');
+  }
+  // 1 MiB reads rather than 64 KiB: fewer chunks for the client to cut into stripes.
+  return { source: handle.createReadStream({ highWaterMark: 1024 * 1024 }), size: info.isFile() ? info.size : undefined };
+}
+
+const FILE_SYSCALLS = new Set(['open', 'read', 'write', 'fstat', 'stat', 'rename', 'close', 'fsync', 'unlink']);
+
+/** An error of the file system (not of the store), reported as `cannot <verb> <path>: <code>`. */
+function fileError(e: unknown, verb: string, path: string): unknown {
+  if (e instanceof PowerStoreError || e instanceof CliError) return e;
+  const { code, syscall } = (e ?? {}) as NodeJS.ErrnoException;
+  // By the system call, so a network error (which has a code too) is not blamed on the file.
+  return typeof code === 'string' && FILE_SYSCALLS.has(syscall ?? '') ? new CliError(EXIT.FAILED, `cannot ${verb} ${path}: ${code}`) : e;
+}
+
+/**
+ * Writes `source` to `file` through a temporary file beside it, renamed over `file` only
+ * once every byte is written: a failed or interrupted get leaves no partial file under the
+ * target's name (and an existing file as it was). Devices and pipes (`/dev/null`, a FIFO)
+ * are written in place, since renaming over them would replace them.
+ */
+async function writeFileAtomically(file: string, source: Readable, signal: AbortSignal): Promise<void> {
+  const existing = await stat(file).catch(() => undefined);
+  if (existing?.isDirectory()) {
+    source.destroy();
+    throw new CliError(EXIT.FAILED, `cannot write ${file}: EISDIR`);
+  }
+  if (existing && !existing.isFile()) {
+    await pipeline(source, createWriteStream(file), { signal });
+    return;
+  }
+  const temp = join(dirname(file), `.${basename(file)}.${randomBytes(6).toString('hex')}.partial`);
+  // Created before the pipeline starts: a stream opening it lazily could create it after a
+  // failure had already removed it, leaving the temporary file behind.
+  let handle;
+  try {
+    handle = await open(temp, 'wx');
+  } catch (e) {
+    source.destroy();
+    throw e;
   }
   try {
-    return await readFile(source);
+    await pipeline(source, handle.createWriteStream(), { signal });
+    await rename(temp, file);
   } catch (e) {
-    throw new CliError(EXIT.FAILED, `cannot read ${source}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    await rm(temp, { force: true });
+    throw e;
   }
+}
+
+/** `START:END` (bytes, END exclusive; either may be left out) as a range. */
+export function parseRange(v: string): ByteRange {
+  const m = /^(\d*):(\d*)$/.exec(v);
+  const start = m?.[1] ? Number(m[1]) : 0;
+  const end = m?.[2] ? Number(m[2]) : undefined;
+  if (!m || !Number.isSafeInteger(start) || (end !== undefined && !Number.isSafeInteger(end)))
+    throw new CommanderError(
+      EXIT.USAGE,
+      'powerstore.invalidArgument',
+      `error: --range takes START:END in bytes, END exclusive (0:1024, 1048576:, :100), got ${JSON.stringify(v)}`,
+    );
+  if (end !== undefined && end < start)
+    throw new CommanderError(EXIT.USAGE, 'powerstore.invalidArgument', `error: --range ${v} ends before it starts`);
+  return end === undefined ? { start } : { start, end };
 }
 
 function describeTimestamp(ts: { num: number; writerId: string }): string {
@@ -288,44 +403,99 @@ export function program(): Command {
         `Exit codes: ${EXIT.OK} ok, ${EXIT.FAILED} failed, ${EXIT.USAGE} usage error, ${EXIT.NOT_FOUND} key not found (get, stat),\n` +
         `            ${EXIT.UNREACHABLE} quorum of servers unreachable, ${EXIT.CONFIG} cluster or identity file problem,\n` +
         `            ${EXIT.NOT_AUTHORIZED} not allowed to write the key (no grant, grant expired, revoked) or no key to decrypt it (no --cap covering it),\n` +
-        `            ${EXIT.QUOTA} quota exceeded, ${EXIT.TAMPERED} value failed authentication (tampered), ${EXIT.INTERRUPTED} interrupted.`,
+        `            ${EXIT.QUOTA} quota exceeded, ${EXIT.TAMPERED} value failed authentication (tampered),\n` +
+        `            ${EXIT.CHANGED} value overwritten again and again while get streamed it (run get again), ${EXIT.INTERRUPTED} interrupted.`,
     )
     .showHelpAfterError()
     .exitOverride();
 
   cli
     .command('put')
-    .description('store a file (or standard input, with -) under a key')
+    .description('store a file (or standard input) under a key, streaming it: any size, in bounded memory')
     .argument('<key>', 'the key (UTF-8, up to 1024 bytes); @/name is in your namespace')
-    .argument('<file>', "file to store, or '-' for standard input")
+    .argument('[file]', "file to store; '-' or none for standard input", '-')
     .option('--public', 'store it as plaintext, readable by anyone who reaches a server (default: encrypted)')
     .action(async (key: string, file: string, options: { public?: boolean }) => {
       const opts = cli.opts<GlobalOptions>();
-      const value = await readInput(file);
-      const stored = await withStore(opts, true, async (store, signal) => {
-        const full = expandKey(key, store);
-        const bar = progressBar(opts, value.length, `put ${full}`);
-        try {
-          await store.put(full, value, { signal, onProgress: bar.update, public: options.public === true });
-        } finally {
-          bar.stop();
-        }
-        return full;
-      });
-      process.stderr.write(`stored ${value.length} bytes under ${JSON.stringify(stored)}\n`);
+      // Opened before connecting, so a file that cannot be read fails fast (exit 1).
+      const input = await openInput(file);
+      try {
+        const [stored, size] = await withStore(opts, true, async (store, signal) => {
+          const full = expandKey(key, store);
+          const bar = progressBar(opts, input.size, `put ${full}`);
+          try {
+            const { size } = await store.putStream(full, input.source, {
+              signal,
+              onProgress: (p) => bar.update(p),
+              public: options.public === true,
+              ...(input.size === undefined ? {} : { size: input.size }),
+            });
+            bar.done(size);
+            return [full, size] as const;
+          } finally {
+            bar.stop();
+          }
+        });
+        process.stderr.write(`stored ${size} bytes under ${JSON.stringify(stored)}\n`);
+      } catch (e) {
+        throw fileError(e, 'read', file === '-' ? 'standard input' : file);
+      } finally {
+        if (input.source !== process.stdin) input.source.destroy();
+      }
     });
 
   cli
     .command('get')
-    .description('write the value of a key to a file, or to standard output')
+    .description('write the value of a key (or a byte range of it) to a file or standard output, streaming it')
     .argument('<key>', 'the key')
-    .argument('[file]', 'where to write the value (default: standard output)')
-    .action(async (key: string, file: string | undefined) => {
+    .argument('[file]', "where to write the value; '-' or none for standard output")
+    .addOption(
+      new Option(
+        '--range <START:END>',
+        'only bytes START to END (exclusive) of the value; either may be left out (1048576:, :100)',
+      ).argParser(parseRange),
+    )
+    .action(async (key: string, file: string | undefined, options: { range?: ByteRange }) => {
       const opts = cli.opts<GlobalOptions>();
-      const value = await withStore(opts, false, (store, signal) => store.get(expandKey(key, store), { signal }));
-      if (value === undefined) throw new CliError(EXIT.NOT_FOUND, `no value under ${JSON.stringify(key)}`);
-      if (file) await writeFile(file, value);
-      else await writeStdout(value);
+      const toStdout = file === undefined || file === '-';
+      const target = toStdout ? 'standard output' : file;
+      try {
+        await withStore(opts, false, async (store, signal) => {
+          const full = expandKey(key, store);
+          // The bar needs the range's size, which getStream tells: progress before it has none to show.
+          const shown: { bar?: Bar } = {};
+          const value = await store.getStream(full, {
+            signal,
+            onProgress: (p) => shown.bar?.update(p),
+            ...(options.range ? { range: options.range } : {}),
+          });
+          if (value === undefined) throw new CliError(EXIT.NOT_FOUND, `no value under ${JSON.stringify(key)}`);
+          const bar = (shown.bar = progressBar(opts, value.end - value.start, `get ${full}`));
+          try {
+            // Node's stream, so pipeline() holds the reader back while the file or pipe is slow.
+            const source = Readable.fromWeb(value.stream as NodeReadableStream<Uint8Array>);
+            // end: false leaves standard output open (it is the process's, not this command's).
+            try {
+              // The signal too, so Ctrl-C stops a get held back by a stalled disk or reader.
+              if (toStdout) await pipeline(source, process.stdout, { end: false, signal });
+              else await writeFileAtomically(file, source, signal);
+            } catch (e) {
+              if (signal.aborted && !(e instanceof PowerStoreError)) throw new CliError(EXIT.INTERRUPTED, 'interrupted');
+              throw e;
+            }
+            bar.done(value.end - value.start);
+          } finally {
+            bar.stop();
+          }
+        });
+      } catch (e) {
+        if (e instanceof PowerStoreError && e.code === 'VALUE_CHANGED')
+          throw new CliError(
+            EXIT.CHANGED,
+            `VALUE_CHANGED: ${e.message}; ${toStdout ? 'what was written to standard output is incomplete' : `${file} was not written`}: run get again`,
+          );
+        throw fileError(e, 'write', target);
+      }
     });
 
   cli
@@ -470,10 +640,6 @@ function positiveInt(v: string): number {
   if (!Number.isInteger(n) || n <= 0)
     throw new CommanderError(EXIT.USAGE, 'powerstore.invalidArgument', `error: expected a positive integer, got ${JSON.stringify(v)}`);
   return n;
-}
-
-function writeStdout(bytes: Uint8Array): Promise<void> {
-  return new Promise((resolve, reject) => process.stdout.write(bytes, (e) => (e ? reject(e) : resolve())));
 }
 
 /** Runs the CLI; resolves with the exit code. */
