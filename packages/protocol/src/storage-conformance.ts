@@ -13,6 +13,7 @@ import type { HistoryEntry } from './messages.js';
 import type { Quota } from './policy.js';
 import type { EntryMeta } from './record.js';
 import { AbstractStorage, type KeyRecord, type ServerStorage } from './storage.js';
+import { layoutsEqual } from './stripes.js';
 import { compareTimestamps, type Timestamp } from './timestamp.js';
 
 /** One named check; `run` rejects on failure. */
@@ -98,6 +99,7 @@ function sameEntry(a: EntryMeta | undefined, b: HistoryEntry, what: string, with
     a!.cc.hashes.length === b.cc.hashes.length &&
     a!.cc.hashes.every((h, i) => bytesEqual(h, b.cc.hashes[i]!)) &&
     certificatesEqual(a!.cert, b.cert) &&
+    layoutsEqual(a!.layout, b.layout) &&
     (!withFragment || bytesEqual((a as HistoryEntry).fragment, b.fragment));
   check(ok, `${what}: not read back whole`);
 }
@@ -358,6 +360,41 @@ export function storageConformance(
     }),
   ];
   checks.push(
+    on('stripes of one timestamp are entries of their own, read by stripe, indexed, and collected together', async (h) => {
+      const s = h.storage;
+      const layout = { valueLength: 3 * 65_536, stripeSize: 65_536, digests: [fill(32, 1, 12), fill(32, 2, 12), fill(32, 3, 12)] };
+      const stripes = [
+        { ...entry(ts(2), 7), layout },
+        { ...entry(ts(2), 5), stripe: 1 },
+        { ...entry(ts(2), 6), stripe: 2 },
+      ];
+      await s.withKey('k', async (r) => {
+        await r.putEntry(entry(ts(1), 4), charge('o', 10));
+        for (const e of stripes.slice(1)) check(await r.putEntry(e, charge('o', 10)), 'putEntry of a stripe must store');
+      });
+      await s.withKey('k', (r) => r.putEntry(stripes[0]!, charge('o', 10)));
+      check(s.usage('o').bytes === 40 && s.usage('o').keys === 1, `usage ${JSON.stringify(s.usage('o'))}: four entries of one key`);
+      await s.withKey('k', async (r) => {
+        for (const e of stripes) sameEntry(await r.getEntry(ts(2), e.stripe), e, `stripe ${e.stripe}`, true);
+        sameEntry(await r.getEntryMeta(ts(2)), stripes[0]!, 'stripe 0 metadata (with its layout)', false);
+        check((await r.getEntry(ts(2), 3)) === undefined && (await r.getEntry(ts(1), 1)) === undefined, 'a stripe never stored');
+        const index = (await r.index()).map((e) => `${e.ts.num}/${e.stripe}`);
+        check(index.join(' ') === '1/0 2/0 2/1 2/2', `index ${index.join(' ')}`);
+        await r.deleteEntry(ts(2));
+      });
+      await s.withKey('k', async (r) => {
+        check(
+          (await r.index()).length === 1 && (await r.getEntry(ts(2), 1)) === undefined,
+          'collecting a timestamp removes all its stripes',
+        );
+        check((await r.getCollected())?.num === 2, 'the collected mark is the timestamp');
+      });
+      check(s.usage('o').bytes === 10, `usage ${s.usage('o').bytes} after collecting the stripes, want 10`);
+      if (h.reopen) {
+        const again = await h.reopen();
+        await again.withKey('k', async (r) => check((await r.index()).length === 1, 'the collection survives reopening'));
+      }
+    }),
     on('close finishes running callbacks, then refuses new ones with STORAGE_CLOSED', async (h) => {
       const s = h.storage;
       if (!(s instanceof AbstractStorage)) return;
