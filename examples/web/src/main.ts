@@ -360,7 +360,9 @@ async function downloadFile(f: FileEntry): Promise<void> {
     }
   }
   setStatus(`Reading ${f.name}…`);
-  let progress: DownloadState = { state: 'reading', bytesDone: 0, bytesTotal: f.size };
+  // The listed size is what the servers hold (with the encryption's overhead): the
+  // read tells the file's own size.
+  let progress: DownloadState = { state: 'reading', bytesDone: 0, bytesTotal: undefined };
   setDownload(f.key, progress);
   try {
     const value = await openOwn(s, f.key, (p) => {
