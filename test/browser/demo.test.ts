@@ -158,6 +158,7 @@ describe('the demo web app', () => {
     expect(await page.getAttribute(downloadProgress, 'data-bytes-done')).toBe(String(notes.length));
     expect(await page.getAttribute(downloadProgress, 'data-bytes-total')).toBe(String(notes.length));
     expect(await page.textContent('[data-testid="status"]')).toMatch(/buffered/);
+    expect(await page.isVisible('[data-testid="save-note"]')).toBe(true);
 
     // Dropped on the drop zone rather than chosen with the file input.
     const dropped = await page.evaluateHandle(() => {

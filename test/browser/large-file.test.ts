@@ -12,9 +12,10 @@
  * counts what the JS heap does not (ArrayBuffers, WebAssembly memory, WebSocket buffers).
  *
  * 12 MiB (three 4 MiB stripes) always runs. 256 MiB runs with POWERSTORE_LARGE_TEST=1
- * (POWERSTORE_LARGE_TEST_MIB changes the size) and requires the peak to stay under half
- * the file: a client that buffers the value cannot pass it. Each run writes its numbers
- * to test-results/large-file-<MiB>MiB.json.
+ * (POWERSTORE_LARGE_TEST_MIB changes the size) and requires the growth to stay under a
+ * budget that does not depend on the size (POWERSTORE_LARGE_TEST_BUDGET_MIB, default 160):
+ * a client that buffers the value cannot pass it. Each run writes its numbers to
+ * test-results/large-file-<MiB>MiB.json.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, copyFileSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
@@ -29,6 +30,12 @@ import { launchChromium, serveDirectory } from './browser.js';
 const MiB = 1024 * 1024;
 const LARGE = process.env.POWERSTORE_LARGE_TEST === '1';
 const LARGE_MIB = Number(process.env.POWERSTORE_LARGE_TEST_MIB ?? 256);
+/**
+ * What the large transfer may add to the renderer, whatever the file's size: a few 4 MiB
+ * stripes in flight, each also held as fragments, ciphertext and WebSocket frames. Below
+ * the default 256 MiB file itself, so a client that holds the whole value cannot pass.
+ */
+const BUDGET_MIB = Number(process.env.POWERSTORE_LARGE_TEST_BUDGET_MIB ?? 160);
 
 let cluster: CliCluster;
 let browser: Browser;
@@ -304,6 +311,8 @@ async function roundTrip(size: number): Promise<Measured> {
     await page.goto(site.url);
     await page.waitForSelector('body[data-ready]');
     expect(await page.getAttribute('body', 'data-ready')).toBe('true');
+    // Downloads are streamed here, so the page does not warn that they buffer.
+    expect(await page.isVisible('[data-testid="save-note"]')).toBe(false);
 
     const upload = `[data-testid="upload"][data-name="${name}"]`;
     const uploadMemory = await measure(page, async () => {
@@ -363,11 +372,11 @@ describe('large files through the demo in Chromium: putStream from a File, getSt
   }, 180_000);
 
   it.skipIf(!LARGE)(
-    `${LARGE_MIB} MiB (POWERSTORE_LARGE_TEST=1): the same SHA-256 back, and the tab's memory grows by less than half the file`,
+    `${LARGE_MIB} MiB (POWERSTORE_LARGE_TEST=1): the same SHA-256 back, and the tab grows by less than ${BUDGET_MIB} MiB each way`,
     async () => {
       const m = await roundTrip(LARGE_MIB * MiB);
-      expect(m.upload.growthMiB).toBeLessThan(LARGE_MIB / 2);
-      expect(m.download.growthMiB).toBeLessThan(LARGE_MIB / 2);
+      expect(m.upload.growthMiB).toBeLessThan(BUDGET_MIB);
+      expect(m.download.growthMiB).toBeLessThan(BUDGET_MIB);
     },
     1_200_000,
   );

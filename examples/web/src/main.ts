@@ -57,6 +57,7 @@ const ui = {
   empty: element('empty'),
   files: element<HTMLTableElement>('files'),
   fileRows: element<HTMLTableSectionElement>('file-rows'),
+  saveNote: element('save-note'),
 };
 
 let store: Store | undefined;
@@ -542,6 +543,7 @@ async function fetchJson(path: string): Promise<unknown> {
 
 async function main(): Promise<void> {
   wireUploads();
+  ui.saveNote.hidden = saveFilePicker() !== undefined;
   let cluster: { t?: unknown; servers?: { id: number; url: string }[] } | undefined;
   try {
     cluster = (await fetchJson('./cluster.json')) as typeof cluster;
