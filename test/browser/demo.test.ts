@@ -159,6 +159,11 @@ describe('the demo web app', () => {
     expect(await page.getAttribute(downloadProgress, 'data-bytes-total')).toBe(String(notes.length));
     expect(await page.textContent('[data-testid="status"]')).toMatch(/buffered/);
     expect(await page.isVisible('[data-testid="save-note"]')).toBe(true);
+    // A file not being downloaded shows no progress bar.
+    await storeFile(page, 'idle.bin', content(1_000, 4));
+    expect(await page.isVisible('[data-testid="file-row"][data-name="idle.bin"] [data-testid="download-progress"]')).toBe(false);
+    await page.click('[data-testid="file-row"][data-name="idle.bin"] [data-testid="delete"]');
+    await page.waitForSelector('[data-testid="file-row"][data-name="idle.bin"]', { state: 'detached' });
 
     // Dropped on the drop zone rather than chosen with the file input.
     const dropped = await page.evaluateHandle(() => {
