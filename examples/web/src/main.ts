@@ -313,8 +313,12 @@ function renderDownload(row: HTMLTableRowElement, d: DownloadState | undefined):
   }
   bar.dataset.state = d.state;
   bar.dataset.bytesDone = String(d.bytesDone);
-  if (d.bytesTotal !== undefined) bar.dataset.bytesTotal = String(d.bytesTotal);
-  bar.value = d.state === 'done' ? 100 : d.bytesTotal ? Math.floor((99 * d.bytesDone) / d.bytesTotal) : 0;
+  if (d.bytesTotal === undefined) delete bar.dataset.bytesTotal;
+  else bar.dataset.bytesTotal = String(d.bytesTotal);
+  // Indeterminate until the read tells the size.
+  if (d.state === 'done') bar.value = 100;
+  else if (d.bytesTotal) bar.value = Math.floor((99 * d.bytesDone) / d.bytesTotal);
+  else bar.removeAttribute('value');
   const amount = d.bytesTotal === undefined ? formatBytes(d.bytesDone) : `${formatBytes(d.bytesDone)} of ${formatBytes(d.bytesTotal)}`;
   const label: Record<DownloadState['state'], string> = {
     reading: 'reading',
