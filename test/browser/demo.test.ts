@@ -77,7 +77,14 @@ const requested: string[] = [];
 
 /** A page of the demo, in one browser profile for the whole run (its identity lives in IndexedDB). */
 async function openDemo(path = '/'): Promise<Page> {
-  context ??= await browser.newContext({ acceptDownloads: true, viewport: { width: 1100, height: 900 } });
+  if (!context) {
+    context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1100, height: 900 } });
+    // Playwright sees what goes through the browser's downloads, not a file written
+    // through the File System Access API (whose dialog a headless browser cannot answer):
+    // these pages take the demo's fallback, a Blob download. large-file.test.ts drives
+    // the streamed path.
+    await context.addInitScript(() => Object.defineProperty(window, 'showSaveFilePicker', { value: undefined }));
+  }
   const page = await context.newPage();
   page.setDefaultTimeout(WAIT_MS);
   page.on('pageerror', (e) => pageErrors.push(String(e)));
@@ -142,7 +149,21 @@ describe('the demo web app', () => {
     await storeFile(page, 'notes.bin', notes);
     expect(await page.getAttribute('[data-testid="file-row"][data-name="notes.bin"]', 'data-key')).toBe(`${namespace}files/notes.bin`);
     expect(await page.getAttribute('[data-testid="upload"][data-name="notes.bin"] progress', 'value')).toBe('100');
+    // The upload's progress counted the file's bytes.
+    expect(await page.getAttribute('[data-testid="upload"][data-name="notes.bin"]', 'data-bytes-done')).toBe(String(notes.length));
     expect((await download(page, 'notes.bin')).equals(notes)).toBe(true);
+    // … and so did the download's, in the file's row.
+    const downloadProgress = '[data-testid="file-row"][data-name="notes.bin"] [data-testid="download-progress"]';
+    await page.waitForSelector(`${downloadProgress}[data-state="done"]`);
+    expect(await page.getAttribute(downloadProgress, 'data-bytes-done')).toBe(String(notes.length));
+    expect(await page.getAttribute(downloadProgress, 'data-bytes-total')).toBe(String(notes.length));
+    expect(await page.textContent('[data-testid="status"]')).toMatch(/buffered/);
+    expect(await page.isVisible('[data-testid="save-note"]')).toBe(true);
+    // A file not being downloaded shows no progress bar.
+    await storeFile(page, 'idle.bin', content(1_000, 4));
+    expect(await page.isVisible('[data-testid="file-row"][data-name="idle.bin"] [data-testid="download-progress"]')).toBe(false);
+    await page.click('[data-testid="file-row"][data-name="idle.bin"] [data-testid="delete"]');
+    await page.waitForSelector('[data-testid="file-row"][data-name="idle.bin"]', { state: 'detached' });
 
     // Dropped on the drop zone rather than chosen with the file input.
     const dropped = await page.evaluateHandle(() => {

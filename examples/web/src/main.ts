@@ -7,7 +7,15 @@
  * keeps non-extractable in IndexedDB, and writes under that identity's namespace
  * `~<ownerId>/`, then talks WebSockets to every server itself.
  */
-import { connect, Identity, openBrowserIdentity, PowerStoreError, type Progress, type ServerStatus, type Store } from '@powerstore/client';
+import {
+  connect,
+  Identity,
+  openBrowserIdentity,
+  PowerStoreError,
+  type ServerStatus,
+  type Store,
+  type TransferProgress,
+} from '@powerstore/client';
 
 /** Files are stored under `~<ownerId>/files/<name>`; the page lists that prefix, so the list survives reloads and other tabs. */
 let FILE_PREFIX = 'files/';
@@ -49,6 +57,7 @@ const ui = {
   empty: element('empty'),
   files: element<HTMLTableElement>('files'),
   fileRows: element<HTMLTableSectionElement>('file-rows'),
+  saveNote: element('save-note'),
 };
 
 let store: Store | undefined;
@@ -184,15 +193,23 @@ async function listFiles(s: Store): Promise<FileEntry[]> {
 }
 
 /**
- * A value of this page's identity. Values are encrypted by the client; ones stored by this
- * demo before it encrypted (UNKNOWN_FORMAT) are read as the bytes they are.
+ * A value of this page's identity as a stream, read stripe by stripe as it is saved. Values
+ * are encrypted by the client; ones stored by this demo before it encrypted
+ * (UNKNOWN_FORMAT, small by construction) are read whole as the bytes they are.
  */
-async function getOwn(s: Store, key: string): Promise<Uint8Array | undefined> {
+async function openOwn(
+  s: Store,
+  key: string,
+  onProgress: (p: TransferProgress) => void,
+): Promise<{ size: number; stream: ReadableStream<Uint8Array> } | undefined> {
   try {
-    return await s.get(key);
+    return await s.getStream(key, { onProgress });
   } catch (e) {
-    if (e instanceof PowerStoreError && e.code === 'UNKNOWN_FORMAT') return s.get(key, { raw: true });
-    throw e;
+    if (!(e instanceof PowerStoreError && e.code === 'UNKNOWN_FORMAT')) throw e;
+    const bytes = await s.get(key, { raw: true });
+    if (bytes === undefined) return undefined;
+    onProgress({ bytesDone: bytes.length, bytesTotal: bytes.length });
+    return { size: bytes.length, stream: new Blob([bytes as Uint8Array<ArrayBuffer>]).stream() };
   }
 }
 
@@ -202,6 +219,15 @@ async function refreshFiles(s: Store): Promise<void> {
 }
 
 // ---------------------------------------------------------------------------- file list
+
+/** Where a file's download is: shown in its row, and kept here so a re-rendered list keeps showing it. */
+interface DownloadState {
+  readonly state: 'reading' | 'saving' | 'done' | 'failed';
+  readonly bytesDone: number;
+  readonly bytesTotal: number | undefined;
+}
+
+const downloads = new Map<string, DownloadState>();
 
 function renderFiles(): void {
   ui.empty.hidden = files.length > 0;
@@ -225,6 +251,17 @@ function renderFiles(): void {
     version.dataset.testid = 'file-version';
     version.textContent = String(f.version);
 
+    const transfer = document.createElement('td');
+    transfer.className = 'transfer';
+    const bar = document.createElement('progress');
+    bar.dataset.testid = 'download-progress';
+    bar.max = 100;
+    bar.setAttribute('aria-label', `Download of ${f.name}`);
+    const text = document.createElement('span');
+    text.className = 'small muted';
+    text.dataset.testid = 'download-text';
+    transfer.append(bar, text);
+
     const actions = document.createElement('td');
     actions.className = 'actions';
     const download = document.createElement('button');
@@ -232,7 +269,7 @@ function renderFiles(): void {
     download.textContent = 'Download';
     download.dataset.testid = 'download';
     download.setAttribute('aria-label', `Download ${f.name}`);
-    download.addEventListener('click', () => void downloadFile(f, download));
+    download.addEventListener('click', () => void downloadFile(f));
     const remove = document.createElement('button');
     remove.type = 'button';
     remove.className = 'danger';
@@ -243,40 +280,137 @@ function renderFiles(): void {
     remove.addEventListener('click', () => void deleteFile(f, remove));
     actions.append(download, remove);
 
-    tr.append(name, size, version, actions);
+    tr.append(name, size, version, transfer, actions);
+    renderDownload(tr, downloads.get(f.key));
     return tr;
   });
   ui.fileRows.replaceChildren(...rows);
 }
 
-async function downloadFile(f: FileEntry, button: HTMLButtonElement): Promise<void> {
+function fileRow(key: string): HTMLTableRowElement | undefined {
+  return Array.from(ui.fileRows.querySelectorAll<HTMLTableRowElement>('tr[data-testid="file-row"]')).find((r) => r.dataset.key === key);
+}
+
+/** Shows a download's state in its row (the row is found afresh: the list may have been re-rendered). */
+function setDownload(key: string, state: DownloadState | undefined): void {
+  if (state === undefined) downloads.delete(key);
+  else downloads.set(key, state);
+  const row = fileRow(key);
+  if (row) renderDownload(row, state);
+}
+
+function renderDownload(row: HTMLTableRowElement, d: DownloadState | undefined): void {
+  const bar = row.querySelector<HTMLProgressElement>('[data-testid="download-progress"]')!;
+  const button = row.querySelector<HTMLButtonElement>('[data-testid="download"]')!;
+  bar.hidden = d === undefined;
+  button.disabled = d?.state === 'reading' || d?.state === 'saving';
+  if (d === undefined) {
+    delete bar.dataset.state;
+    delete bar.dataset.bytesDone;
+    delete bar.dataset.bytesTotal;
+    setText(row, '[data-testid="download-text"]', '');
+    return;
+  }
+  bar.dataset.state = d.state;
+  bar.dataset.bytesDone = String(d.bytesDone);
+  if (d.bytesTotal === undefined) delete bar.dataset.bytesTotal;
+  else bar.dataset.bytesTotal = String(d.bytesTotal);
+  // Indeterminate until the read tells the size.
+  if (d.state === 'done') bar.value = 100;
+  else if (d.bytesTotal) bar.value = Math.floor((99 * d.bytesDone) / d.bytesTotal);
+  else bar.removeAttribute('value');
+  const amount = d.bytesTotal === undefined ? formatBytes(d.bytesDone) : `${formatBytes(d.bytesDone)} of ${formatBytes(d.bytesTotal)}`;
+  const label: Record<DownloadState['state'], string> = {
+    reading: 'reading',
+    saving: `saving ${amount}`,
+    done: `saved ${amount}`,
+    failed: `failed after ${amount}`,
+  };
+  setText(row, '[data-testid="download-text"]', label[d.state]);
+}
+
+/** The File System Access API's save dialog, where the browser has one (Chromium-based browsers, in a secure context). */
+type SaveFilePicker = (options: { suggestedName: string }) => Promise<FileSystemFileHandle>;
+
+function saveFilePicker(): SaveFilePicker | undefined {
+  const picker = (window as unknown as { showSaveFilePicker?: unknown }).showSaveFilePicker;
+  return typeof picker === 'function' ? (picker as SaveFilePicker).bind(window) : undefined;
+}
+
+/**
+ * Reads a file back as a stream and saves it. With the File System Access API the stream
+ * is piped into the chosen file, so no more than a few stripes are in the page at once,
+ * whatever the file's size; the browser writes to a temporary file and puts it in place
+ * only when the whole stream has arrived, so a failed read leaves no half file. Without
+ * it, the stream is collected into a Blob and handed to the browser's downloads: that
+ * buffers the whole file (in memory, or where the browser keeps large Blobs).
+ */
+async function downloadFile(f: FileEntry): Promise<void> {
   if (!store) return;
-  button.disabled = true;
+  const s = store;
   clearError();
-  setStatus(`Reading ${f.name}…`);
-  try {
-    const bytes = await getOwn(store, f.key);
-    if (bytes === undefined) {
-      setStatus(`${f.name} is no longer stored; refreshing the list.`);
-      await refreshFiles(store);
+  const picker = saveFilePicker();
+  let target: FileSystemFileHandle | undefined;
+  if (picker) {
+    // Asked first, while the click still counts as a user gesture (the dialog needs one).
+    try {
+      target = await picker({ suggestedName: f.name });
+    } catch (e) {
+      if (e instanceof DOMException && e.name === 'AbortError') {
+        setStatus(`Download of ${f.name} cancelled.`);
+        return;
+      }
+      showError(`Saving ${f.name} failed`, e);
       return;
     }
-    const url = URL.createObjectURL(new Blob([bytes as Uint8Array<ArrayBuffer>], { type: 'application/octet-stream' }));
-    const a = document.createElement('a');
-    a.href = url;
-    a.download = f.name;
-    a.hidden = true;
-    document.body.append(a);
-    a.click();
-    a.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 60_000);
-    setStatus(`Read ${f.name} (${formatBytes(bytes.length)}) back from the cluster.`);
+  }
+  setStatus(`Reading ${f.name}…`);
+  // The listed size is what the servers hold (with the encryption's overhead): the
+  // read tells the file's own size.
+  let progress: DownloadState = { state: 'reading', bytesDone: 0, bytesTotal: undefined };
+  setDownload(f.key, progress);
+  try {
+    const value = await openOwn(s, f.key, (p) => {
+      progress = { state: 'saving', bytesDone: p.bytesDone, bytesTotal: p.bytesTotal };
+      setDownload(f.key, progress);
+    });
+    if (value === undefined) {
+      setDownload(f.key, undefined);
+      setStatus(`${f.name} is no longer stored; refreshing the list.`);
+      await refreshFiles(s);
+      return;
+    }
+    progress = { ...progress, state: 'saving', bytesTotal: value.size };
+    setDownload(f.key, progress);
+    if (target) {
+      // pipeTo closes the file when the stream ends and aborts it (discarding the
+      // temporary file) when the read fails.
+      await value.stream.pipeTo(await target.createWritable());
+    } else {
+      saveBlob(await new Response(value.stream).blob(), f.name);
+    }
+    setDownload(f.key, { state: 'done', bytesDone: value.size, bytesTotal: value.size });
+    setStatus(
+      `Read ${f.name} (${formatBytes(value.size)}) back from the cluster${target ? ', streamed into the file you chose' : ' (buffered: this browser cannot stream to a file)'}.`,
+    );
   } catch (e) {
+    setDownload(f.key, { ...progress, state: 'failed' });
     showError(`Reading ${f.name} failed`, e);
     setStatus(`Reading ${f.name} failed.`);
-  } finally {
-    button.disabled = false;
   }
+}
+
+/** Hands a Blob to the browser's downloads, as a link clicked for the user. */
+function saveBlob(blob: Blob, name: string): void {
+  const url = URL.createObjectURL(new Blob([blob], { type: 'application/octet-stream' }));
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = name;
+  a.hidden = true;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
 }
 
 async function deleteFile(f: FileEntry, button: HTMLButtonElement): Promise<void> {
@@ -287,6 +421,7 @@ async function deleteFile(f: FileEntry, button: HTMLButtonElement): Promise<void
   setStatus(`Deleting ${f.name}…`);
   try {
     await s.delete(f.key);
+    downloads.delete(f.key);
     await refreshFiles(s);
     setStatus(`Deleted ${f.name}.`);
   } catch (e) {
@@ -298,36 +433,14 @@ async function deleteFile(f: FileEntry, button: HTMLButtonElement): Promise<void
 
 // ---------------------------------------------------------------------------- uploads
 
-/** Overall progress of a put, 0–100: the store round carries the data and gets most of the bar. */
-function percent(p: Progress): number {
-  const fraction = p.bytesTotal > 0 ? p.bytesSent / p.bytesTotal : 1;
-  switch (p.phase) {
-    case 'clock':
-      return 2;
-    case 'store':
-      return 5 + Math.round(85 * fraction);
-    case 'complete':
-      return 92;
-    default:
-      return 0;
-  }
-}
-
-const PHASE_LABEL: Record<Progress['phase'], string> = {
-  clock: 'reading the clock',
-  store: 'sending fragments',
-  complete: 'completing the write',
-  collect: 'collecting',
-  filter: 'filtering',
-  list: 'listing',
-};
-
 function uploadItem(file: File): { li: HTMLLIElement; bar: HTMLProgressElement; text: HTMLElement } {
   const li = document.createElement('li');
   li.className = 'upload';
   li.dataset.testid = 'upload';
   li.dataset.name = file.name;
   li.dataset.state = 'queued';
+  li.dataset.bytesDone = '0';
+  li.dataset.bytesTotal = String(file.size);
   const id = `upload-${Math.random().toString(36).slice(2)}`;
   const label = document.createElement('label');
   label.htmlFor = id;
@@ -358,11 +471,16 @@ function storeFiles(list: FileList | readonly File[]): void {
   }
   for (const file of Array.from(list)) {
     const item = uploadItem(file);
-    // One upload at a time: progress then means something, and memory stays bounded.
+    // One upload at a time: each one's progress then means something, and two large
+    // files do not compete for the connection.
     uploadQueue = uploadQueue.then(() => storeFile(s, file, item));
   }
 }
 
+/**
+ * Stores a file with `putStream`, straight from the `File`: the client reads it stripe by
+ * stripe as it sends, so the page never holds the whole file, whatever its size.
+ */
 async function storeFile(s: Store, file: File, item: ReturnType<typeof uploadItem>): Promise<void> {
   const key = FILE_PREFIX + file.name;
   const show = (state: string, value: number, text: string) => {
@@ -373,22 +491,24 @@ async function storeFile(s: Store, file: File, item: ReturnType<typeof uploadIte
   clearError();
   setStatus(`Storing ${file.name}…`);
   try {
-    show('reading', 0, 'reading the file');
-    const bytes = new Uint8Array(await file.arrayBuffer());
-    await s.put(key, bytes, {
-      onProgress: (p) =>
+    show('storing', 0, `sending: 0 B of ${formatBytes(file.size)}`);
+    const { size } = await s.putStream(key, file, {
+      size: file.size,
+      onProgress: ({ bytesDone, bytesTotal = file.size }) => {
+        item.li.dataset.bytesDone = String(bytesDone);
+        item.li.dataset.bytesTotal = String(bytesTotal);
+        // The bar's last few percent are for refreshing the list.
         show(
           'storing',
-          percent(p),
-          p.phase === 'store' && p.bytesTotal > 0
-            ? `${PHASE_LABEL[p.phase]}: ${formatBytes(p.bytesSent)} of ${formatBytes(p.bytesTotal)}`
-            : PHASE_LABEL[p.phase],
-        ),
+          bytesTotal > 0 ? Math.floor((95 * bytesDone) / bytesTotal) : 95,
+          `stored ${formatBytes(bytesDone)} of ${formatBytes(bytesTotal)}`,
+        );
+      },
     });
-    show('listing', 96, 'refreshing the file list');
+    show('listing', 97, 'refreshing the file list');
     await refreshFiles(s);
-    show('done', 100, 'stored');
-    setStatus(`Stored ${file.name} (${formatBytes(bytes.length)}).`);
+    show('done', 100, `stored ${formatBytes(size)}`);
+    setStatus(`Stored ${file.name} (${formatBytes(size)}).`);
   } catch (e) {
     show('failed', 0, 'failed');
     showError(`Storing ${file.name} failed`, e);
@@ -427,6 +547,7 @@ async function fetchJson(path: string): Promise<unknown> {
 
 async function main(): Promise<void> {
   wireUploads();
+  ui.saveNote.hidden = saveFilePicker() !== undefined;
   let cluster: { t?: unknown; servers?: { id: number; url: string }[] } | undefined;
   try {
     cluster = (await fetchJson('./cluster.json')) as typeof cluster;
