@@ -26,6 +26,8 @@ export interface LargeTransferSetup {
   readonly timeoutMs?: number;
   /** Progress lines go here (default: none). */
   readonly log?: (line: string) => void;
+  /** FILTER requests the servers have handled so far (from their metrics), to count what each phase asked for. */
+  readonly filterRequests?: () => Promise<number>;
 }
 
 /** One timed phase. */
@@ -40,6 +42,8 @@ export interface Phase {
   readonly cliPeakRssGrowth: number;
   /** Each server's peak RSS during the phase (since start where the kernel does not let it be reset), in server order. */
   readonly serverPeakRss: readonly (number | undefined)[];
+  /** FILTER requests the servers handled during the phase (each stripe read asks `n` servers), when counted. */
+  readonly filterRequests?: number;
 }
 
 /** What {@link largeTransfer} measured. */
@@ -136,9 +140,12 @@ export async function largeTransfer(setup: LargeTransferSetup): Promise<LargeTra
     let perPhase = true;
     const phase = async (bytes: number, run: () => Promise<CliRun>, what: string): Promise<Phase> => {
       for (const pid of setup.serverPids) perPhase = resetPeakRss(pid) && perPhase;
+      const filtersBefore = await setup.filterRequests?.();
       const r = await run();
       if (r.code !== 0) throw new CliFailed(what, r);
+      const filtersAfter = await setup.filterRequests?.();
       const phaseResult: Phase = {
+        ...(filtersBefore !== undefined && filtersAfter !== undefined ? { filterRequests: filtersAfter - filtersBefore } : {}),
         bytes,
         seconds: r.seconds,
         mbPerSecond: bytes / 1e6 / r.seconds,

@@ -37,6 +37,12 @@ it.runIf(enabled)(
         serverPids: pids,
         bytes,
         log: (line) => console.log(`[large] ${line}`),
+        filterRequests: async () => {
+          let total = 0;
+          for (const id of [1, 2, 3, 4])
+            total += Number(/powerstore_requests_total\{type="FILTER"\} (\d+)/.exec(await cluster.metrics(id))?.[1] ?? 0);
+          return total;
+        },
       });
       const servers = (peaks: readonly (number | undefined)[]) =>
         peaks.map((p, i) => `s${i + 1} ${p === undefined ? '?' : mib(p)}`).join(', ');
@@ -51,6 +57,11 @@ it.runIf(enabled)(
       );
       expect(r.identical).toBe(true);
       expect(r.rangeIdentical).toBe(true);
+      // The range lies in one stripe (two at a boundary): one FILTER round of four servers each,
+      // a fallback at most doubling it; the full get asked for every one of the value's stripes.
+      console.log(`[large] FILTER requests: full get ${r.get.filterRequests}, 1 MiB range ${r.rangeGet.filterRequests}`);
+      expect(r.rangeGet.filterRequests).toBeLessThanOrEqual(16);
+      expect(r.get.filterRequests).toBeGreaterThanOrEqual(4 * Math.ceil(bytes / (2 * 1024 * 1024)));
       expect(r.put.cliPeakRssGrowth).toBeLessThan(CLI_GROWTH_LIMIT);
       expect(r.get.cliPeakRssGrowth).toBeLessThan(CLI_GROWTH_LIMIT);
     } finally {
