@@ -825,10 +825,13 @@ class PowerStore implements Store {
       );
     }
     const out = new Uint8Array(end - start);
-    let off = 0;
-    for await (const chunk of stream as unknown as AsyncIterable<Uint8Array>) {
-      out.set(chunk, off);
-      off += chunk.length;
+    // A reader rather than `for await`: not every browser iterates a ReadableStream.
+    const reader = stream.getReader();
+    for (let off = 0; ; ) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      out.set(value, off);
+      off += value.length;
     }
     return out;
   }
