@@ -17,7 +17,7 @@ const enabled = process.env.POWERSTORE_LARGE_TEST === '1';
 const bytes = parseSize(process.env.POWERSTORE_LARGE_TEST_SIZE ?? '1GiB');
 /**
  * Most the CLI's peak RSS may grow over that of a CLI reading a 1-byte value, at any size:
- * a few 4 MiB stripes, their fragments and socket buffers, far below the 1 GiB a buffering
+ * a few 2 MiB stripes, their fragments and socket buffers, far below the 1 GiB a buffering
  * client would hold.
  */
 // The target is 100 MiB; measured 96–101 MiB for a 1 GiB put (GC lag over a few live stripes). The guard is that
