@@ -22,7 +22,9 @@ import { largeTransfer, parseSize, type Phase } from '../../test/cli/large-trans
 import { mib } from '../../test/cli/run.js';
 import { startPowerStore } from '../lib/clusters.js';
 
-const { values } = parseArgs({ options: { size: { type: 'string', default: '1GiB' }, t: { type: 'string', default: '1' } } });
+const { values } = parseArgs({
+  options: { size: { type: 'string', default: '1GiB' }, t: { type: 'string', default: '1' }, out: { type: 'string', default: 'large' } },
+});
 const bytes = parseSize(values.size);
 const t = Number(values.t);
 if (!(bytes > 0)) throw new Error('--size must be positive');
@@ -59,7 +61,7 @@ const environment = {
   servers: system.pids.length,
 };
 const out = join(dirname(fileURLToPath(import.meta.url)), '..', 'results');
-writeFileSync(join(out, 'large.json'), JSON.stringify({ environment, result }, null, 2) + '\n');
+writeFileSync(join(out, `${values.out}.json`), JSON.stringify({ environment, result }, null, 2) + '\n');
 
 const servers = (peaks: readonly (number | undefined)[]) => peaks.map((p) => (p === undefined ? '?' : mib(p))).join(' / ');
 const row = (name: string, p: Phase) =>
@@ -83,5 +85,5 @@ const md = [
   row('get --range (1 MiB)', result.rangeGet),
   '',
 ].join('\n');
-writeFileSync(join(out, 'large.md'), md);
-console.log(`\n${md}\nwrote ${join(out, 'large.md')} and large.json`);
+writeFileSync(join(out, `${values.out}.md`), md);
+console.log(`\n${md}\nwrote ${join(out, `${values.out}.md`)} and ${values.out}.json`);
