@@ -484,7 +484,10 @@ class Transaction {
     if (state.index.length === 0) this.#newKeys++;
     this.#newEntries++;
     this.#written.set(entryId(e.ts, e.stripe), { ts: e.ts, stripe: e.stripe, entry: e });
-    const info: EntryInfo = { ts: e.ts, stripe: e.stripe, bytes: charge.bytes };
+    // A copy of the timestamp: the request's is a view into its frame, and the key's state
+    // (kept in the state cache for as long as the key is used) would keep the whole frame,
+    // fragment included, alive through it.
+    const info: EntryInfo = { ts: { num: e.ts.num, writerId: e.ts.writerId.slice() }, stripe: e.stripe, bytes: charge.bytes };
     const index = [...state.index, info].sort((a, b) => compareTimestamps(a.ts, b.ts) || a.stripe - b.stripe);
     this.#setState({ ...state, owner: charge.owner, index });
     return true;
