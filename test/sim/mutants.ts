@@ -49,6 +49,8 @@ export interface Mutant {
   readonly protocol: ProtocolFactories;
   /** Runs with readers listing keys (the mutant breaks listing). */
   readonly lists?: boolean;
+  /** Runs with many striped writes (the mutant breaks stripes). */
+  readonly stripes?: boolean;
 }
 
 /** FILTER answers without writing the candidate back to `lc`. */
@@ -258,7 +260,7 @@ export const MUTANTS: readonly Mutant[] = [
   {
     name: 'reader-ignores-cc',
     description: 'reader does not check fragments against the cross-checksum',
-    protocol: withReader((o, key, opId) => new IgnoresCrossChecksum(o, key, opId)),
+    protocol: withReader((o, key, opId, target) => new IgnoresCrossChecksum(o, key, opId, target)),
   },
   {
     name: 'clock-trusts-invalid',
@@ -284,7 +286,7 @@ export const MUTANTS: readonly Mutant[] = [
   {
     name: 'reader-trusts-newer',
     description: 'a reader moves on to a newer candidate a server names without checking it is valid',
-    protocol: withReader((o, key, opId) => new TrustsNewer(o, key, opId)),
+    protocol: withReader((o, key, opId, target) => new TrustsNewer(o, key, opId, target)),
   },
   {
     name: 'lister-trusts-answers',
@@ -301,6 +303,6 @@ export const MUTANTS: readonly Mutant[] = [
   {
     name: 'reader-counts-metadata',
     description: 'a read counts metadata-only FILTER answers towards safe(c), trusting fewer than t + 1 fragments',
-    protocol: withReader((o, key, opId) => new CountsMetadata(o, key, opId)),
+    protocol: withReader((o, key, opId, target) => new CountsMetadata(o, key, opId, target)),
   },
 ];
