@@ -79,6 +79,7 @@ if (seed !== undefined && values.verbose) {
     ...(values.contention ? { contention: true } : {}),
     ...(values.lists || mutant?.lists ? { lists: true } : {}),
     ...(values.stripes || mutant?.stripes ? { stripes: true } : {}),
+    ...(mutant?.behaviours ? { behaviours: mutant.behaviours } : {}),
   });
   console.log(report.options);
   console.log(JSON.stringify({ ...report, history: report.history }, null, 1));
@@ -92,6 +93,7 @@ const result = await runBatch({
   ...(values.contention ? { contention: true } : {}),
   ...(values.lists || mutant?.lists ? { lists: true } : {}),
   ...(values.stripes || mutant?.stripes ? { stripes: true } : {}),
+  ...(mutant?.behaviours ? { behaviours: mutant.behaviours } : {}),
   onFailure(report, replay) {
     console.log(`FAIL seed ${report.seed} (t = ${report.t}): ${report.violations.join('; ')}`);
     if (report.options) console.log(report.options.replace(/^/gm, '  '));

@@ -20,6 +20,7 @@ export async function huntMutant(
           hostile: true,
           ...(mutant.lists ? { lists: true } : {}),
           ...(mutant.stripes ? { stripes: true } : {}),
+          ...(mutant.behaviours ? { behaviours: mutant.behaviours } : {}),
         })
       ).violations;
     } catch (err) {

@@ -1,6 +1,7 @@
 /**
  * Runs batches of seeds, shared by the CLI and the vitest suite.
  */
+import type { Behaviour } from './byzantine.js';
 import type { ProtocolFactories } from './protocol-factories.js';
 import { replayCommand, simulate, type SimReport } from './simulate.js';
 
@@ -17,6 +18,8 @@ export interface BatchOptions {
   readonly lists?: boolean;
   /** Many more striped writes (see `SimOptions.stripes`). */
   readonly stripes?: boolean;
+  /** Byzantine servers draw only these behaviours (a mutant's focus). */
+  readonly behaviours?: readonly Behaviour[];
   /** Stop at the first failure (mutant hunting). */
   readonly stopOnFailure?: boolean;
   readonly mutant?: string;
@@ -102,6 +105,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
         ...(options.contention ? { contention: true } : {}),
         ...(options.lists ? { lists: true } : {}),
         ...(options.stripes ? { stripes: true } : {}),
+        ...(options.behaviours ? { behaviours: options.behaviours } : {}),
       });
     } catch (err) {
       // A crash of the simulated protocol is a failure of that seed, not of the batch.

@@ -190,12 +190,16 @@ interface Running {
   readonly crashAtStore?: number;
   storeRounds: number;
   assembly?: Assembly;
+  /** A striped write's first allowed refusal: it is given up (as timed out) if it has not ended by `timerAt`. */
+  refused?: ProtocolError;
   /** A read's timer (virtual time): armed while it waits on fragments it asked for, as a real client's is. */
   timerAt?: number;
 }
 
 /** How long a simulated reader waits on the servers it asked for fragments before asking the others. */
 const FRAGMENT_TIMEOUT = 300;
+/** How long a striped write some server refused may go on before its client gives up on it. */
+const WRITE_TIMEOUT = 2000;
 
 interface Client {
   readonly name: string;
@@ -525,7 +529,13 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     const client = clients.find((c) => c.name === m.to)!;
     const run = client.running.get(reply.opId);
     if (client.crashed || !run) return;
-    if (reply.type === 'ERROR' && allowedFailure(client, reply.code, run)) {
+    if (reply.type === 'ERROR' && run.stripes && allowedFailure(client, reply.code, run)) {
+      // One straggler's refusal need not end a striped write: the operation fails at t + 1
+      // refusals. If it can get neither n − t acknowledgements nor t + 1 refusals (a silent
+      // Byzantine server), a real client's timeout ends it: so does this timer.
+      run.refused ??= new ProtocolError(reply.code, reply.message);
+      run.timerAt ??= network.now + WRITE_TIMEOUT;
+    } else if (reply.type === 'ERROR' && allowedFailure(client, reply.code, run)) {
       // A refused write may neither reach n − t acks nor more than t refusals (a silent
       // Byzantine server); a real client ends it with its timeout. Give up now, as that
       // timeout would: the write stays pending in the history (it may still take effect).
@@ -560,7 +570,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
         checker.violations.push(
           `${client.name}'s ${run.listing ? 'listing' : `read of ${run.record.key}`} failed: ${s.error.code}: ${s.error.message}`,
         );
-      else checker.writeFailed(client.name, run.record.key, s.error, allowedFailure(client, s.error.code, run));
+      else checker.writeFailed(client.name, run.record.key, s.error, allowedFailure(client, s.error.code, run, s.error.message));
     } else if (s.result) {
       client.running.delete(reply.opId);
       if (run.listing) checker.listDone(run.record, client.name, s.result as ListPage, keys);
@@ -616,6 +626,14 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       // Fired once per FILTER round; a restarted round may arm it again.
       timer.run.timerAt = undefined;
       if (timer.run.op instanceof ReadOperation) emit(timer.client, timer.run, timer.run.op.stalled());
+      else if (timer.run.refused) {
+        const { client, run } = timer;
+        const refused = run.refused!;
+        (run.op as { abandon?: () => void }).abandon?.();
+        for (const [id, r] of client.running) if (r === run) client.running.delete(id);
+        checker.writeFailed(client.name, run.record.key, refused, true);
+        if (client.nextStart === undefined) scheduleNext(client, false);
+      }
       continue;
     }
     const m = message!;
@@ -698,9 +716,13 @@ async function checkHistoryBound(checker: Checker, server: string, storage: Memo
  * before one of its other stripes did (`STRIPES_MISSING`: the simulated network does not
  * keep a link's messages in order, TCP does).
  */
-function allowedFailure(client: Client, code: string, run: Running | undefined): boolean {
-  if (run?.stripes && (code === 'SUPERSEDED' || code === 'STRIPES_MISSING')) return true;
-  return client.role === 'expiring' && code === 'GRANT_EXPIRED';
+function allowedFailure(client: Client, code: string, run: Running | undefined, message = ''): boolean {
+  const allowed = (c: string) =>
+    (client.role === 'expiring' && c === 'GRANT_EXPIRED') ||
+    (run?.stripes !== undefined && (c === 'SUPERSEDED' || c === 'STRIPES_MISSING'));
+  // t + 1 refusals, some of each kind: `Rejections` reports them as INTERNAL, listing each.
+  const codes = [...message.matchAll(/s\d+: ([A-Z_]+) \(/g)].map((m) => m[1]!);
+  return allowed(code) || (code === 'INTERNAL' && codes.length > 0 && codes.every(allowed));
 }
 
 /** Two correct servers whose `lc` of a key has the same timestamp hold the same candidate. */
