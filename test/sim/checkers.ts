@@ -11,7 +11,12 @@
  * - hostile requests: correct servers refuse every forgery (or never choose a forged candidate);
  * - quotas: no correct server stores more for an owner than its quota;
  * - wait-freedom: every operation of a correct client finishes, or fails with an allowed code;
- * - linearizability of every key's history (`test/lincheck`).
+ * - linearizability of every key's history (`test/lincheck`);
+ * - no mixed value: a striped value read stripe by stripe is, in every stripe, that
+ *   stripe of one write (reads that end in `VALUE_CHANGED` are counted, and stay out of
+ *   the history like any failed read);
+ * - receipts only for whole writes: no correct server stores stripe 0 of a striped write
+ *   (and so signs its receipt) without holding every stripe its layout lists.
  */
 import {
   compareKeys,

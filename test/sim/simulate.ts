@@ -3,7 +3,8 @@
  * `t` Byzantine, some sending requests of their own), honest writers with identities and
  * grants (the owner, a grantee, the admin, a grantee whose grant expires mid-run), each
  * running overlapping operations on the same keys, honest readers, a hostile client
- * forging writes and write-backs, writers crashing mid-round, and an adversarial network
+ * forging writes and write-backs, writers crashing mid-round (striped writes too, between
+ * stripes), striped values read stripe by stripe, and an adversarial network
  * (`network.ts`). Every message crosses the real wire codec; correct servers run the same
  * frame handler as `powerstore-server`. One seed fixes everything; the checks are in
  * `checkers.ts`, the run's shape in `options.ts`.
