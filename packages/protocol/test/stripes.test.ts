@@ -77,7 +77,7 @@ async function uploadAllButFirst(c: Cluster, op: WriteOperation): Promise<Outgoi
       if (step.error) throw step.error;
       next.push(...(step.send ?? []));
     }
-    if (next.length > 0 && next[0]!.message.type === 'STORE' && (next[0]!.message as StoreRequest).stripe === 0) return next;
+    if (next.length > 0 && next[0]!.message.type === 'STORE' && next[0]!.message.stripe === 0) return next;
     queue = next;
   }
 }
