@@ -319,6 +319,8 @@ export const MUTANTS: readonly Mutant[] = [
     description: 'a listing merges t + 1 LIST answers instead of n − t, so servers that missed a write can hide it',
     protocol: { ...correctProtocol, lister: (o, prefix, after, limit, opId) => new ListsFromTPlusOne(o, prefix, after, limit, opId) },
     lists: true,
+    // Caught only when t + 1 answers all miss a write: likeliest past servers that hide every key.
+    behaviours: ['stale'],
   },
   {
     name: 'reader-counts-metadata',
