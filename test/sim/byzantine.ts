@@ -43,6 +43,9 @@ export const BEHAVIOURS = [
   'front-run-store',
   'relay-requests',
   'claim-collected',
+  'corrupt-stripe',
+  'lie-layout',
+  'wrong-stripe',
 ] as const;
 /** One of {@link BEHAVIOURS}. */
 export type Behaviour = (typeof BEHAVIOURS)[number];
@@ -127,6 +130,41 @@ export class ByzantineServer {
         if (reply.type !== 'FILTER_ACK' || req.type !== 'FILTER' || req.candidates.length === 0) return [{ reply }];
         const top = req.candidates.reduce((a, b) => (b.ts.num > a.ts.num ? b : a));
         return [{ reply: { ...reply, ts: top.ts, entry: undefined, newer: { ...top, ts: this.#inflated(top.ts) } } }];
+      }
+      case 'corrupt-stripe': {
+        // One stripe of a striped value (the same for every read of it) answered with a corrupted fragment.
+        const reply = await honest();
+        if (reply.type !== 'FILTER_ACK' || !reply.entry?.layout || !reply.entry.fragment?.length) return [{ reply }];
+        const victim = hashString(`${req.key}/${reply.ts.num}`) % reply.entry.layout.digests.length;
+        if (reply.stripe !== victim) return [{ reply }];
+        return [{ reply: { ...reply, entry: { ...reply.entry, fragment: flip(reply.entry.fragment, this.prng) } } }];
+      }
+      case 'lie-layout': {
+        // The genuine stripe beside a layout the certificate does not sign: stripes swapped,
+        // one dropped, or another length, so a reader would cut or order the value otherwise.
+        const reply = await honest();
+        if (reply.type !== 'FILTER_ACK' || !reply.entry?.layout) return [{ reply }];
+        const l = reply.entry.layout;
+        const digests = [...l.digests];
+        const lie = this.prng.pick(['swap', 'drop', 'length'] as const);
+        const layout =
+          lie === 'swap'
+            ? { ...l, digests: [...digests.slice(1), digests[0]!] }
+            : lie === 'drop' && digests.length > 2
+              ? { ...l, digests: digests.slice(0, -1), valueLength: l.stripeSize * (digests.length - 1) }
+              : { ...l, valueLength: l.valueLength + this.prng.range(1, 100) };
+        return [{ reply: { ...reply, entry: { ...reply.entry, layout } } }];
+      }
+      case 'wrong-stripe': {
+        // Answers FILTER with another stripe of the same write, labelled either truthfully or as the one asked for.
+        if (req.type !== 'FILTER') return [{ reply: await honest() }];
+        const reply = await honest();
+        if (reply.type !== 'FILTER_ACK' || !reply.entry?.layout) return [{ reply }];
+        const count = reply.entry.layout.digests.length;
+        const other = (reply.stripe + this.prng.range(1, count - 1)) % count;
+        const moved = await this.inner.handle({ ...req, stripe: other });
+        if (moved.type !== 'FILTER_ACK') return [{ reply }];
+        return [{ reply: this.prng.chance(0.5) ? { ...moved, opId: req.opId } : { ...moved, opId: req.opId, stripe: reply.stripe } }];
       }
       case 'forge-value': {
         const reply = await honest();

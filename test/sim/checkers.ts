@@ -11,7 +11,12 @@
  * - hostile requests: correct servers refuse every forgery (or never choose a forged candidate);
  * - quotas: no correct server stores more for an owner than its quota;
  * - wait-freedom: every operation of a correct client finishes, or fails with an allowed code;
- * - linearizability of every key's history (`test/lincheck`).
+ * - linearizability of every key's history (`test/lincheck`);
+ * - no mixed value: a striped value read stripe by stripe is, in every stripe, that
+ *   stripe of one write (reads that end in `VALUE_CHANGED` are counted, and stay out of
+ *   the history like any failed read);
+ * - receipts only for whole writes: no correct server stores stripe 0 of a striped write
+ *   (and so signs its receipt) without holding every stripe its layout lists.
  */
 import {
   compareKeys,
@@ -31,6 +36,14 @@ import {
 } from '@powerstore/protocol';
 import { checkLinearizable, type RegisterOp } from '../lincheck/lincheck.js';
 import type { Expectation } from './hostile-clients.js';
+import { fingerprint, isStripeOf, stripeOrigin } from './stripes.js';
+
+/** Stripes 1 … count − 1 of the write at `ts` that `record` does not hold. */
+export async function missingStripes(record: KeyRecord, ts: Timestamp, count: number): Promise<number[]> {
+  const missing: number[] = [];
+  for (let s = 1; s < count; s++) if (!(await record.getEntryMeta(ts, s))) missing.push(s);
+  return missing;
+}
 
 /** An operation record the checkers fill in as the run goes. */
 export type MutableOp = { -readonly [K in keyof RegisterOp]: RegisterOp[K] };
@@ -53,6 +66,10 @@ export class Checker {
   readonly writeRounds = new Map<string, number>();
   /** Listing pages finished. */
   lists = 0;
+  /** Striped values read whole (every stripe pinned to one version). */
+  stripedReads = 0;
+  /** Pinned stripe reads that failed with VALUE_CHANGED (allowed: the version was collected meanwhile). */
+  valueChanged = 0;
 
   /** `keep` is δ, the entries correct servers keep below `lc`. */
   constructor(readonly keep: number) {}
@@ -71,7 +88,7 @@ export class Checker {
 
   /** A value an honest writer is about to write, so reads can be traced back to it. */
   registerValue(id: string, bytes: Uint8Array): void {
-    this.#valueIdByHex.set(toHex(bytes), id);
+    this.#valueIdByHex.set(fingerprint(bytes), id);
   }
 
   /** An honest writer sent the STORE round of operation `op` (unique per operation) at `ts`. */
@@ -133,15 +150,34 @@ export class Checker {
     this.readRounds.set(String(r.rounds), (this.readRounds.get(String(r.rounds)) ?? 0) + 1);
     if (r.rounds < 2) this.violations.push(`${client} read took ${r.rounds} rounds, expected at least 2`);
     else if (r.rounds > 2) this.#checkMoreRounds(op, client, 'read', r.rounds, 2);
-    op.value = r.value === undefined ? null : (this.#valueIdByHex.get(toHex(r.value)) ?? `unknown:${toHex(r.value).slice(0, 16)}`);
+    op.value = r.value === undefined ? null : (this.#valueIdByHex.get(fingerprint(r.value)) ?? `unknown:${toHex(r.value.subarray(0, 8))}`);
     if (r.ts.num === 0) {
       if (r.value !== undefined) this.violations.push(`${client} read a value at ts0`);
       return;
     }
     const w = this.#writtenByTs.get(`${op.key}/${timestampKey(r.ts)}`);
     if (!w) this.violations.push(`validity: ${client} read ${op.key} at ts ${timestampKey(r.ts)}, which no honest writer used`);
-    else if ((w.bytes === undefined) !== (r.value === undefined) || (w.bytes && r.value && toHex(w.bytes) !== toHex(r.value))) {
+    else if ((w.bytes === undefined) !== (r.value === undefined) || (w.bytes && r.value && fingerprint(w.bytes) !== fingerprint(r.value))) {
       this.violations.push(`validity: ${client} read ${op.key} = ${op.value}, but ts ${timestampKey(r.ts)} wrote ${w.id}`);
+    }
+  }
+
+  /**
+   * A striped value a reader assembled from stripes it read one by one (the first by
+   * COLLECT and FILTER, the rest pinned to that version): every stripe must be that
+   * stripe of one and the same write, whatever version the read as a whole returns.
+   */
+  stripesRead(client: string, key: string, stripes: readonly Uint8Array[]): void {
+    this.stripedReads++;
+    const first = stripeOrigin(stripes[0]!);
+    for (const [i, bytes] of stripes.entries()) {
+      const origin = stripeOrigin(bytes);
+      if (!first || !origin || origin.id !== first.id || origin.index !== i || !isStripeOf(bytes, origin.id, i)) {
+        this.violations.push(
+          `mixed value: ${client} read ${key} whose stripe ${i} is ${origin ? `stripe ${origin.index} of ${origin.id}` : 'no honest stripe'}, stripe 0 ${first ? `of ${first.id}` : 'of no honest write'}`,
+        );
+        return;
+      }
     }
   }
 
@@ -205,9 +241,17 @@ export class Checker {
     const watched = (key: string, record: KeyRecord): KeyRecord => ({
       ...record,
       async putEntry(entry: HistoryEntry, charge) {
-        const before = await record.getEntry(entry.ts);
+        const before = await record.getEntry(entry.ts, entry.stripe);
         if (before && !entriesEqual(before, entry))
           violations.push(`write-once: ${server} replaced its history entry of ${key} at ${timestampKey(entry.ts)}`);
+        // Stripe 0 with a layout is stored just before its receipt is signed: every stripe must be here.
+        if (entry.stripe === 0 && entry.layout) {
+          const missing = await missingStripes(record, entry.ts, entry.layout.digests.length);
+          if (missing.length > 0)
+            violations.push(
+              `receipt without stripes: ${server} stored stripe 0 of ${key} at ${timestampKey(entry.ts)} without stripes ${missing.join(', ')}`,
+            );
+        }
         return record.putEntry(entry, charge);
       },
     });

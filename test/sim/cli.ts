@@ -20,6 +20,7 @@ const { values } = parseArgs({
     hostile: { type: 'boolean', default: false },
     contention: { type: 'boolean', default: false },
     lists: { type: 'boolean', default: false },
+    stripes: { type: 'boolean', default: false },
     verbose: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
   },
@@ -39,6 +40,8 @@ if (values.help) {
                  seeds draw it); reports how many rounds reads took
   --lists        readers also list the keys (a page of random size instead of about
                  one read in four), checked for invented and hidden keys
+  --stripes      about half the writes are striped (2–4 stripes of 64 KiB, otherwise a
+                 few), read stripe by stripe; checked for mixed values
   --mutant NAME  run against a deliberately broken server: ${MUTANTS.map((m) => m.name).join(', ')}
   --verbose      with --seed: print the options and the whole history`);
   process.exit(0);
@@ -75,6 +78,8 @@ if (seed !== undefined && values.verbose) {
     ...(mutant ? { protocol: mutant.protocol } : {}),
     ...(values.contention ? { contention: true } : {}),
     ...(values.lists || mutant?.lists ? { lists: true } : {}),
+    ...(values.stripes || mutant?.stripes ? { stripes: true } : {}),
+    ...(mutant?.behaviours ? { behaviours: mutant.behaviours } : {}),
   });
   console.log(report.options);
   console.log(JSON.stringify({ ...report, history: report.history }, null, 1));
@@ -87,6 +92,8 @@ const result = await runBatch({
   ...(mutant ? { protocol: mutant.protocol, mutant: mutant.name, hostile: true } : { hostile: values.hostile }),
   ...(values.contention ? { contention: true } : {}),
   ...(values.lists || mutant?.lists ? { lists: true } : {}),
+  ...(values.stripes || mutant?.stripes ? { stripes: true } : {}),
+  ...(mutant?.behaviours ? { behaviours: mutant.behaviours } : {}),
   onFailure(report, replay) {
     console.log(`FAIL seed ${report.seed} (t = ${report.t}): ${report.violations.join('; ')}`);
     if (report.options) console.log(report.options.replace(/^/gm, '  '));
@@ -107,6 +114,9 @@ console.log(
   `reads ${result.reads} (${rounds(result.readRounds)}), writes ${result.writes} (${rounds(result.writeRounds)}; ${result.overlappingWrites} overlapping another of the same session and key), ${seconds} s`,
 );
 if (result.lists > 0) console.log(`listing pages: ${result.lists}`);
+console.log(
+  `striped writes: ${result.stripedWrites} (${result.stripedWritesDone} completed, ${result.crashedMidStripe} crashed mid-upload); striped values read whole: ${result.stripedReads}; reads ending in VALUE_CHANGED: ${result.valueChanged}`,
+);
 console.log(`heavy contention on one key in ${result.contentionRuns} runs: reads ${rounds(result.contentionReadRounds)}`);
 console.log(`failed writes: ${list(result.failedWrites)}`);
 console.log(`hostile attacks mounted: ${list(result.attacks)}`);

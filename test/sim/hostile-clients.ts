@@ -12,7 +12,9 @@ import {
   CertificateVerifier,
   computeCrossChecksum,
   crossChecksumDigest,
+  layoutDigest,
   makeWriterId,
+  MIN_STRIPE_SIZE,
   nonceHash,
   ownerIdOf,
   signCertificate,
@@ -60,6 +62,17 @@ export const ATTACKS = [
    * victim key written back with the flag flipped (the signature no longer covers it).
    */
   'tombstone-flag-contradicts-cc',
+  /**
+   * A striped write of a key of her own (a second identity with the default quota, so
+   * refusals are not for quota) whose stripe 0 carries a layout listing stripes she never
+   * uploaded, or other stripes than those she did: no correct server may sign a receipt.
+   */
+  'stripe-layout-unheld',
+  /**
+   * Stripes uploaded for the owner's key: under her own stripe certificate, under one
+   * signed for her key, and a stripe 0 with a layout she signed.
+   */
+  'stripe-foreign-key',
 ] as const;
 /** One of {@link ATTACKS}. */
 export type Attack = (typeof ATTACKS)[number];
@@ -111,6 +124,8 @@ export class HostileClient {
     const { prng, keys, config } = this.#ctx;
     if (attack === 'over-quota') return void this.#overQuota();
     if (attack === 'equivocating-writer') return void this.#equivocate();
+    if (attack === 'stripe-layout-unheld') return void this.#stripeLayoutUnheld();
+    if (attack === 'stripe-foreign-key') return void this.#stripeForeignKey();
     const probe: Probe = { attack, key: prng.pick(keys), opId: this.#opId++, collected: new Map(), phase: 'collect' };
     this.#probes.set(probe.opId, probe);
     for (let i = 0; i < config.n; i++) this.#ctx.send(i, { type: 'COLLECT', key: probe.key, opId: probe.opId }, undefined);
@@ -394,6 +409,96 @@ export class HostileClient {
         this.#toAll(() => ({ type: 'COMPLETE', key: eq.key, opId: this.#opId, candidate: { ...c, proof } }), undefined);
       }
     }
+  }
+
+  #puppet: Promise<Signer> | undefined;
+
+  /** An identity of Mallory's with no quota of its own (the default applies). */
+  #sockPuppet(): Promise<Signer> {
+    this.#puppet ??= this.#ctx.crypto.signerFromSeed(this.#ctx.prng.bytes(32));
+    return this.#puppet;
+  }
+
+  /** Stripe `index` ≥ 1 of `bytes`, under a stripe certificate `signer` signs for (`certKey`, `ts`). */
+  async #stripe(signer: Signer, certKey: string, ts: Timestamp, index: number, bytes: Uint8Array, nonce: Uint8Array) {
+    const { crypto, cast } = this.#ctx;
+    const { fragments, cc } = await this.#encode(bytes);
+    const ccDigest = crossChecksumDigest(crypto, cc);
+    const cert = await signCertificate(crypto, cast.cluster.id, signer, {
+      key: certKey,
+      ts,
+      nonceHash: nonceHash(crypto, nonce),
+      ccDigest,
+      tombstone: false,
+      grant: undefined,
+      stripe: index,
+    });
+    return { fragments, cc, cert, ccDigest };
+  }
+
+  /** Stripe 0 of a value of `count` stripes, with the write certificate over a layout listing `digests` for stripes 1 … */
+  async #stripeZero(signer: Signer, key: string, ts: Timestamp, digests: Uint8Array[], nonce: Uint8Array) {
+    const { crypto, cast, prng } = this.#ctx;
+    const { fragments, cc } = await this.#encode(prng.bytes(MIN_STRIPE_SIZE));
+    const layout = {
+      valueLength: MIN_STRIPE_SIZE * digests.length + prng.range(1, 100),
+      stripeSize: MIN_STRIPE_SIZE,
+      digests: [crossChecksumDigest(crypto, cc), ...digests],
+    };
+    const cert = await signCertificate(crypto, cast.cluster.id, signer, {
+      key,
+      ts,
+      nonceHash: nonceHash(crypto, nonce),
+      ccDigest: layoutDigest(crypto, layout),
+      tombstone: false,
+      grant: undefined,
+    });
+    return (i: number): Request => ({ type: 'STORE', key, opId: this.#opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert, layout });
+  }
+
+  async #stripeLayoutUnheld(): Promise<void> {
+    const { crypto, prng } = this.#ctx;
+    const puppet = await this.#sockPuppet();
+    const key = `~${ownerIdOf(crypto, puppet.publicKey)}/s${prng.int(1000)}`;
+    const ts = { num: 1, writerId: this.#writerId(puppet) };
+    const nonce = prng.bytes(32);
+    const refuse = { kind: 'refuse', attack: 'stripe-layout-unheld' } as const;
+    // Stripe 1 uploaded; stripe 2 never, or listed with another stripe 1 than the one uploaded.
+    const one = await this.#stripe(puppet, key, ts, 1, prng.bytes(MIN_STRIPE_SIZE), nonce);
+    this.#toAll(
+      (i) => ({ type: 'STORE', key, opId: this.#opId, ts, stripe: 1, fragment: one.fragments[i]!, cc: one.cc, cert: one.cert }),
+      undefined,
+    );
+    const digests = prng.chance(0.5) ? [one.ccDigest, prng.bytes(32)] : [prng.bytes(32)];
+    // Refused for the missing stripe 2, or for the stripe 1 the layout names (if the stripe 1 sent is there yet).
+    this.#toAll(await this.#stripeZero(puppet, key, ts, digests, nonce), refuse);
+    this.mounted.push('stripe-layout-unheld');
+  }
+
+  async #stripeForeignKey(): Promise<void> {
+    const { crypto, prng, keys, cast } = this.#ctx;
+    const key = prng.pick(keys);
+    const refuse = { kind: 'refuse', attack: 'stripe-foreign-key' } as const;
+    const nonce = prng.bytes(32);
+    const bytes = prng.bytes(MIN_STRIPE_SIZE);
+    // Her own stripe certificate for the owner's key: not her namespace.
+    const mine = { num: 1_000 + prng.int(1000), writerId: this.#writerId(cast.mallory) };
+    const a = await this.#stripe(cast.mallory, key, mine, 1, bytes, nonce);
+    this.#toAll(
+      (i) => ({ type: 'STORE', key, opId: this.#opId, ts: mine, stripe: 1, fragment: a.fragments[i]!, cc: a.cc, cert: a.cert }),
+      refuse,
+    );
+    // A stripe certificate for her puppet's key, replayed under the owner's key: the signature does not cover it.
+    const puppet = await this.#sockPuppet();
+    const theirs = { num: 1_000 + prng.int(1000), writerId: this.#writerId(puppet) };
+    const b = await this.#stripe(puppet, `~${ownerIdOf(crypto, puppet.publicKey)}/s${prng.int(1000)}`, theirs, 1, bytes, nonce);
+    this.#toAll(
+      (i) => ({ type: 'STORE', key, opId: this.#opId, ts: theirs, stripe: 1, fragment: b.fragments[i]!, cc: b.cc, cert: b.cert }),
+      refuse,
+    );
+    // Stripe 0 with a layout over that stripe, signed by Mallory for the owner's key.
+    this.#toAll(await this.#stripeZero(cast.mallory, key, mine, [a.ccDigest], nonce), refuse);
+    this.mounted.push('stripe-foreign-key');
   }
 
   #writerId(signer: Signer): Uint8Array {

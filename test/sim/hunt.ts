@@ -12,8 +12,17 @@ export async function huntMutant(
     const t = tForSeed(seed);
     let violations: string[];
     try {
-      violations = (await simulate({ seed, t, protocol: mutant.protocol, hostile: true, ...(mutant.lists ? { lists: true } : {}) }))
-        .violations;
+      violations = (
+        await simulate({
+          seed,
+          t,
+          protocol: mutant.protocol,
+          hostile: true,
+          ...(mutant.lists ? { lists: true } : {}),
+          ...(mutant.stripes ? { stripes: true } : {}),
+          ...(mutant.behaviours ? { behaviours: mutant.behaviours } : {}),
+        })
+      ).violations;
     } catch (err) {
       violations = [`threw: ${err instanceof Error ? err.message : String(err)}`];
     }
@@ -23,7 +32,7 @@ export async function huntMutant(
         t,
         tried: seed - first + 1,
         violations,
-        replay: replayCommand(seed, t, { mutant: mutant.name, lists: mutant.lists ?? false }),
+        replay: replayCommand(seed, t, { mutant: mutant.name, lists: mutant.lists ?? false, stripes: mutant.stripes ?? false }),
       };
   }
   return undefined;

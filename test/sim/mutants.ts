@@ -5,6 +5,7 @@
  */
 import {
   authorityProblem,
+  entryCovered,
   certificateId,
   ListOperation,
   ReadOperation,
@@ -16,6 +17,8 @@ import {
   timestampsEqual,
   type Candidate,
   type EntryInfo,
+  type FilterAck,
+  type StripeLayout,
   type CertificateCheck,
   type FilterRequest,
   type Reply,
@@ -25,6 +28,7 @@ import {
   type Timestamp,
   type WriteCertificate,
 } from '@powerstore/protocol';
+import type { Behaviour } from './byzantine.js';
 import { correctProtocol, type ProtocolFactories } from './protocol-factories.js';
 
 /** Merges LIST answers unchecked: invented keys and misstated sizes get through. */
@@ -49,6 +53,10 @@ export interface Mutant {
   readonly protocol: ProtocolFactories;
   /** Runs with readers listing keys (the mutant breaks listing). */
   readonly lists?: boolean;
+  /** Runs with many striped writes (the mutant breaks stripes). */
+  readonly stripes?: boolean;
+  /** Byzantine servers draw only these behaviours (the lie the mutant falls for is rare among all of them). */
+  readonly behaviours?: readonly Behaviour[];
 }
 
 /** FILTER answers without writing the candidate back to `lc`. */
@@ -148,6 +156,20 @@ class DeleteByOwnEntry extends Server {
   protected override async storeEntry(record: KeyRecord, key: string, entry: HistoryEntry): Promise<void> {
     this.#own.set(timestampKey(entry.ts), entry.cc.tombstone);
     return super.storeEntry(record, key, entry);
+  }
+}
+
+/** Stripe 0 of a striped write is stored, and its receipt signed, whether or not the other stripes are held. */
+class StripesUnchecked extends Server {
+  protected override async checkStripesHeld(_record: KeyRecord, _ts: Timestamp, _layout: StripeLayout): Promise<void> {}
+}
+
+/** A reader takes an answer for a stripe if the layout lists its cross-checksum anywhere, not at the stripe asked for. */
+class AnyStripe extends ReadOperation {
+  protected override entryConsistent(entry: NonNullable<FilterAck['entry']>, stripe: number): boolean {
+    const layout = entry.layout;
+    if (!layout) return super.entryConsistent(entry, stripe);
+    return layout.digests.some((_, j) => entryCovered(this.options.crypto, entry.cert, j, entry.cc, layout));
   }
 }
 
@@ -258,7 +280,7 @@ export const MUTANTS: readonly Mutant[] = [
   {
     name: 'reader-ignores-cc',
     description: 'reader does not check fragments against the cross-checksum',
-    protocol: withReader((o, key, opId) => new IgnoresCrossChecksum(o, key, opId)),
+    protocol: withReader((o, key, opId, target) => new IgnoresCrossChecksum(o, key, opId, target)),
   },
   {
     name: 'clock-trusts-invalid',
@@ -284,7 +306,7 @@ export const MUTANTS: readonly Mutant[] = [
   {
     name: 'reader-trusts-newer',
     description: 'a reader moves on to a newer candidate a server names without checking it is valid',
-    protocol: withReader((o, key, opId) => new TrustsNewer(o, key, opId)),
+    protocol: withReader((o, key, opId, target) => new TrustsNewer(o, key, opId, target)),
   },
   {
     name: 'lister-trusts-answers',
@@ -297,10 +319,25 @@ export const MUTANTS: readonly Mutant[] = [
     description: 'a listing merges t + 1 LIST answers instead of n − t, so servers that missed a write can hide it',
     protocol: { ...correctProtocol, lister: (o, prefix, after, limit, opId) => new ListsFromTPlusOne(o, prefix, after, limit, opId) },
     lists: true,
+    // Caught only when t + 1 answers all miss a write: likeliest past servers that hide every key.
+    behaviours: ['stale'],
   },
   {
     name: 'reader-counts-metadata',
     description: 'a read counts metadata-only FILTER answers towards safe(c), trusting fewer than t + 1 fragments',
-    protocol: withReader((o, key, opId) => new CountsMetadata(o, key, opId)),
+    protocol: withReader((o, key, opId, target) => new CountsMetadata(o, key, opId, target)),
+  },
+  {
+    name: 'stripes-unchecked',
+    description: 'a server signs the receipt for stripe 0 of a striped write without checking it holds the other stripes',
+    protocol: withServer((o) => new StripesUnchecked(o)),
+    stripes: true,
+  },
+  {
+    name: 'reader-any-stripe',
+    description: 'a reader accepts a stripe whose cross-checksum the layout lists at another index than the one asked for',
+    protocol: withReader((o, key, opId, target) => new AnyStripe(o, key, opId, target)),
+    stripes: true,
+    behaviours: ['wrong-stripe'],
   },
 ];

@@ -1,6 +1,7 @@
 /**
  * Runs batches of seeds, shared by the CLI and the vitest suite.
  */
+import type { Behaviour } from './byzantine.js';
 import type { ProtocolFactories } from './protocol-factories.js';
 import { replayCommand, simulate, type SimReport } from './simulate.js';
 
@@ -15,6 +16,10 @@ export interface BatchOptions {
   readonly contention?: boolean;
   /** Readers list keys too (see `SimOptions.lists`). */
   readonly lists?: boolean;
+  /** Many more striped writes (see `SimOptions.stripes`). */
+  readonly stripes?: boolean;
+  /** Byzantine servers draw only these behaviours (a mutant's focus). */
+  readonly behaviours?: readonly Behaviour[];
   /** Stop at the first failure (mutant hunting). */
   readonly stopOnFailure?: boolean;
   readonly mutant?: string;
@@ -43,6 +48,12 @@ export interface BatchResult {
   writeRounds: Record<string, number>;
   contentionReadRounds: Record<string, number>;
   contentionRuns: number;
+  /** Striped writes started and completed, crashed mid-upload; striped values read whole; reads that met VALUE_CHANGED. */
+  stripedWrites: number;
+  stripedWritesDone: number;
+  crashedMidStripe: number;
+  stripedReads: number;
+  valueChanged: number;
 }
 
 // Array.isArray narrows a readonly array to any[]; this keeps its element type.
@@ -76,6 +87,11 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     writeRounds: {},
     contentionReadRounds: {},
     contentionRuns: 0,
+    stripedWrites: 0,
+    stripedWritesDone: 0,
+    crashedMidStripe: 0,
+    stripedReads: 0,
+    valueChanged: 0,
   };
   for (let seed = options.first; seed < options.first + options.count; seed++) {
     const t = options.t ?? tForSeed(seed);
@@ -88,6 +104,8 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
         hostile: options.hostile ?? false,
         ...(options.contention ? { contention: true } : {}),
         ...(options.lists ? { lists: true } : {}),
+        ...(options.stripes ? { stripes: true } : {}),
+        ...(options.behaviours ? { behaviours: options.behaviours } : {}),
       });
     } catch (err) {
       // A crash of the simulated protocol is a failure of that seed, not of the batch.
@@ -98,6 +116,11 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     result.writes += report.writes ?? 0;
     result.lists += report.lists ?? 0;
     result.overlappingWrites += report.overlappingWrites ?? 0;
+    result.stripedWrites += report.stripedWrites ?? 0;
+    result.stripedWritesDone += report.stripedWritesDone ?? 0;
+    result.crashedMidStripe += report.crashedMidStripe ?? 0;
+    result.stripedReads += report.stripedReads ?? 0;
+    result.valueChanged += report.valueChanged ?? 0;
     add(result.failedWrites, report.failedWrites);
     add(result.refusals, report.refusals);
     add(result.attacks, report.attacks);
@@ -117,6 +140,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
       hostile: options.hostile ?? false,
       contention: options.contention ?? false,
       lists: options.lists ?? false,
+      stripes: options.stripes ?? false,
     });
     result.failures.push({ seed, t, violations: report.violations, replay });
     options.onFailure?.(report, replay);

@@ -19,7 +19,11 @@ describe('simulation', () => {
     expect(result.writes).toBeGreaterThan(SEEDS * 3);
     expect(result.overlappingWrites).toBeGreaterThan(SEEDS / 10);
     expect(result.failedWrites.GRANT_EXPIRED ?? 0).toBeGreaterThan(0);
-    expect(Object.keys(result.failedWrites).filter((c) => c !== 'GRANT_EXPIRED')).toEqual([]);
+    // Striped writes cannot take a fresh timestamp, and may meet stragglers (see allowedFailure).
+    expect(
+      Object.keys(result.failedWrites).filter((c) => !['GRANT_EXPIRED', 'SUPERSEDED', 'STRIPES_MISSING', 'INTERNAL'].includes(c)),
+    ).toEqual([]);
+    expect(result.stripedReads).toBeGreaterThan(SEEDS / 40);
     for (const code of [
       'UNAUTHENTICATED',
       'NOT_AUTHORIZED',
@@ -28,6 +32,7 @@ describe('simulation', () => {
       'INVALID_ARGUMENT',
       'QUOTA_EXCEEDED',
       'CONFLICT',
+      'STRIPES_MISSING',
     ]) {
       expect(result.refusals[code] ?? 0, `no hostile request was refused with ${code}`).toBeGreaterThan(0);
     }
@@ -43,6 +48,16 @@ describe('simulation', () => {
     const result = await runBatch({ first: 2_000_001, count: 300, lists: true });
     expect(result.failures.map((f) => `seed ${f.seed}: ${f.violations.join('; ')}\n  replay: ${f.replay}`)).toEqual([]);
     expect(result.lists).toBeGreaterThan(300);
+  }, 600_000);
+
+  it('60 runs with many striped writes (concurrent with stripe-by-stripe reads, writers crashing mid-upload) all pass', async () => {
+    const result = await runBatch({ first: 3_000_001, count: 60, stripes: true });
+    expect(result.failures.map((f) => `seed ${f.seed}: ${f.violations.join('; ')}\n  replay: ${f.replay}`)).toEqual([]);
+    expect(result.stripedWritesDone).toBeGreaterThan(60);
+    expect(result.stripedReads).toBeGreaterThan(30);
+    // Allowed outcomes, but the runs must reach them: a read losing its version between stripes, a writer crashing mid-upload.
+    expect(result.valueChanged).toBeGreaterThan(0);
+    expect(result.crashedMidStripe).toBeGreaterThan(0);
   }, 600_000);
 
   it('replays a seed exactly', async () => {

@@ -3,7 +3,8 @@
  * `t` Byzantine, some sending requests of their own), honest writers with identities and
  * grants (the owner, a grantee, the admin, a grantee whose grant expires mid-run), each
  * running overlapping operations on the same keys, honest readers, a hostile client
- * forging writes and write-backs, writers crashing mid-round, and an adversarial network
+ * forging writes and write-backs, writers crashing mid-round (striped writes too, between
+ * stripes), striped values read stripe by stripe, and an adversarial network
  * (`network.ts`). Every message crosses the real wire codec; correct servers run the same
  * frame handler as `powerstore-server`. One seed fixes everything; the checks are in
  * `checkers.ts`, the run's shape in `options.ts`.
@@ -18,9 +19,11 @@ import {
   encodeMessage,
   isRequest,
   MemoryStorage,
+  MIN_STRIPE_SIZE,
   ownerIdOf,
   ProtocolError,
   ReadOperation,
+  timestampKey,
   toHex,
   WriterSession,
   type ClientOperation,
@@ -30,11 +33,14 @@ import {
   type ListPage,
   type Message,
   type ReadResult,
+  type ReadTarget,
   type Reply,
   type Server,
   type Signer,
   type Step,
+  type StripeLayout,
   type WriteResult,
+  type WriteValue,
 } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import type { RegisterOp } from '../lincheck/lincheck.js';
@@ -46,6 +52,7 @@ import { Network, type InFlight } from './network.js';
 import { describeOptions, drawOptions } from './options.js';
 import { correctProtocol, type ProtocolFactories } from './protocol-factories.js';
 import { Prng } from './prng.js';
+import { concat, sameLayout, sourceOf, stripedValue } from './stripes.js';
 
 /** What to simulate. */
 export interface SimOptions {
@@ -66,7 +73,16 @@ export interface SimOptions {
    * four). Off by default so that other runs keep their seeds' schedules.
    */
   readonly lists?: boolean;
+  /**
+   * Many more writes are striped (about half, instead of a few): values of 2–4 stripes of
+   * 64 KiB, read stripe by stripe. Off by default to keep `npm test` fast.
+   */
+  readonly stripes?: boolean;
 }
+
+/** Share of value writes that are striped without, and with, `SimOptions.stripes`. */
+const STRIPED_SHARE = 0.06;
+const STRIPED_SHARE_MANY = 0.5;
 
 /** Outcome of one run. */
 export interface SimReport {
@@ -99,6 +115,15 @@ export interface SimReport {
   readonly writeRounds: Record<string, number>;
   /** Whether the run had heavy write contention on one key. */
   readonly contention: boolean;
+  /** Striped writes started, and completed. */
+  readonly stripedWrites: number;
+  readonly stripedWritesDone: number;
+  /** Striped writes whose writer crashed in a STORE round of a stripe other than 0 (mid-upload). */
+  readonly crashedMidStripe: number;
+  /** Striped values read whole. */
+  readonly stripedReads: number;
+  /** Reads that gave up with VALUE_CHANGED while fetching further stripes (allowed, counted). */
+  readonly valueChanged: number;
 }
 
 /**
@@ -142,19 +167,40 @@ const MAX_STEPS = 250_000;
 type Role = 'owner' | 'grantee' | 'admin' | 'expiring';
 type Planned = { key: string; readonly kind: 'write' | 'delete' | 'read' | 'list' };
 
+/** A read of a striped value, stripe by stripe: the first read's result, then pinned reads of the others. */
+interface Assembly {
+  readonly first: ReadResult & { layout: StripeLayout; candidate: NonNullable<ReadResult['candidate']> };
+  readonly stripes: (Uint8Array | undefined)[];
+  /** Stripes still to read, in order. */
+  readonly queue: number[];
+  /** The stripe the pinned read in flight asked for. */
+  asked?: number;
+}
+
 interface Running {
-  readonly op: ClientOperation<ReadResult> | ClientOperation<WriteResult> | ClientOperation<ListPage>;
+  /** Replaced, with a fresh opId, for each further stripe of a striped read. */
+  op: ClientOperation<ReadResult> | ClientOperation<WriteResult> | ClientOperation<ListPage>;
   readonly record: MutableOp;
   readonly listing: boolean;
   readonly name: string;
   readonly crashIn: 'STORE' | 'COMPLETE' | undefined;
   readonly valueBytes: Uint8Array | undefined;
+  /** For a striped write: its stripes. */
+  readonly stripes?: number;
+  /** With `crashIn: 'STORE'`, the STORE round to crash in (1 = the first; a striped write has one per stripe). */
+  readonly crashAtStore?: number;
+  storeRounds: number;
+  assembly?: Assembly;
+  /** A striped write's first allowed refusal: it is given up (as timed out) if it has not ended by `timerAt`. */
+  refused?: ProtocolError;
   /** A read's timer (virtual time): armed while it waits on fragments it asked for, as a real client's is. */
   timerAt?: number;
 }
 
 /** How long a simulated reader waits on the servers it asked for fragments before asking the others. */
 const FRAGMENT_TIMEOUT = 300;
+/** How long a striped write some server refused may go on before its client gives up on it. */
+const WRITE_TIMEOUT = 2000;
 
 interface Client {
   readonly name: string;
@@ -274,6 +320,12 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   const listLimit = new Prng(seed * 104729 + 3);
   const crashRng = prng.fork();
   const writerRandom = prng.fork();
+  // Its own stream, so striping leaves every other draw of the seed as it was.
+  const stripeRng = new Prng(seed * 6151 + 29);
+  const stripedShare = options.stripes ? STRIPED_SHARE_MANY : STRIPED_SHARE;
+  let stripedWrites = 0;
+  let stripedWritesDone = 0;
+  let crashedMidStripe = 0;
   let crashedWriters = 0;
   let overlappingWrites = 0;
 
@@ -298,10 +350,21 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   /** Puts a client operation's messages on the network, crashing the writer part-way through a round if planned. */
   const emit = (client: Client, run: Running, s: Step<unknown>) => {
     let out = s.send ?? [];
-    if (run.crashIn && out.some((m) => m.message.type === run.crashIn)) {
+    const storeRound = out.some((m) => m.message.type === 'STORE');
+    if (storeRound) run.storeRounds++;
+    if (
+      run.crashIn &&
+      out.some((m) => m.message.type === run.crashIn) &&
+      (run.crashIn !== 'STORE' || run.storeRounds >= (run.crashAtStore ?? 1))
+    ) {
       out = crashRng.subset(out);
       client.crashed = true;
       crashedWriters++;
+      if (
+        out.some((m) => m.message.type === 'STORE' && m.message.stripe > 0) ||
+        (storeRound && run.stripes && run.storeRounds < run.stripes)
+      )
+        crashedMidStripe++;
     }
     for (const o of out) {
       const m = o.message;
@@ -321,21 +384,31 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     const name = `${client.name}.${opId}`;
     client.nextStart = undefined;
     let valueBytes: Uint8Array | undefined;
+    let stripes: number | undefined;
     let record: MutableOp;
     let op: Running['op'];
     if (planned.kind === 'list') {
       op = protocol.lister({ config, crypto, verifier: client.verifier }, cast.prefix, '', listLimit.range(1, keys.length), opId);
       record = checker.listCall(client.name);
     } else if (client.role === 'reader') {
-      op = protocol.reader({ config, crypto, codec, verifier: client.verifier }, planned.key, opId);
+      // Some reads start at another stripe than 0: a striped value is then read from there.
+      const target: ReadTarget = stripeRng.chance(0.5) ? {} : { stripe: stripeRng.range(1, 4) };
+      op = protocol.reader({ config, crypto, codec, verifier: client.verifier }, planned.key, opId, target);
       record = checker.call(planned.key, client.name, 'read', null);
     } else {
       if (planned.kind === 'write') {
         const pad = prng.bytes(prng.range(0, 3 * (t + 1) + 2)).map((b) => 0x61 + (b % 26));
         valueBytes = new Uint8Array([...new TextEncoder().encode(`${name}:`), ...pad]);
-        checker.registerValue(name, valueBytes);
       }
-      const value = valueBytes ? { kind: 'value' as const, value: valueBytes } : { kind: 'tombstone' as const };
+      let value: WriteValue = valueBytes ? { kind: 'value', value: valueBytes } : { kind: 'tombstone' };
+      if (valueBytes && stripeRng.chance(stripedShare)) {
+        stripes = stripeRng.range(2, 4);
+        const parts = stripedValue(name, stripes, stripeRng.range(1, MIN_STRIPE_SIZE));
+        valueBytes = concat(parts);
+        value = { kind: 'stripes', source: sourceOf(parts) };
+        stripedWrites++;
+      }
+      if (valueBytes) checker.registerValue(name, valueBytes);
       try {
         op = protocol.writer(
           { config, crypto, codec, session: client.session!, random: (len) => writerRandom.bytes(len), now: time },
@@ -346,7 +419,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       } catch (err) {
         // Refused before any traffic (an expired grant, by the client's clock): no effect.
         if (!(err instanceof ProtocolError)) throw err;
-        checker.writeFailed(client.name, planned.key, err, allowedFailure(client, err.code));
+        checker.writeFailed(client.name, planned.key, err, allowedFailure(client, err.code, undefined));
         scheduleNext(client, false);
         return;
       }
@@ -359,7 +432,19 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
           ? 'STORE'
           : 'COMPLETE'
         : undefined;
-    const run: Running = { op, record, name, crashIn, valueBytes, listing: planned.kind === 'list' };
+    // A striped write crashes in any of its STORE rounds: mid-upload, or at stripe 0.
+    const crashAtStore = crashIn === 'STORE' && stripes ? crashRng.range(1, stripes) : undefined;
+    const run: Running = {
+      op,
+      record,
+      name,
+      crashIn,
+      valueBytes,
+      listing: planned.kind === 'list',
+      storeRounds: 0,
+      ...(stripes ? { stripes } : {}),
+      ...(crashAtStore ? { crashAtStore } : {}),
+    };
     client.running.set(opId, run);
     // A writer may start its next operation before this one ends, often on the same key.
     if (client.role !== 'reader' && client.running.size < opts.workload.maxOverlap && prng.chance(opts.workload.overlapRate)) {
@@ -367,6 +452,54 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       scheduleNext(client, true);
     }
     emit(client, run, await op.start());
+  };
+
+  /**
+   * A read finished. A striped value is read whole: the first read named its version and
+   * layout, each other stripe is read pinned to that version. Returns whether a further
+   * stripe read is under way (the operation goes on).
+   */
+  const readStripes = async (client: Client, run: Running, r: ReadResult): Promise<boolean> => {
+    const a = run.assembly;
+    if (!a) {
+      if (!r.layout || !r.candidate) {
+        checker.readDone(run.record, client.name, r);
+        return false;
+      }
+      const count = r.layout.digests.length;
+      const stripes = new Array<Uint8Array | undefined>(count).fill(undefined);
+      stripes[r.stripe ?? 0] = r.value;
+      const queue = Array.from({ length: count }, (_, i) => i).filter((i) => i !== (r.stripe ?? 0));
+      run.assembly = { first: { ...r, layout: r.layout, candidate: r.candidate }, stripes, queue };
+    } else {
+      // A pinned read returns that version's stripe, or fails: never another version or stripe.
+      const { first } = a;
+      if (compareTimestamps(r.ts, first.ts) !== 0 || !r.layout || !sameLayout(r.layout, first.layout) || r.stripe !== a.asked)
+        checker.violations.push(
+          `pinned read: ${client.name} asked ${run.record.key} for stripe ${a.asked} at ${first.ts.num} and got stripe ${r.stripe} at ${r.ts.num}${r.layout ? '' : ' without a layout'}`,
+        );
+      a.stripes[a.asked!] = r.value;
+    }
+    const asm = run.assembly!;
+    const next = asm.queue.shift();
+    if (next === undefined) {
+      const parts = asm.stripes.map((p) => p ?? new Uint8Array(0));
+      checker.stripesRead(client.name, run.record.key, parts);
+      checker.readDone(run.record, client.name, { ...asm.first, value: concat(parts) });
+      return false;
+    }
+    asm.asked = next;
+    const opId = client.nextOpId++;
+    const op = protocol.reader({ config, crypto, codec, verifier: client.verifier }, run.record.key, opId, {
+      stripe: next,
+      pinned: asm.first.candidate,
+    });
+    for (const [id, r2] of client.running) if (r2 === run) client.running.delete(id);
+    run.op = op;
+    run.timerAt = undefined;
+    client.running.set(opId, run);
+    emit(client, run, await op.start());
+    return true;
   };
 
   const deliverToServer = async (m: InFlight) => {
@@ -397,7 +530,13 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     const client = clients.find((c) => c.name === m.to)!;
     const run = client.running.get(reply.opId);
     if (client.crashed || !run) return;
-    if (reply.type === 'ERROR' && allowedFailure(client, reply.code)) {
+    if (reply.type === 'ERROR' && run.stripes && allowedFailure(client, reply.code, run)) {
+      // One straggler's refusal need not end a striped write: the operation fails at t + 1
+      // refusals. If it can get neither n − t acknowledgements nor t + 1 refusals (a silent
+      // Byzantine server), a real client's timeout ends it: so does this timer.
+      run.refused ??= new ProtocolError(reply.code, reply.message);
+      run.timerAt ??= network.now + WRITE_TIMEOUT;
+    } else if (reply.type === 'ERROR' && allowedFailure(client, reply.code, run)) {
       // A refused write may neither reach n − t acks nor more than t refusals (a silent
       // Byzantine server); a real client ends it with its timeout. Give up now, as that
       // timeout would: the write stays pending in the history (it may still take effect).
@@ -424,16 +563,24 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       run.timerAt = network.now + FRAGMENT_TIMEOUT;
     if (s.error) {
       client.running.delete(reply.opId);
-      if (client.role === 'reader')
+      if (run.assembly && s.error.code === 'VALUE_CHANGED') {
+        // The version being read was collected before its other stripes were: the read
+        // fails (as a streaming get does) and stays out of the history, like any failed read.
+        checker.valueChanged++;
+      } else if (client.role === 'reader')
         checker.violations.push(
           `${client.name}'s ${run.listing ? 'listing' : `read of ${run.record.key}`} failed: ${s.error.code}: ${s.error.message}`,
         );
-      else checker.writeFailed(client.name, run.record.key, s.error, allowedFailure(client, s.error.code));
+      else checker.writeFailed(client.name, run.record.key, s.error, allowedFailure(client, s.error.code, run, s.error.message));
     } else if (s.result) {
       client.running.delete(reply.opId);
       if (run.listing) checker.listDone(run.record, client.name, s.result as ListPage, keys);
-      else if (client.role === 'reader') checker.readDone(run.record, client.name, s.result as ReadResult);
-      else checker.writeDone(run.record, client.name, s.result as WriteResult);
+      else if (client.role === 'reader') {
+        if (await readStripes(client, run, s.result as ReadResult)) return;
+      } else {
+        if (run.stripes) stripedWritesDone++;
+        checker.writeDone(run.record, client.name, s.result as WriteResult);
+      }
     } else {
       return;
     }
@@ -480,6 +627,14 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       // Fired once per FILTER round; a restarted round may arm it again.
       timer.run.timerAt = undefined;
       if (timer.run.op instanceof ReadOperation) emit(timer.client, timer.run, timer.run.op.stalled());
+      else if (timer.run.refused) {
+        const { client, run } = timer;
+        const refused = run.refused!;
+        (run.op as { abandon?: () => void }).abandon?.();
+        for (const [id, r] of client.running) if (r === run) client.running.delete(id);
+        checker.writeFailed(client.name, run.record.key, refused, true);
+        if (client.nextStart === undefined) scheduleNext(client, false);
+      }
       continue;
     }
     const m = message!;
@@ -531,6 +686,11 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     readRounds: Object.fromEntries(checker.readRounds),
     writeRounds: Object.fromEntries(checker.writeRounds),
     contention: opts.workload.contention,
+    stripedWrites,
+    stripedWritesDone,
+    crashedMidStripe,
+    stripedReads: checker.stripedReads,
+    valueChanged: checker.valueChanged,
   };
 }
 
@@ -539,7 +699,8 @@ async function checkHistoryBound(checker: Checker, server: string, storage: Memo
   for (const key of storage.keys()) {
     const { lc, index } = await storage.withKey(key, async (r) => ({ lc: await r.getLc(), index: await r.index() }));
     if (!lc) continue;
-    const below = index.filter((e) => compareTimestamps(e.ts, lc.ts) < 0).length;
+    // Writes, not entries: a striped write has one entry per stripe.
+    const below = new Set(index.filter((e) => compareTimestamps(e.ts, lc.ts) < 0).map((e) => timestampKey(e.ts))).size;
     // A completed delete erases everything below it, whether or not this server stored the delete.
     const bound = lc.cert.tombstone ? 0 : keep;
     if (below > bound)
@@ -549,9 +710,20 @@ async function checkHistoryBound(checker: Checker, server: string, storage: Memo
   }
 }
 
-/** The only way an honest write may fail: the expiring grantee's grant has expired. */
-function allowedFailure(client: Client, code: string): boolean {
-  return client.role === 'expiring' && code === 'GRANT_EXPIRED';
+/**
+ * The only ways an honest write may fail: the expiring grantee's grant has expired; or a
+ * striped write, which cannot take a fresh timestamp (its stripes were pulled from a
+ * source and are gone), was overtaken (`SUPERSEDED`), or its stripe 0 reached a server
+ * before one of its other stripes did (`STRIPES_MISSING`: the simulated network does not
+ * keep a link's messages in order, TCP does).
+ */
+function allowedFailure(client: Client, code: string, run: Running | undefined, message = ''): boolean {
+  const allowed = (c: string) =>
+    (client.role === 'expiring' && c === 'GRANT_EXPIRED') ||
+    (run?.stripes !== undefined && (c === 'SUPERSEDED' || c === 'STRIPES_MISSING'));
+  // t + 1 refusals, some of each kind: `Rejections` reports them as INTERNAL, listing each.
+  const codes = [...message.matchAll(/s\d+: ([A-Z_]+) \(/g)].map((m) => m[1]!);
+  return allowed(code) || (code === 'INTERNAL' && codes.length > 0 && codes.every(allowed));
 }
 
 /** Two correct servers whose `lc` of a key has the same timestamp hold the same candidate. */
@@ -575,10 +747,19 @@ async function checkLcAgreement(checker: Checker, storages: readonly MemoryStora
 export function replayCommand(
   seed: number,
   t: number,
-  { mutant, hostile, contention, lists }: { mutant?: string; hostile?: boolean; contention?: boolean; lists?: boolean } = {},
+  {
+    mutant,
+    hostile,
+    contention,
+    lists,
+    stripes,
+  }: { mutant?: string; hostile?: boolean; contention?: boolean; lists?: boolean; stripes?: boolean } = {},
 ): string {
   // A mutant always runs hostile, so its replay needs no flag for it.
   const flags =
-    (mutant ? ` --mutant ${mutant}` : hostile ? ' --hostile' : '') + (contention ? ' --contention' : '') + (lists ? ' --lists' : '');
+    (mutant ? ` --mutant ${mutant}` : hostile ? ' --hostile' : '') +
+    (contention ? ' --contention' : '') +
+    (lists ? ' --lists' : '') +
+    (stripes ? ' --stripes' : '');
   return `pnpm sim -- --seed ${seed} --t ${t}${flags}`;
 }

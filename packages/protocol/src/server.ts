@@ -376,6 +376,9 @@ export class Server {
       const started = index.some((e) => compareTimestamps(e.ts, ts) === 0);
       if (!started && compareTimestamps(ts, lc?.ts ?? TS0) > 0) this.checkPending(index, lc?.ts ?? TS0, ts);
       await this.charge(record, key, entry);
+      // A stripe that arrives below lc (its write overtaken) is one more write below lc: as
+      // after stripe 0, collect now, or it outlives the history bound until the next STORE.
+      await this.collect(record, key);
     });
     return { type: 'STORE_ACK', key, opId: req.opId, ts, stripe, receipt: NO_RECEIPT };
   }

@@ -194,6 +194,24 @@ describe('striped values', () => {
     expect(c.storages[0]!.entries(key)).toHaveLength(1);
   });
 
+  it('a stripe that arrives below lc (its write overtaken by a delete) is collected at once, not kept past the history bound', async () => {
+    const c = await makeCluster(1);
+    const key = own(c.owner, 'late');
+    const op = c.writeOp(key, striped(bytes(2 * S, 15)));
+    // CLOCK everywhere; the STORE of stripe 1 is held back from server 0 until the delete completed.
+    let late: Outgoing | undefined;
+    for (const o of (await op.start()).send ?? []) {
+      const step = await op.onReply(o.to, await c.servers[o.to]!.handle(o.message));
+      late ??= step.send?.find((x) => x.to === 0);
+    }
+    expect(late?.message.type === 'STORE' && late.message.stripe).toBe(1);
+    const deleted = await c.write(key, { kind: 'tombstone' });
+    expect(late!.message.type === 'STORE' && deleted.ts.num > late!.message.ts.num).toBe(true);
+    await c.servers[0]!.handle(late!.message);
+    const below = await c.storages[0]!.withKey(key, async (r) => (await r.index()).filter((e) => e.ts.num < deleted.ts.num));
+    expect(below).toEqual([]);
+  });
+
   it('a pinned read of a collected version fails with VALUE_CHANGED instead of moving on', async () => {
     const c = await makeCluster(1, { history: { keep: 0 } });
     const key = own(c.owner, 'k');
