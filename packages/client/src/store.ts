@@ -827,7 +827,7 @@ class PowerStore implements Store {
     const out = new Uint8Array(end - start);
     // A reader rather than `for await`: not every browser iterates a ReadableStream.
     const reader = stream.getReader();
-    for (let off = 0; ; ) {
+    for (let off = 0; ;) {
       const { done, value } = await reader.read();
       if (done) break;
       out.set(value, off);
