@@ -13,8 +13,8 @@
  *
  * The control is the same File streamed into an OPFS file in a page with no client: its
  * growth is the browser's own (stream chunks are freed only when V8 collects them, so it
- * is not flat: measured +49 MiB at 64 MiB, +78 at 256, +148 at 1 GiB). 12 MiB (three
- * 4 MiB stripes) always runs. 256 MiB runs with POWERSTORE_LARGE_TEST=1
+ * is not flat: measured +49 MiB at 64 MiB, +78 at 256, +148 at 1 GiB). 12 MiB (six
+ * 2 MiB stripes) always runs. 256 MiB runs with POWERSTORE_LARGE_TEST=1
  * (POWERSTORE_LARGE_TEST_MIB changes the size) and requires each transfer's growth to
  * stay within the control's plus a budget that does not depend on the size
  * (POWERSTORE_LARGE_TEST_BUDGET_MIB, default 128): a client that buffers the value cannot
@@ -36,7 +36,7 @@ const LARGE = process.env.POWERSTORE_LARGE_TEST === '1';
 const LARGE_MIB = Number(process.env.POWERSTORE_LARGE_TEST_MIB ?? 256);
 /**
  * What the client may add to the renderer's growth over the control's (the same File
- * streamed into a file with no client): a few 4 MiB stripes in flight, each also held as
+ * streamed into a file with no client): a few 2 MiB stripes in flight, each also held as
  * fragments, ciphertext and WebSocket frames. It does not depend on the file's size, and
  * is under half the default 256 MiB file, so a client that holds the whole value fails.
  */
@@ -416,7 +416,7 @@ async function control(size: number): Promise<MemoryPhase> {
 }
 
 describe('large files through the demo in Chromium: putStream from a File, getStream into a file', () => {
-  it('12 MiB (three stripes): the same SHA-256 back, with progress both ways', async () => {
+  it('12 MiB (six stripes): the same SHA-256 back, with progress both ways', async () => {
     const m = await roundTrip(12 * MiB);
     // The renderer was measured (the numbers are in the report, and bounded only in the large run).
     expect(m.upload.peakMiB).toBeGreaterThan(0);
