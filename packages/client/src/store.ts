@@ -546,17 +546,24 @@ class PowerStore implements Store {
     if (bytes.length > this.#parts.maxValueBytes) {
       throw invalid(`value of ${bytes.length} bytes exceeds the maximum of ${this.#parts.maxValueBytes} (connect's maxValueBytes)`);
     }
+    this.#writerFor(key);
+    await this.#write(key, { kind: 'value', value: await this.#seal(key, bytes, options) }, options);
+  }
+
+  /**
+   * The session to write `key` with, once the key is well-formed and this identity may write
+   * it: "not yours to write" comes before "no key to encrypt it with".
+   */
+  #writerFor(key: string): WriterSession {
     checkKey(key);
     const { session } = this.#parts;
     if (!session) throw noIdentity();
-    // Whether this identity may write the key at all comes first: "not yours to write" is
-    // the answer then, not "no key to encrypt it with".
     try {
       session.authorityFor(key, Date.now());
     } catch (err) {
       throw toClientError(err);
     }
-    await this.#write(key, { kind: 'value', value: await this.#seal(key, bytes, options) }, options);
+    return session;
   }
 
   /** What is stored for `value`: see `encryption.ts`. */
@@ -639,14 +646,7 @@ class PowerStore implements Store {
   }
 
   async putStream(key: string, source: ByteSource, options: PutStreamOptions = {}): Promise<{ readonly size: number }> {
-    checkKey(key);
-    const { session } = this.#parts;
-    if (!session) throw noIdentity();
-    try {
-      session.authorityFor(key, Date.now());
-    } catch (err) {
-      throw toClientError(err);
-    }
+    const session = this.#writerFor(key);
     const blobSize = typeof Blob !== 'undefined' && source instanceof Blob ? source.size : undefined;
     const expected = options.size ?? blobSize;
     if (expected !== undefined && !(Number.isSafeInteger(expected) && expected >= 0))
