@@ -29,7 +29,7 @@ beforeAll(async () => {
   await cluster.startAll();
   const clusterFile = JSON.parse(readFileSync(join(cluster.dir, 'cluster.json'), 'utf8')) as { servers: { id: number; url: string }[] };
   proxy = await startByzantineProxy(clusterFile.servers[1]!.url, clusterFile.servers.length);
-  oversized = await startOversizedProxy(clusterFile.servers[1]!.url, clusterFile.servers.length, 1024 * 1024);
+  oversized = await startOversizedProxy(clusterFile.servers[1]!.url, clusterFile.servers.length, 4 * 1024 * 1024);
   env = {
     cluster: clusterFile,
     byzantineCluster: { ...clusterFile, servers: clusterFile.servers.map((s) => (s.id === 2 ? { ...s, url: proxy.url } : s)) },

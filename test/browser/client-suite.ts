@@ -419,7 +419,9 @@ export const clientSuite: Record<string, SuiteCase> = {
       const key = keyOf('oversized');
       const value = bytes(10_000, 9);
       await writer.put(key, value);
-      // maxValueBytes of 256 KiB makes the frame limit 128 KiB + 64 KiB at t = 1; the proxy sends 1 MiB.
+      // The frame limit at t = 1 is the fragment of the larger of maxValueBytes and a default
+      // stripe (2 MiB + 64: 1 048 608), plus 64 KiB, plus the largest stripe layout (2 MiB):
+      // 3 211 296 bytes. The proxy sends 4 MiB.
       const store = await open({
         cluster: env.oversizedCluster,
         reader: true,
@@ -439,8 +441,8 @@ export const clientSuite: Record<string, SuiteCase> = {
       // A browser has the whole message and says how large it was; Node's ws stops at the frame's header.
       const expected =
         env.identity === 'browser'
-          ? /^sent a frame of \d{7} bytes, over the limit of 196608$/
-          : /^sent a frame over the limit of 196608 bytes$/;
+          ? /^sent a frame of \d{7} bytes, over the limit of 3211296$/
+          : /^sent a frame over the limit of 3211296 bytes$/;
       assert(expected.test(reason), `reason: ${reason}`);
       equalBytes(await store.get(key), value, 'read after the server was caught');
       const stat = await store.stat(key);
