@@ -271,27 +271,37 @@ export class Server {
   }
 
   /**
-   * Write-once history: an identical retry is a no-op, a different entry a `CONFLICT`. A
-   * timestamp at or below the collected mark is refused (`SUPERSEDED`): storing it again,
-   * or acknowledging it unstored, would let a collected timestamp take other content.
+   * Write-once history, per stripe: an identical retry is a no-op, a different entry a
+   * `CONFLICT`, and so is a stripe ≥ 1 of a write whose stripe 0 is stored (the write is
+   * whole then). A timestamp at or below the collected mark is refused (`SUPERSEDED`):
+   * storing it again, or acknowledging it unstored, would let a collected timestamp take
+   * other content. Stripe 0 of a striped write also needs every other stripe here.
    */
   protected async storeEntry(record: KeyRecord, key: string, entry: HistoryEntry): Promise<void> {
+    const { ts, stripe } = entry;
     const index = await record.index();
     // The index says whether an entry exists, so a new write reads nothing, and a retry only
     // the metadata: `H(fr_i) = cc[i]` was checked, so equal metadata means an equal fragment.
-    const existing = await record.getEntryMeta(entry.ts);
+    const existing = await record.getEntryMeta(ts, stripe);
     if (existing) {
       if (entryMetaEqual(existing, entry)) return;
-      this.#options.onConflict?.(key, entry.ts);
-      throw new ProtocolError('CONFLICT', `history entry ${entry.ts.num} of this key already holds another write`);
+      this.#options.onConflict?.(key, ts);
+      const what = stripe > 0 ? `stripe ${stripe} of history entry ${ts.num}` : `history entry ${ts.num}`;
+      throw new ProtocolError('CONFLICT', `${what} of this key already holds another write`);
     }
-    await this.checkNotCollected(record, entry.ts);
-    if (entry.layout) await this.checkStripesHeld(record, entry.ts, entry.layout);
+    if (stripe > 0 && (await record.getEntryMeta(ts, 0))) {
+      this.#options.onConflict?.(key, ts);
+      throw new ProtocolError('CONFLICT', `history entry ${ts.num} of this key is complete; stripe ${stripe} is not part of it`);
+    }
+    await this.checkNotCollected(record, ts);
+    if (entry.layout) await this.checkStripesHeld(record, ts, entry.layout);
     const lc = await record.getLc();
-    // The stripes already stored made this write pending; its stripe 0 adds no write.
-    const started = index.some((e) => compareTimestamps(e.ts, entry.ts) === 0);
-    if (!started && compareTimestamps(entry.ts, lc?.ts ?? TS0) > 0) this.checkPending(index, lc?.ts ?? TS0, entry.ts);
+    // A write's first entry makes it pending; its other stripes add no write.
+    const started = index.some((e) => compareTimestamps(e.ts, ts) === 0);
+    if (!started && compareTimestamps(ts, lc?.ts ?? TS0) > 0) this.checkPending(index, lc?.ts ?? TS0, ts);
     await this.charge(record, key, entry);
+    // Also after a stripe ≥ 1: one that arrives below lc (its write overtaken) is one more
+    // write below lc, and would otherwise outlive the history bound until the next STORE.
     await this.collect(record, key);
   }
 
@@ -340,8 +350,7 @@ export class Server {
 
   /**
    * STORE of stripe `s` ≥ 1 of a striped write: checked against its stripe certificate
-   * (signatures, authority, policy), stored write-once like any entry, and charged to the
-   * owner. Acknowledged without a receipt: only stripe 0's STORE earns one.
+   * (signatures, authority, policy), then stored by {@link storeEntry} like any entry. Acknowledged without a receipt: only stripe 0's STORE earns one.
    */
   protected async onStoreStripe(req: StoreRequest): Promise<Reply> {
     const { key, ts, stripe, fragment, cc, cert } = req;
@@ -358,28 +367,7 @@ export class Server {
     const refusal = this.refusal(key, cert);
     if (refusal) throw new ProtocolError(refusal.code, refusal.reason);
     const entry: HistoryEntry = { ts, stripe, fragment, cc, cert };
-    await this.storage.withKey(key, async (record) => {
-      const existing = await record.getEntryMeta(ts, stripe);
-      if (existing) {
-        if (entryMetaEqual(existing, entry)) return;
-        this.#options.onConflict?.(key, ts);
-        throw new ProtocolError('CONFLICT', `stripe ${stripe} of history entry ${ts.num} of this key already holds another write`);
-      }
-      // Once stripe 0 is stored the write is whole: a stripe it does not list has no place.
-      if (await record.getEntryMeta(ts, 0)) {
-        this.#options.onConflict?.(key, ts);
-        throw new ProtocolError('CONFLICT', `history entry ${ts.num} of this key is complete; stripe ${stripe} is not part of it`);
-      }
-      await this.checkNotCollected(record, ts);
-      const index = await record.index();
-      const lc = await record.getLc();
-      const started = index.some((e) => compareTimestamps(e.ts, ts) === 0);
-      if (!started && compareTimestamps(ts, lc?.ts ?? TS0) > 0) this.checkPending(index, lc?.ts ?? TS0, ts);
-      await this.charge(record, key, entry);
-      // A stripe that arrives below lc (its write overtaken) is one more write below lc: as
-      // after stripe 0, collect now, or it outlives the history bound until the next STORE.
-      await this.collect(record, key);
-    });
+    await this.storage.withKey(key, (record) => this.storeEntry(record, key, entry));
     return { type: 'STORE_ACK', key, opId: req.opId, ts, stripe, receipt: NO_RECEIPT };
   }
 
