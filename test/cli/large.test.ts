@@ -39,12 +39,7 @@ it.runIf(enabled)(
         serverPids: pids,
         bytes,
         log: (line) => console.log(`[large] ${line}`),
-        filterRequests: async () => {
-          let total = 0;
-          for (const id of [1, 2, 3, 4])
-            total += Number(/powerstore_requests_total\{type="FILTER"\} (\d+)/.exec(await cluster.metrics(id))?.[1] ?? 0);
-          return total;
-        },
+        filterRequests: () => cluster.metricTotal('powerstore_requests_total', { type: 'FILTER' }),
       });
       const servers = (peaks: readonly (number | undefined)[]) =>
         peaks.map((p, i) => `s${i + 1} ${p === undefined ? '?' : mib(p)}`).join(', ');

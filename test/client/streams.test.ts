@@ -44,14 +44,7 @@ async function drain(stream: ReadableStream<Uint8Array>): Promise<Buffer> {
 
 const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
 
-async function filterRequests(): Promise<number> {
-  let total = 0;
-  for (const id of [1, 2, 3, 4]) {
-    const m = /powerstore_requests_total\{type="FILTER"\} (\d+)/.exec(await cluster.metrics(id));
-    total += Number(m?.[1] ?? 0);
-  }
-  return total;
-}
+const filterRequests = () => cluster.metricTotal('powerstore_requests_total', { type: 'FILTER' });
 
 beforeAll(async () => {
   await ensureBuilt();

@@ -193,6 +193,13 @@ export class CliCluster {
     return (await fetch(`${this.http(id)}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
   }
 
+  /** A metric summed over every server (see {@link metricValue}). */
+  async metricTotal(name: string, labels: Record<string, string> = {}): Promise<number> {
+    let total = 0;
+    for (let id = 1; id <= this.urls.length; id++) total += metricValue(await this.metrics(id), name, labels);
+    return total;
+  }
+
   /** Stops every server gracefully and, with `remove`, deletes the directory. */
   async stop(remove = true): Promise<void> {
     await Promise.all([...this.#procs.keys()].map((id) => this.signal(id, 'SIGTERM')));

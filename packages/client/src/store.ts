@@ -66,7 +66,7 @@ import { Identity } from './identity.js';
 import { KeyRing } from './keyring.js';
 import { RoundBook, type Round } from './rounds.js';
 import { checkTransport } from './transport.js';
-import { chunksOf, clampRange, stripesOf } from './streams.js';
+import { chunksOf, clampRange, firstStripe, stripesOf } from './streams.js';
 
 /** Largest value `put` accepts by default: 64 MiB. */
 export const DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024;
@@ -702,9 +702,8 @@ class PowerStore implements Store {
   }
 
   async getStream(key: string, options: GetStreamOptions = {}): Promise<ValueStream | undefined> {
-    if (options.range !== undefined) clampRange(options.range, Number.MAX_SAFE_INTEGER);
-    const first = options.range ? Math.floor(options.range.start / STRIPE_BYTES) : 0;
-    const { result } = await this.#read(key, { signal: options.signal, timeoutMs: options.timeoutMs }, { stripe: first });
+    const stripe = firstStripe(options.range, STRIPE_BYTES);
+    const { result } = await this.#read(key, { signal: options.signal, timeoutMs: options.timeoutMs }, { stripe });
     if (result.value === undefined) return undefined;
     return this.#valueStream(key, result, options);
   }
@@ -805,9 +804,7 @@ class PowerStore implements Store {
   }
 
   async get(key: string, options?: GetOptions): Promise<Uint8Array | undefined> {
-    if (options?.range !== undefined) clampRange(options.range, Number.MAX_SAFE_INTEGER);
-    const first = options?.range ? Math.floor(options.range.start / STRIPE_BYTES) : 0;
-    const { result } = await this.#read(key, options, { stripe: first });
+    const { result } = await this.#read(key, options, { stripe: firstStripe(options?.range, STRIPE_BYTES) });
     if (!result.layout) {
       const value = await this.#open(key, result, options?.raw);
       if (value === undefined || options?.range === undefined) return value;

@@ -79,3 +79,14 @@ export function clampRange(range: ByteRange | undefined, size: number): { start:
   if (!Number.isSafeInteger(end) || end < start) throw invalid(`range.end must be an integer ≥ range.start, got ${String(end)}`);
   return { start: Math.min(start, size), end: Math.min(end, size) };
 }
+
+/**
+ * The stripe a read of `range` asks for first, after checking `range` is one: the stripe its
+ * start lies in if the value has stripes of `stripeBytes` (the default: readers learn a
+ * value's real stripe size only from its first answer).
+ */
+export function firstStripe(range: ByteRange | undefined, stripeBytes: number): number {
+  if (range === undefined) return 0;
+  clampRange(range, Number.MAX_SAFE_INTEGER);
+  return Math.floor(range.start / stripeBytes);
+}
