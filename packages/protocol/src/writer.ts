@@ -203,6 +203,9 @@ export class WriteOperation implements ClientOperation<WriteResult> {
   #highest: Timestamp = TS0;
   #candidate: Candidate | undefined;
   #striping: Striping | undefined;
+  /** Stripes pulled from a striped write's source, and the index of the one that was short (so must be the last). */
+  #pulled = 0;
+  #shortStripe: number | undefined;
   /** Bytes of the value that `n − t` servers hold (stripes acknowledged; the whole value once stripe 0 is). */
   #bytesStored = 0;
   /** Bytes in the whole value, once its last STORE round is sent. */
@@ -340,22 +343,21 @@ export class WriteOperation implements ClientOperation<WriteResult> {
     const first = await this.#pull(source);
     const second = first ? await this.#pull(source) : undefined;
     if (!first || !second) return this.#store(first ?? new Uint8Array(0));
-    if (first.length !== source.stripeSize)
-      throw new ProtocolError('INVALID_ARGUMENT', `stripe 0 is not ${source.stripeSize} bytes and is not the last`);
     const { ts, nonce } = this.#fresh();
     this.#striping = { ts, nonce, first, digests: [new Uint8Array(0)], length: first.length, current: 0 };
     return this.#sendStripe(1, second);
   }
 
+  /** The next stripe of `source`; only the last may be shorter than the stripe size. */
   async #pull(source: StripeSource): Promise<Uint8Array | undefined> {
     const stripe = await source.next();
     if (stripe === undefined) return undefined;
-    const striping = this.#striping;
-    // Only the last stripe may be short: the one before this one must have been full.
-    if (striping && striping.current > 0 && striping.length !== (striping.current + 1) * source.stripeSize) {
-      throw new ProtocolError('INVALID_ARGUMENT', `stripe ${striping.current} is not ${source.stripeSize} bytes and is not the last`);
+    if (this.#shortStripe !== undefined) {
+      throw new ProtocolError('INVALID_ARGUMENT', `stripe ${this.#shortStripe} is not ${source.stripeSize} bytes and is not the last`);
     }
     check(stripe.length <= source.stripeSize, `a stripe of ${stripe.length} bytes is over the stripe size of ${source.stripeSize}`);
+    if (stripe.length < source.stripeSize) this.#shortStripe = this.#pulled;
+    this.#pulled++;
     return stripe;
   }
 

@@ -110,6 +110,18 @@ describe('striped values', () => {
     expect((await readStripe(c, key, 0)).value).toEqual(new Uint8Array(0));
   });
 
+  it('a source whose stripe is short and not the last fails the write with INVALID_ARGUMENT, storing nothing readable', async () => {
+    const c = await makeCluster(1);
+    const key = own(c.owner, 'k');
+    const parts = [bytes(S, 1), bytes(S - 1, 2), bytes(S, 3)];
+    const source: StripeSource = { stripeSize: S, next: async () => parts.shift() };
+    await expect(c.write(key, { kind: 'stripes', source })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringContaining('stripe 1') as string,
+    });
+    expect((await readStripe(c, key, 0)).value).toBeUndefined();
+  });
+
   it('readers see the old value until stripe 0 is stored: a writer that stops mid-upload leaves nothing visible', async () => {
     const c = await makeCluster(1);
     const key = own(c.owner, 'k');
