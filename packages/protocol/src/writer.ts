@@ -365,7 +365,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
   async #sendStripe(index: number, bytes: Uint8Array): Promise<Step<WriteResult>> {
     const { crypto, codec, config, session } = this.options;
     const striping = this.#striping!;
-    check(striping.digests.length <= MAX_STRIPES, `a value has at most ${MAX_STRIPES} stripes`);
+    check(index < MAX_STRIPES, `a value has at most ${MAX_STRIPES} stripes`);
     const fragments = codec.encode(bytes);
     const cc = await computeCrossChecksum(crypto, fragments, bytes.length, false);
     const ccDigest = crossChecksumDigest(crypto, cc);
