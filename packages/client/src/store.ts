@@ -646,7 +646,7 @@ class PowerStore implements Store {
   }
 
   async putStream(key: string, source: ByteSource, options: PutStreamOptions = {}): Promise<{ readonly size: number }> {
-    const session = this.#writerFor(key);
+    this.#writerFor(key);
     const blobSize = typeof Blob !== 'undefined' && source instanceof Blob ? source.size : undefined;
     const expected = options.size ?? blobSize;
     if (expected !== undefined && !(Number.isSafeInteger(expected) && expected >= 0))
@@ -673,28 +673,18 @@ class PowerStore implements Store {
         return sealer.seal(current, { nonce, index: index++, last: !!ahead.done });
       },
     };
-    const opId = this.#nextOpId++;
-    const { crypto, codec, random } = this.#parts;
-    const onEvidence = (i: number, reason: string) => this.#misbehaving(i, reason);
-    let op: WriteOperation;
-    try {
-      op = new WriteOperation(
-        { config: this.cluster, crypto, codec, random, session, now: Date.now, onEvidence },
-        key,
-        { kind: 'stripes', source: stripes },
-        opId,
-      );
-    } catch (err) {
-      throw toClientError(err);
-    }
     const report = options.onProgress;
     // Stored bytes acknowledged, less the envelopes of the stripes they hold.
-    const progress = () =>
-      report?.({ bytesDone: Math.max(0, op.bytesStored - sealer.overhead * Math.ceil(op.bytesStored / stripeSize)), bytesTotal: expected });
+    const progressOf = (op: WriteOperation) =>
+      report &&
+      (() =>
+        report({
+          bytesDone: Math.max(0, op.bytesStored - sealer.overhead * Math.ceil(op.bytesStored / stripeSize)),
+          bytesTotal: expected,
+        }));
     try {
-      await this.#run(op, opId, { signal: options.signal, timeoutMs: options.timeoutMs, onProgress: report && progress }, onEvidence, true);
+      await this.#write(key, { kind: 'stripes', source: stripes }, { signal: options.signal, timeoutMs: options.timeoutMs }, progressOf);
     } finally {
-      op.abandon();
       void plain.return?.(undefined);
     }
     report?.({ bytesDone: total, bytesTotal: total });
@@ -962,7 +952,16 @@ class PowerStore implements Store {
     });
   }
 
-  async #write(key: string, value: WriteValue, options?: OperationOptions): Promise<void> {
+  /**
+   * Runs a write. A streamed one (`progressOf` given) has a timeout per round, and reports
+   * progress through what `progressOf` makes of its operation instead of `options.onProgress`.
+   */
+  async #write(
+    key: string,
+    value: WriteValue,
+    options?: OperationOptions,
+    progressOf?: (op: WriteOperation) => OperationOptions['onProgress'],
+  ): Promise<void> {
     checkKey(key);
     const { session, crypto, codec, random } = this.#parts;
     if (!session) throw noIdentity();
@@ -978,8 +977,9 @@ class PowerStore implements Store {
     } catch (err) {
       throw toClientError(err);
     }
+    const run = progressOf ? { ...options, onProgress: progressOf(op) } : options;
     try {
-      await this.#run(op, opId, options, (i, reason) => this.#misbehaving(i, reason));
+      await this.#run(op, opId, run, (i, reason) => this.#misbehaving(i, reason), progressOf !== undefined);
     } finally {
       op.abandon();
     }
