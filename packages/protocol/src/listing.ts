@@ -27,11 +27,10 @@ import { candidateId, type Candidate } from './candidate.js';
 import type { CertificateVerifier } from './certificate.js';
 import { quorum, type ClusterConfig } from './config.js';
 import { certificateCovers } from './cross-checksum.js';
-import { layoutDigest, layoutProblem } from './stripes.js';
+import { layoutCovered } from './stripes.js';
 import type { CryptoProvider } from './crypto.js';
 import { check } from './errors.js';
 import type { ClientOperation, ListAck, ListEntry, Outgoing, Reply, Step } from './messages.js';
-import { bytesEqual } from './bytes.js';
 import { Rejections } from './rejections.js';
 import { compareTimestamps } from './timestamp.js';
 
@@ -208,10 +207,5 @@ export class ListOperation implements ClientOperation<ListPage> {
  * signs the layout; `cc` is then its stripe 0's).
  */
 function listedSizeSigned(crypto: CryptoProvider, e: ListEntry): boolean {
-  if (!e.layout) return certificateCovers(crypto, e.candidate.cert, e.cc!);
-  return (
-    !e.candidate.cert.tombstone &&
-    layoutProblem(e.layout) === undefined &&
-    bytesEqual(layoutDigest(crypto, e.layout), e.candidate.cert.ccDigest)
-  );
+  return e.layout ? layoutCovered(crypto, e.candidate.cert, e.layout) : certificateCovers(crypto, e.candidate.cert, e.cc!);
 }

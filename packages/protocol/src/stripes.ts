@@ -129,10 +129,14 @@ export function entryCovered(
   layout: StripeLayout | undefined,
 ): boolean {
   if (!layout) return index === 0 && certificateCovers(crypto, cert, cc);
-  return (
-    !cert.tombstone &&
-    layoutProblem(layout) === undefined &&
-    bytesEqual(layoutDigest(crypto, layout), cert.ccDigest) &&
-    stripeMatches(crypto, layout, index, cc)
-  );
+  return layoutCovered(crypto, cert, layout) && stripeMatches(crypto, layout, index, cc);
+}
+
+/** Whether a write certificate signs `layout` (whole, or its summary): a value, not a delete, in a layout a writer may make. */
+export function layoutCovered(
+  crypto: CryptoProvider,
+  cert: { readonly ccDigest: Uint8Array; readonly tombstone: boolean },
+  layout: StripeLayout | LayoutSummary,
+): boolean {
+  return !cert.tombstone && layoutProblem(layout) === undefined && bytesEqual(layoutDigest(crypto, layout), cert.ccDigest);
 }
