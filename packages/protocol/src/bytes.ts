@@ -10,6 +10,24 @@ export function utf8(s: string): Uint8Array {
   return encoder.encode(s);
 }
 
+/**
+ * A deep copy of decoded data (plain objects, arrays, byte arrays) whose byte arrays have
+ * buffers of their own. Decoded messages hold views into the frame they came from, so a
+ * field kept in long-lived state would keep the whole frame, fragment included, alive.
+ * (`slice()` is not enough: on a Node `Buffer` it returns a view; `structuredClone`
+ * copies a view's whole buffer.)
+ */
+export function detached<T>(value: T): T {
+  if (value instanceof Uint8Array) return new Uint8Array(value) as T;
+  if (Array.isArray(value)) return value.map(detached) as T;
+  if (typeof value === 'object' && value !== null) {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) out[k] = detached(v);
+    return out as T;
+  }
+  return value;
+}
+
 /** Constant-structure equality of two byte arrays (length first, then every byte). */
 export function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
   if (a.length !== b.length) return false;

@@ -104,6 +104,33 @@ function sameEntry(a: EntryMeta | undefined, b: HistoryEntry, what: string, with
   check(ok, `${what}: not read back whole`);
 }
 
+/** `value` with every byte array moved into `frame` as a view, as a decoder leaves it. */
+function viewsInto<T>(value: T, frame: Uint8Array, at = { offset: 0 }): T {
+  if (value instanceof Uint8Array) {
+    frame.set(value, at.offset);
+    at.offset += value.length;
+    return frame.subarray(at.offset - value.length, at.offset) as T;
+  }
+  if (Array.isArray(value)) return value.map((v: unknown) => viewsInto(v, frame, at)) as T;
+  if (typeof value === 'object' && value !== null)
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, viewsInto(v, frame, at)])) as T;
+  return value;
+}
+
+/** Byte arrays whose `slice` returns a view, as a Node `Buffer`'s does. */
+class ViewSlicing extends Uint8Array {
+  override slice(start?: number, end?: number): Uint8Array<ArrayBuffer> {
+    return this.subarray(start, end);
+  }
+}
+
+/** Whether any byte array in `value` is a view into `buffer`. */
+function holds(value: unknown, buffer: ArrayBufferLike): boolean {
+  if (value instanceof Uint8Array) return value.buffer === buffer;
+  if (typeof value === 'object' && value !== null) return Object.values(value).some((v) => holds(v, buffer));
+  return false;
+}
+
 /** The checks, each on a fresh backend from `make`, which it closes when done. */
 export function storageConformance(
   make: () => StorageHarness | Promise<StorageHarness>,
@@ -208,6 +235,23 @@ export function storageConformance(
       });
       check(s.usage('o').bytes === 5, `usage must count the one entry kept, got ${s.usage('o').bytes}`);
     }),
+    on(
+      'the state of a key keeps no view into the buffers of a request (a cached state would keep whole frames alive)',
+      async ({ storage: s }) => {
+        const frame = new ViewSlicing(1 << 20);
+        await s.withKey('k', async (r) => {
+          await r.putEntry(viewsInto(entry(ts(1)), frame), charge('o', 5));
+          await r.setLc(viewsInto(candidate(ts(1)), frame, { offset: 1 << 19 }));
+          await r.putEntry(viewsInto(entry(ts(2)), frame, { offset: 3 << 18 }), charge('o', 5));
+          await r.deleteEntry(viewsInto(ts(2), frame, { offset: 7 << 17 }));
+        });
+        await s.withKey('k', async (r) => {
+          check(!holds(await r.index(), frame.buffer), 'the index holds a view into a request');
+          check(!holds(await r.getLc(), frame.buffer), 'lc holds a view into a request');
+          check(!holds(await r.getCollected(), frame.buffer), 'the collected mark holds a view into a request');
+        });
+      },
+    ),
     on('callbacks on one key never interleave, other keys run meanwhile; the result is returned', async ({ storage: s }) => {
       const active = new Map<string, number>();
       let maxSameKey = 0;

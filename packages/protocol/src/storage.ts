@@ -18,6 +18,7 @@
  */
 import type { Candidate } from './candidate.js';
 import type { CrossChecksum } from './cross-checksum.js';
+import { detached } from './bytes.js';
 import { compareKeys, inListRange } from './listing.js';
 import { KeyedMutex } from './key-mutex.js';
 import type { HistoryEntry } from './messages.js';
@@ -394,7 +395,7 @@ class Transaction {
     }
     this.record = {
       getLc: () => this.#guard(async () => (await this.#getState()).lc),
-      setLc: (c) => this.#guard(async () => this.#setState({ ...(await this.#getState()), lc: c })),
+      setLc: (c) => this.#guard(async () => this.#setState({ ...(await this.#getState()), lc: detached(c) })),
       getEntry: (ts, stripe = 0) => this.#guard(() => this.#getEntry(ts, stripe, true)),
       getEntryMeta: (ts, stripe = 0) => this.#guard(() => this.#getEntry(ts, stripe, false)),
       putEntry: (e, charge) => this.#guard(() => this.#putEntry(e, charge)),
@@ -484,10 +485,9 @@ class Transaction {
     if (state.index.length === 0) this.#newKeys++;
     this.#newEntries++;
     this.#written.set(entryId(e.ts, e.stripe), { ts: e.ts, stripe: e.stripe, entry: e });
-    // A copy of the timestamp: the request's is a view into its frame, and the key's state
-    // (kept in the state cache for as long as the key is used) would keep the whole frame,
-    // fragment included, alive through it.
-    const info: EntryInfo = { ts: { num: e.ts.num, writerId: e.ts.writerId.slice() }, stripe: e.stripe, bytes: charge.bytes };
+    // The key's state stays in the state cache while the key is used: it must not hold
+    // views into the request's frame (see `detached`).
+    const info: EntryInfo = { ts: detached(e.ts), stripe: e.stripe, bytes: charge.bytes };
     const index = [...state.index, info].sort((a, b) => compareTimestamps(a.ts, b.ts) || a.stripe - b.stripe);
     this.#setState({ ...state, owner: charge.owner, index });
     return true;
@@ -509,7 +509,7 @@ class Transaction {
     this.#newEntries -= doomed.length;
     if (index.length === 0) this.#newKeys--;
     this.#released.push({ owner: state.owner, bytes, keys: index.length === 0 ? 1 : 0 });
-    const collected = state.collected && compareTimestamps(state.collected, ts) > 0 ? state.collected : ts;
+    const collected = state.collected && compareTimestamps(state.collected, ts) > 0 ? state.collected : detached(ts);
     this.#setState({ ...state, index, collected });
   }
 }
