@@ -87,10 +87,26 @@ export class ByzantineServer {
 
   /** Replies to `request` from `from`, and requests of its own. */
   async receive(from: string, request: Request): Promise<Emitted[]> {
-    const emitted = await this.#act(this.behaviour, from, request);
+    const emitted = await this.#actWithLayout(from, request);
     // Colluding servers relaying each other's relays would flood the network forever;
     // requests of its own answer only what clients sent.
     return /^s\d+$/.test(from) ? emitted.filter((e) => 'reply' in e) : emitted;
+  }
+
+  /**
+   * A FILTER asking for no layout is answered as if it had asked for one (the lies look at
+   * the layout), and the layout then left out as asked, or sent regardless.
+   */
+  async #actWithLayout(from: string, req: Request): Promise<Emitted[]> {
+    if (req.type !== 'FILTER' || !req.withoutLayout) return this.#act(this.behaviour, from, req);
+    const { withoutLayout: _, ...full } = req;
+    const emitted = await this.#act(this.behaviour, from, full);
+    if (this.prng.chance(0.25)) return emitted;
+    return emitted.map((e) => {
+      if (!('reply' in e) || e.reply.type !== 'FILTER_ACK' || !e.reply.entry?.layout) return e;
+      const { layout: _layout, ...entry } = e.reply.entry;
+      return { ...e, reply: { ...e.reply, entry } };
+    });
   }
 
   #others(): string[] {

@@ -734,12 +734,14 @@ class PowerStore implements Store {
         p =
           s === result.stripe
             ? this.#openStripe(key, stored, result, { index: s, count })
-            : this.#read(key, { signal: options.signal, timeoutMs: options.timeoutMs }, { stripe: s, pinned: result.candidate! }).then(
-                ({ result: r }) => {
-                  if (r.stripe !== s || r.value === undefined) throw new Error(`stripe ${s} came back as stripe ${String(r.stripe)}`);
-                  return this.#openStripe(key, r.value, r, { index: s, count });
-                },
-              );
+            : this.#read(
+                key,
+                { signal: options.signal, timeoutMs: options.timeoutMs },
+                { stripe: s, pinned: result.candidate!, layout },
+              ).then(({ result: r }) => {
+                if (r.stripe !== s || r.value === undefined) throw new Error(`stripe ${s} came back as stripe ${String(r.stripe)}`);
+                return this.#openStripe(key, r.value, r, { index: s, count });
+              });
         // A prefetched stripe that fails is reported when it is pulled, not as an unhandled rejection.
         p.catch(() => {});
         fetched.set(s, p);

@@ -32,8 +32,9 @@ import {
 
 /** The only version this code speaks. Version 1 (MAC vectors) is refused. */
 export const WIRE_VERSION = 3;
-/** FILTER's flags byte: bit 0 asks for the entry's fragment; other bits are invalid. */
+/** FILTER's flags byte: bit 0 asks for the entry's fragment, bit 1 for no layout; other bits are invalid. */
 const FILTER_WANTS_FRAGMENT = 0x01;
+const FILTER_WITHOUT_LAYOUT = 0x02;
 /** FILTER_ACK's entry byte: no entry, the entry with its fragment, or its metadata only. */
 const ENTRY_NONE = 0;
 const ENTRY_WITH_FRAGMENT = 1;
@@ -95,7 +96,7 @@ export function encodeMessage(m: Message): Uint8Array {
       break;
     case 'FILTER':
       w.u32(m.stripe, 'stripe');
-      w.u8(m.fragment ? FILTER_WANTS_FRAGMENT : 0);
+      w.u8((m.fragment ? FILTER_WANTS_FRAGMENT : 0) | (m.withoutLayout ? FILTER_WITHOUT_LAYOUT : 0));
       if (m.candidates.length > MAX_SERVERS) throw new ProtocolError('INVALID_ARGUMENT', 'too many candidates');
       w.u8(m.candidates.length);
       for (const c of m.candidates) writeCandidate(w, c);
@@ -235,11 +236,15 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
     case 'FILTER': {
       const stripe = r.u32('stripe');
       const flags = r.u8('FILTER flags');
-      if ((flags & ~FILTER_WANTS_FRAGMENT) !== 0) ByteReader.invalid(`unknown FILTER flags 0x${flags.toString(16)}`);
+      if ((flags & ~(FILTER_WANTS_FRAGMENT | FILTER_WITHOUT_LAYOUT)) !== 0)
+        ByteReader.invalid(`unknown FILTER flags 0x${flags.toString(16)}`);
       const count = r.u8('candidate count');
       if (count > r.n) ByteReader.invalid(`${count} candidates, at most ${r.n}`);
       const candidates = Array.from({ length: count }, () => readCandidate(r));
-      return { type, key, opId, stripe, fragment: flags === FILTER_WANTS_FRAGMENT, candidates };
+      const fragment = (flags & FILTER_WANTS_FRAGMENT) !== 0;
+      return flags & FILTER_WITHOUT_LAYOUT
+        ? { type, key, opId, stripe, fragment, withoutLayout: true, candidates }
+        : { type, key, opId, stripe, fragment, candidates };
     }
     case 'LIST': {
       const after = r.string(MAX_KEY_LENGTH, 'after');

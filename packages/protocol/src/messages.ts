@@ -62,6 +62,12 @@ export interface FilterRequest extends Base {
    * others for the entry's metadata only (timestamp, cross-checksum, certificate).
    */
   readonly fragment: boolean;
+  /**
+   * Whether to leave the layout out of the answer: the reader already holds the layout of
+   * the version it asks for (a pinned read of a further stripe), so sending it again (32
+   * bytes per stripe) would be wasted.
+   */
+  readonly withoutLayout?: boolean;
   readonly candidates: readonly Candidate[];
 }
 

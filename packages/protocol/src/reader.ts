@@ -38,10 +38,10 @@ import { candidateId, certificateId, type Candidate } from './candidate.js';
 import type { CertificateVerifier } from './certificate.js';
 import { MAX_VALUE_LENGTH, quorum, type ClusterConfig } from './config.js';
 import { crossChecksumDigest, fragmentMatches } from './cross-checksum.js';
-import { entryCovered, MAX_STRIPES, type StripeLayout } from './stripes.js';
+import { entryCovered, layoutCovered, MAX_STRIPES, stripeMatches, type StripeLayout } from './stripes.js';
 import type { CryptoProvider } from './crypto.js';
 import { check, ProtocolError } from './errors.js';
-import type { ClientOperation, FilterAck, Outgoing, Reply, Step } from './messages.js';
+import type { ClientOperation, FilterAck, FilterRequest, Outgoing, Reply, Step } from './messages.js';
 import { Rejections } from './rejections.js';
 import { TS0, compareTimestamps, timestampsEqual, type Timestamp } from './timestamp.js';
 
@@ -96,6 +96,12 @@ export interface ReadTarget {
    * rather than moving on to a newer version, so a stream never mixes two versions.
    */
   readonly pinned?: Candidate;
+  /**
+   * The pinned version's layout, as the read that chose the version returned it (checked
+   * here against the pinned certificate): servers then answer without it, which saves 32
+   * bytes per stripe in every answer and the reader hashing them again.
+   */
+  readonly layout?: StripeLayout;
 }
 
 /** `W[i]`: server `i`'s FILTER answer, checked against its own certificate. */
@@ -140,6 +146,8 @@ export class ReadOperation implements ClientOperation<ReadResult> {
   #fellBack = false;
   readonly #stripe: number;
   readonly #pinned: Candidate | undefined;
+  /** The pinned version's layout, when the caller gave it. */
+  readonly #layout: StripeLayout | undefined;
 
   constructor(options: ReaderOptions, key: string, opId: number, target: ReadTarget = {}) {
     const { config, codec } = options;
@@ -151,6 +159,15 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     this.opId = opId;
     this.#stripe = stripe;
     this.#pinned = target.pinned;
+    if (target.layout) {
+      check(target.pinned !== undefined, 'a layout is given only with the pinned version it belongs to');
+      check(
+        layoutCovered(options.crypto, target.pinned.cert, target.layout),
+        "the layout must be the one the pinned version's certificate signs",
+      );
+      check(stripe < target.layout.digests.length, `stripe ${stripe} is past the layout's ${target.layout.digests.length} stripes`);
+    }
+    this.#layout = target.layout;
   }
 
   /** The round in progress. */
@@ -290,12 +307,23 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     for (let to = 0; to < this.options.config.n; to++) {
       if (this.#fragmentAsked.has(to)) continue;
       this.#fragmentAsked.add(to);
-      send.push({
-        to,
-        message: { type: 'FILTER', key: this.key, opId: this.opId, stripe: this.#stripe, fragment: true, candidates: this.#sent },
-      });
+      send.push({ to, message: this.#filterRequest(true) });
     }
     return send.length > 0 ? { send, supplement: true } : {};
+  }
+
+  /** This round's FILTER (its candidates as sent), asking for the fragment or not. */
+  #filterRequest(fragment: boolean): FilterRequest {
+    const { key, opId } = this;
+    return {
+      type: 'FILTER',
+      key,
+      opId,
+      stripe: this.#stripe,
+      fragment,
+      ...(this.#layout ? { withoutLayout: true } : {}),
+      candidates: this.#sent,
+    };
   }
 
   /** `invalid(c) ≜ |{i ∈ R : W[i].ts < c.ts}| ≥ n − t`: enough servers vouch nothing that high is valid. */
@@ -330,6 +358,11 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     if (!Number.isSafeInteger(valueLength) || valueLength < 0 || valueLength > MAX_VALUE_LENGTH) return false;
     if (entry.cc.hashes.length !== this.options.config.n) return false;
     if (entry.layout && stripe !== Math.min(this.#stripe, entry.layout.digests.length - 1)) return false;
+    // Answered without a layout, under the pinned certificate's digest: the one given (and
+    // checked against that digest) applies.
+    const known = this.#layout;
+    if (!entry.layout && known && !entry.cert.tombstone && bytesEqual(entry.cert.ccDigest, this.#pinned!.cert.ccDigest))
+      return stripe === this.#stripe && stripeMatches(this.options.crypto, known, stripe, entry.cc);
     return entryCovered(this.options.crypto, entry.cert, stripe, entry.cc, entry.layout);
   }
 
@@ -415,21 +448,7 @@ export class ReadOperation implements ClientOperation<ReadResult> {
       this.options.fragmentServers?.(this.opId, this.#rounds) ?? defaultFragmentServers(config.n, config.t, this.opId + this.#rounds);
     for (const i of chosen) if (Number.isInteger(i) && i >= 0 && i < config.n) this.#fragmentAsked.add(i);
     check(this.#fragmentAsked.size >= config.t + 1, `fragmentServers must name at least t + 1 = ${config.t + 1} distinct servers`);
-    const send: Outgoing[] = [];
-    for (let to = 0; to < config.n; to++) {
-      send.push({
-        to,
-        message: {
-          type: 'FILTER',
-          key: this.key,
-          opId: this.opId,
-          stripe: this.#stripe,
-          fragment: this.#fragmentAsked.has(to),
-          candidates,
-        },
-      });
-    }
-    return { send };
+    return { send: Array.from({ length: config.n }, (_, to) => ({ to, message: this.#filterRequest(this.#fragmentAsked.has(to)) })) };
   }
 
   /** FILTER's exit: `n − t` answers and a highest candidate that is safe, or C = ∅. */
@@ -444,7 +463,7 @@ export class ReadOperation implements ClientOperation<ReadResult> {
       const members = this.safeMembers(c);
       if (!members) continue;
       const first = this.answers.get(members[0]!)!;
-      const layout = first.entry!.layout;
+      const layout = first.entry!.layout ?? this.#layout;
       const striped = layout ? { stripe: first.stripe, layout } : {};
       return this.#finish({ value: this.#restore(members), ts: high, cert: c.cert, rounds, candidate: c, ...striped });
     }

@@ -432,7 +432,7 @@ export class Server {
     const { entry, stripe, newer } = await this.storage.withKey(req.key, async (record) => {
       if (!chv) return { entry: undefined, stripe: 0, newer: undefined };
       await this.writeBack(record, chv, req.key);
-      const found = await this.readStripe(record, ts, req.stripe, req.fragment);
+      const found = await this.readStripe(record, ts, req.stripe, req.fragment, !req.withoutLayout);
       return { ...found, newer: found.entry ? undefined : await this.newerThanCollected(record, ts) };
     });
     const reply: FilterAck = { type: 'FILTER_ACK', key: req.key, opId: req.opId, ts, stripe, entry };
@@ -441,14 +441,15 @@ export class Server {
 
   /**
    * What FILTER answers for `ts`: stripe `wanted` (the last one when the value has fewer),
-   * with the write certificate and layout from stripe 0. Asked for metadata only, no
-   * fragment is read.
+   * with the write certificate and (unless the reader has it) the layout from stripe 0.
+   * Asked for metadata only, no fragment is read.
    */
   protected async readStripe(
     record: KeyRecord,
     ts: Timestamp,
     wanted: number,
     withFragment: boolean,
+    withLayout = true,
   ): Promise<{ entry: FilterAck['entry']; stripe: number }> {
     const head = withFragment && wanted === 0 ? await record.getEntry(ts, 0) : await record.getEntryMeta(ts, 0);
     if (!head) return { entry: undefined, stripe: 0 };
@@ -458,7 +459,7 @@ export class Server {
     // A stripe missing under a stored stripe 0 means storage lost it: answer nothing rather than half.
     if (!part) return { entry: undefined, stripe };
     const fragment = withFragment ? (part as Partial<HistoryEntry>).fragment : undefined;
-    const entry = { cc: part.cc, cert: head.cert, ...(fragment ? { fragment } : {}), ...(layout ? { layout } : {}) };
+    const entry = { cc: part.cc, cert: head.cert, ...(fragment ? { fragment } : {}), ...(layout && withLayout ? { layout } : {}) };
     return { entry, stripe };
   }
 

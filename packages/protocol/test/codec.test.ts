@@ -159,18 +159,22 @@ describe('wire codec', () => {
     }
   });
 
-  it('FILTER says whether it wants the fragment, FILTER_ACK whether it carries one; other values are INVALID_FRAME', () => {
+  it('FILTER says whether it wants the fragment and the layout, FILTER_ACK whether it carries a fragment; other values are INVALID_FRAME', () => {
     const cc_ = { tombstone: false, valueLength: 10, hashes: hashes() };
     for (const fragment of [true, false]) {
-      const frame = encodeMessage({ type: 'FILTER', key: 'k', opId: 1, stripe: 0, fragment, candidates: [] });
-      expect(decodeMessage(frame, { n: N })).toMatchObject({ type: 'FILTER', fragment });
-      // The flags byte follows the 4-byte stripe, which is the last field before it that is 0 here.
-      const at = frame.length - 2;
-      expect(frame[at]).toBe(fragment ? 1 : 0);
-      for (const bit of [2, 0x80]) {
-        const bad = frame.slice();
-        bad[at]! |= bit;
-        expect(() => decodeMessage(bad, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
+      for (const withoutLayout of [true, false]) {
+        const frame = encodeMessage({ type: 'FILTER', key: 'k', opId: 1, stripe: 0, fragment, withoutLayout, candidates: [] });
+        const decoded = decodeMessage(frame, { n: N });
+        expect(decoded).toMatchObject({ type: 'FILTER', fragment });
+        expect(decoded.type === 'FILTER' && decoded.withoutLayout === true).toBe(withoutLayout);
+        // The flags byte follows the 4-byte stripe, which is the last field before it that is 0 here.
+        const at = frame.length - 2;
+        expect(frame[at]).toBe((fragment ? 1 : 0) | (withoutLayout ? 2 : 0));
+        for (const bit of [4, 0x80]) {
+          const bad = frame.slice();
+          bad[at]! |= bit;
+          expect(() => decodeMessage(bad, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
+        }
       }
     }
     const meta = encodeMessage({ type: 'FILTER_ACK', key: 'k', opId: 1, ts, stripe: 0, entry: { cc: cc_, cert } });

@@ -240,6 +240,58 @@ describe('striped values', () => {
     expect((await readStripe(kept, k2, 2, r.candidate)).value).toEqual(bytes(3 * S, 12).subarray(2 * S));
   });
 
+  it('a pinned read given the layout is answered without it, and checks each stripe against it', async () => {
+    const c = await makeCluster(1);
+    const key = own(c.owner, 'k');
+    const value = bytes(3 * S + 7, 20);
+    await c.write(key, striped(value));
+    const first = await readStripe(c, key, 0);
+    const layout = first.layout!;
+    const options = { config: c.config, crypto, codec: c.codec, verifier: c.verifier };
+    // A layout the pinned certificate does not sign is refused before anything is sent.
+    expect(
+      () =>
+        new ReadOperation(options, key, 1, {
+          stripe: 1,
+          pinned: first.candidate!,
+          layout: { ...layout, valueLength: layout.valueLength + 1 },
+        }),
+    ).toThrow(/the layout must be the one/);
+    expect(() => new ReadOperation(options, key, 1, { stripe: 1, layout })).toThrow(/only with the pinned version/);
+    // Server 0 is Byzantine: asked for a stripe without the layout, it answers with stripe 1
+    // (fragment included), labelled as that stripe or as the one asked for.
+    const handle = c.servers.map((s) => s.handle.bind(s));
+    let labelTruthfully = false;
+    const layouts: boolean[] = [];
+    c.servers.forEach((s, i) => {
+      s.handle = async (m) => {
+        const reply = i === 0 && m.type === 'FILTER' && m.withoutLayout ? await handle[i]!({ ...m, stripe: 1 }) : await handle[i]!(m);
+        if (reply.type !== 'FILTER_ACK') return reply;
+        if (i !== 0) layouts.push(reply.entry?.layout !== undefined);
+        return i === 0 && m.type === 'FILTER' && m.withoutLayout && !labelTruthfully ? { ...reply, stripe: m.stripe } : reply;
+      };
+    });
+    for (const truthful of [false, true]) {
+      labelTruthfully = truthful;
+      for (const stripe of [2, 3]) {
+        const caught: number[] = [];
+        // Server 0 among those asked for their fragment.
+        const op = new ReadOperation(
+          { ...options, fragmentServers: () => [0, 1], onEvidence: (server) => caught.push(server) },
+          key,
+          100 + stripe,
+          { stripe, pinned: first.candidate!, layout },
+        );
+        const r = await c.drive(op);
+        expect(r.value).toEqual(value.subarray(stripe * S, (stripe + 1) * S));
+        expect(r).toMatchObject({ stripe, layout });
+        expect(caught).toContain(0);
+      }
+    }
+    expect(layouts.length).toBeGreaterThan(0);
+    expect(layouts.every((had) => !had)).toBe(true);
+  });
+
   it('listing a striped value gives its whole length, which its certificate signs', async () => {
     const c = await makeCluster(1);
     const key = own(c.owner, 'big');
