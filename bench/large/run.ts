@@ -65,7 +65,7 @@ writeFileSync(join(out, `${values.out}.json`), JSON.stringify({ environment, res
 
 const servers = (peaks: readonly (number | undefined)[]) => peaks.map((p) => (p === undefined ? '?' : mib(p))).join(' / ');
 const row = (name: string, p: Phase) =>
-  `| ${name} | ${mib(p.bytes)} | ${p.seconds.toFixed(2)} | ${p.mbPerSecond.toFixed(1)} | ${mib(p.cliPeakRss)} | +${mib(p.cliPeakRssGrowth)} | ${servers(p.serverPeakRss)} |`;
+  `| ${name} | ${mib(p.bytes)} | ${p.seconds.toFixed(2)} | ${p.mbPerSecond.toFixed(1)} | ${mib(p.cliPeakRss)} | +${mib(p.cliPeakRssGrowth)} | ${servers(p.serverPeakRss)} | ${servers(p.serverPeakAnon)} |`;
 const md = [
   `# Large object through the CLI (\`pnpm bench:large --size ${values.size}\`)`,
   '',
@@ -76,10 +76,12 @@ const md = [
     `\`get --range\` of 1 MiB from byte ${result.rangeGet.start}. Times are each \`powerstore\` process's whole life ` +
     '(Node start-up, reading the cluster and identity files, connecting), as a user sees it; MB = 10⁶ bytes.',
   `CLI peak RSS is the process's own \`getrusage\` maximum; growth is over a CLI getting a 1-byte value (${mib(result.cliBaselineRss)} MiB).`,
-  `Server peak RSS is each server's VmHWM${result.serverPeaksPerPhase ? ', reset before each phase' : ' since it started (the kernel did not let it be reset)'}; before the put they held ${servers(result.serverRssBefore)} MiB.`,
+  `Server peak RSS is each server's VmHWM${result.serverPeaksPerPhase ? ', reset before each phase' : ' since it started (the kernel did not let it be reset)'}; before the put they held ${servers(result.serverRssBefore)} MiB. ` +
+    "VmHWM counts the pages of LevelDB's table files a server maps while reading them (the kernel's page cache, given back under memory pressure); " +
+    'server peak anon is the highest RssAnon sampled every 100 ms: the memory of its own.',
   '',
-  '| phase | MiB | s | MB/s | CLI peak RSS MiB | growth MiB | server peak RSS MiB (s1 / s2 / …) |',
-  '|---|---:|---:|---:|---:|---:|---|',
+  '| phase | MiB | s | MB/s | CLI peak RSS MiB | growth MiB | server peak RSS MiB (s1 / s2 / …) | server peak anon MiB |',
+  '|---|---:|---:|---:|---:|---:|---|---|',
   row('put', result.put),
   row('get', result.get),
   row('get --range (1 MiB)', result.rangeGet),

@@ -42,6 +42,11 @@ export interface Phase {
   readonly cliPeakRssGrowth: number;
   /** Each server's peak RSS during the phase (since start where the kernel does not let it be reset), in server order. */
   readonly serverPeakRss: readonly (number | undefined)[];
+  /**
+   * Each server's highest RssAnon seen (sampled every 100 ms) during the phase: its own
+   * memory, without the pages of LevelDB's table files it maps, which VmHWM counts too.
+   */
+  readonly serverPeakAnon: readonly (number | undefined)[];
   /** FILTER requests the servers handled during the phase (each stripe read asks `n` servers), when counted. */
   readonly filterRequests?: number;
 }
@@ -141,7 +146,20 @@ export async function largeTransfer(setup: LargeTransferSetup): Promise<LargeTra
     const phase = async (bytes: number, run: () => Promise<CliRun>, what: string): Promise<Phase> => {
       for (const pid of setup.serverPids) perPhase = resetPeakRss(pid) && perPhase;
       const filtersBefore = await setup.filterRequests?.();
-      const r = await run();
+      const anon = setup.serverPids.map((): number | undefined => undefined);
+      const sample = () =>
+        setup.serverPids.forEach((pid, i) => {
+          const now = procStatusBytes(pid, 'RssAnon');
+          if (now !== undefined) anon[i] = Math.max(anon[i] ?? 0, now);
+        });
+      const sampler = setInterval(sample, 100);
+      let r: CliRun;
+      try {
+        r = await run();
+      } finally {
+        clearInterval(sampler);
+      }
+      sample();
       if (r.code !== 0) throw new CliFailed(what, r);
       const filtersAfter = await setup.filterRequests?.();
       const phaseResult: Phase = {
@@ -152,6 +170,7 @@ export async function largeTransfer(setup: LargeTransferSetup): Promise<LargeTra
         cliPeakRss: r.peakRss!,
         cliPeakRssGrowth: r.peakRss! - cliBaselineRss,
         serverPeakRss: setup.serverPids.map((pid) => procStatusBytes(pid, 'VmHWM')),
+        serverPeakAnon: anon,
       };
       log(
         `${what}: ${phaseResult.seconds.toFixed(2)} s, ${phaseResult.mbPerSecond.toFixed(1)} MB/s, CLI peak RSS +${(phaseResult.cliPeakRssGrowth / 1048576).toFixed(1)} MiB`,

@@ -84,8 +84,11 @@ export async function runCli(args: readonly string[], options: CliRunOptions): P
   }
 }
 
-/** A process's `/proc/<pid>/status` field in bytes (VmHWM: peak RSS, VmRSS: current). */
-export function procStatusBytes(pid: number, field: 'VmHWM' | 'VmRSS'): number | undefined {
+/**
+ * A process's `/proc/<pid>/status` field in bytes (VmHWM: peak RSS, VmRSS: current,
+ * RssAnon: the part of it that is the process's own memory, not pages of mapped files).
+ */
+export function procStatusBytes(pid: number, field: 'VmHWM' | 'VmRSS' | 'RssAnon'): number | undefined {
   try {
     const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
     return m ? Number(m[1]) * 1024 : undefined;
