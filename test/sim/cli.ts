@@ -80,6 +80,8 @@ if (seed !== undefined && values.verbose) {
     ...(values.lists || mutant?.lists ? { lists: true } : {}),
     ...(values.stripes || mutant?.stripes ? { stripes: true } : {}),
     ...(mutant?.behaviours ? { behaviours: mutant.behaviours } : {}),
+    ...(mutant?.deleteRate !== undefined ? { deleteRate: mutant.deleteRate } : {}),
+    ...(mutant?.deleteRate !== undefined ? { deleteRate: mutant.deleteRate } : {}),
   });
   console.log(report.options);
   console.log(JSON.stringify({ ...report, history: report.history }, null, 1));
@@ -94,6 +96,7 @@ const result = await runBatch({
   ...(values.lists || mutant?.lists ? { lists: true } : {}),
   ...(values.stripes || mutant?.stripes ? { stripes: true } : {}),
   ...(mutant?.behaviours ? { behaviours: mutant.behaviours } : {}),
+  ...(mutant?.deleteRate !== undefined ? { deleteRate: mutant.deleteRate } : {}),
   onFailure(report, replay) {
     console.log(`FAIL seed ${report.seed} (t = ${report.t}): ${report.violations.join('; ')}`);
     if (report.options) console.log(report.options.replace(/^/gm, '  '));

@@ -21,6 +21,7 @@ export async function huntMutant(
           ...(mutant.lists ? { lists: true } : {}),
           ...(mutant.stripes ? { stripes: true } : {}),
           ...(mutant.behaviours ? { behaviours: mutant.behaviours } : {}),
+          ...(mutant.deleteRate !== undefined ? { deleteRate: mutant.deleteRate } : {}),
         })
       ).violations;
     } catch (err) {

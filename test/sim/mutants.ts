@@ -57,6 +57,8 @@ export interface Mutant {
   readonly stripes?: boolean;
   /** Byzantine servers draw only these behaviours (the lie the mutant falls for is rare among all of them). */
   readonly behaviours?: readonly Behaviour[];
+  /** Chance an operation is a delete, instead of the usual (a mutant that breaks what deletes do). */
+  readonly deleteRate?: number;
 }
 
 /** FILTER answers without writing the candidate back to `lc`. */
@@ -297,6 +299,8 @@ export const MUTANTS: readonly Mutant[] = [
     name: 'gc-delete-by-own-entry',
     description: "garbage collection learns that lc is a delete from its own entry, not lc's certificate",
     protocol: withServer((o) => new DeleteByOwnEntry(o)),
+    // It shows only when a correct server learns of a delete it never received the STORE of.
+    deleteRate: 0.5,
   },
   {
     name: 'gc-collects-pending',

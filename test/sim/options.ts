@@ -80,7 +80,15 @@ export function drawOptions(
     behaviours,
     attacks,
     contention,
-  }: { t: number; hostile: boolean; behaviours?: readonly Behaviour[]; attacks?: readonly Attack[]; contention?: boolean },
+    deleteRate,
+  }: {
+    t: number;
+    hostile: boolean;
+    behaviours?: readonly Behaviour[];
+    attacks?: readonly Attack[];
+    contention?: boolean;
+    deleteRate?: number;
+  },
 ): SimulationOptions {
   const network: NetworkOptions = {
     farLinkRate: prng.chance(0.5) ? 0.15 : 0.05,
@@ -110,7 +118,7 @@ export function drawOptions(
         readers: prng.range(2, 4),
         opsPerClient: [4, 7],
         overlapRate: 0.8,
-        deleteRate: 0.1,
+        deleteRate: deleteRate ?? 0.1,
         maxOverlap: 4,
         contention: true,
       }
@@ -120,7 +128,7 @@ export function drawOptions(
         readers: prng.range(2, 4),
         opsPerClient: [2, 4],
         overlapRate: prng.chance(0.6) ? 0.5 : 0,
-        deleteRate: 0.2,
+        deleteRate: deleteRate ?? 0.2,
         maxOverlap: 3,
         contention: false,
       };

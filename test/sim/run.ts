@@ -20,6 +20,8 @@ export interface BatchOptions {
   readonly stripes?: boolean;
   /** Byzantine servers draw only these behaviours (a mutant's focus). */
   readonly behaviours?: readonly Behaviour[];
+  /** Chance an operation is a delete, instead of the usual (a mutant that breaks what deletes do). */
+  readonly deleteRate?: number;
   /** Stop at the first failure (mutant hunting). */
   readonly stopOnFailure?: boolean;
   readonly mutant?: string;
@@ -106,6 +108,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
         ...(options.lists ? { lists: true } : {}),
         ...(options.stripes ? { stripes: true } : {}),
         ...(options.behaviours ? { behaviours: options.behaviours } : {}),
+        ...(options.deleteRate !== undefined ? { deleteRate: options.deleteRate } : {}),
       });
     } catch (err) {
       // A crash of the simulated protocol is a failure of that seed, not of the batch.

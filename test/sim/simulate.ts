@@ -64,6 +64,8 @@ export interface SimOptions {
   readonly hostile?: boolean;
   /** Draw Byzantine behaviours only from these (to focus a hunt on one attack). */
   readonly behaviours?: readonly Behaviour[];
+  /** Chance an operation is a delete, instead of the usual (a mutant that breaks what deletes do). */
+  readonly deleteRate?: number;
   /** Draw hostile attacks only from these. */
   readonly attacks?: readonly Attack[];
   /** Force heavy write contention on one key (otherwise drawn for some seeds). */
@@ -227,6 +229,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     ...(options.behaviours ? { behaviours: options.behaviours } : {}),
     ...(options.attacks ? { attacks: options.attacks } : {}),
     ...(options.contention !== undefined ? { contention: options.contention } : {}),
+    ...(options.deleteRate !== undefined ? { deleteRate: options.deleteRate } : {}),
   });
   const network = new Network(prng.fork(), opts.network);
   const advRng = prng.fork();
