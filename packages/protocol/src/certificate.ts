@@ -67,49 +67,28 @@ export type StoreProof = readonly StoreReceipt[];
 
 const NO_GRANT = new Uint8Array(HASH_LENGTH);
 
-/** The bytes a writer signs. */
+/**
+ * The bytes a writer signs: the write certificate's, or with `stripe` ≥ 1 the **stripe
+ * certificate** of that stripe of a striped write, sent before the write certificate
+ * exists: the same fields under another domain, with the stripe index, and `ccDigest` the
+ * stripe's own cross-checksum digest. A stripe certificate lets a server check the
+ * stripe's authority and charge its owner; it never makes a candidate valid.
+ */
 export function certificateMessage(
   crypto: CryptoProvider,
   clusterId: Uint8Array,
   key: string,
   ts: Timestamp,
   cert: Omit<WriteCertificate, 'signature'>,
+  stripe = 0,
 ): Uint8Array {
   return concatBytes(
-    ...domain(DOMAIN.certificate),
+    ...domain(stripe > 0 ? DOMAIN.stripeCertificate : DOMAIN.certificate),
     ...lengthPrefixed(clusterId),
     ...keyField(key),
     u64(ts.num),
     ts.writerId,
-    cert.nonceHash,
-    cert.ccDigest,
-    Uint8Array.of(cert.tombstone ? 1 : 0),
-    cert.signer,
-    cert.grant ? grantDigest(crypto, cert.grant) : NO_GRANT,
-  );
-}
-
-/**
- * The bytes a writer signs for stripe `stripe` (≥ 1) of a striped write, sent before the
- * write certificate exists: the same fields, under another domain and with the stripe
- * index, with `ccDigest` the stripe's own cross-checksum digest. It lets a server check the
- * stripe's authority and charge its owner; it never makes a candidate valid.
- */
-export function stripeCertificateMessage(
-  crypto: CryptoProvider,
-  clusterId: Uint8Array,
-  key: string,
-  ts: Timestamp,
-  stripe: number,
-  cert: Omit<WriteCertificate, 'signature'>,
-): Uint8Array {
-  return concatBytes(
-    ...domain(DOMAIN.stripeCertificate),
-    ...lengthPrefixed(clusterId),
-    ...keyField(key),
-    u64(ts.num),
-    ts.writerId,
-    u32(stripe),
+    ...(stripe > 0 ? [u32(stripe)] : []),
     cert.nonceHash,
     cert.ccDigest,
     Uint8Array.of(cert.tombstone ? 1 : 0),
@@ -151,7 +130,7 @@ export function receiptMessage(
   );
 }
 
-/** Signs a write certificate (`stripe` ≥ 1: a stripe certificate, see {@link stripeCertificateMessage}). */
+/** Signs a write certificate (`stripe` ≥ 1: a stripe certificate, see {@link certificateMessage}). */
 export async function signCertificate(
   crypto: CryptoProvider,
   clusterId: Uint8Array,
@@ -173,10 +152,7 @@ export async function signCertificate(
     signer: signer.publicKey,
     grant: write.grant,
   };
-  const message = write.stripe
-    ? stripeCertificateMessage(crypto, clusterId, write.key, write.ts, write.stripe, unsigned)
-    : certificateMessage(crypto, clusterId, write.key, write.ts, unsigned);
-  return { ...unsigned, signature: await signer.sign(message) };
+  return { ...unsigned, signature: await signer.sign(certificateMessage(crypto, clusterId, write.key, write.ts, unsigned, write.stripe)) };
 }
 
 /**
@@ -278,11 +254,7 @@ export class CertificateVerifier {
     if (cert.grant && !(await this.#verify(cert.grant.issuer, grantMessage(this.#cluster.id, cert.grant), cert.grant.signature))) {
       return { ok: false, code: 'UNAUTHENTICATED', reason: "the grant's signature does not verify" };
     }
-    const message =
-      stripe > 0
-        ? stripeCertificateMessage(crypto, this.#cluster.id, key, ts, stripe, cert)
-        : certificateMessage(crypto, this.#cluster.id, key, ts, cert);
-    if (!(await this.#verify(cert.signer, message, cert.signature))) {
+    if (!(await this.#verify(cert.signer, certificateMessage(crypto, this.#cluster.id, key, ts, cert, stripe), cert.signature))) {
       return { ok: false, code: 'UNAUTHENTICATED', reason: `the ${stripe > 0 ? 'stripe ' : ''}certificate's signature does not verify` };
     }
     return OK;
