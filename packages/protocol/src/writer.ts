@@ -5,9 +5,9 @@
  */
 import type { ErasureCodec } from '@powerstore/erasure';
 import { NONCE_LENGTH, type Candidate } from './candidate.js';
-import { authorityProblem, CertificateVerifier, certificateMessage, signCertificate } from './certificate.js';
+import { authorityProblem, CertificateVerifier, certificateMessage, signCertificate, type WriteCertificate } from './certificate.js';
 import { MAX_VALUE_LENGTH, quorum, type ClusterConfig } from './config.js';
-import { computeCrossChecksum, crossChecksumDigest } from './cross-checksum.js';
+import { computeCrossChecksum, crossChecksumDigest, type CrossChecksum } from './cross-checksum.js';
 import { nonceHash, type CryptoProvider, type Signer } from './crypto.js';
 import { check, ProtocolError } from './errors.js';
 import { layoutDigest, MAX_STRIPE_SIZE, MAX_STRIPES, MIN_STRIPE_SIZE, type StripeLayout } from './stripes.js';
@@ -363,7 +363,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
 
   /** Stores stripe `index` ≥ 1 under its stripe certificate. */
   async #sendStripe(index: number, bytes: Uint8Array): Promise<Step<WriteResult>> {
-    const { crypto, codec, config, session } = this.options;
+    const { crypto, codec, session } = this.options;
     const striping = this.#striping!;
     check(index < MAX_STRIPES, `a value has at most ${MAX_STRIPES} stripes`);
     const fragments = codec.encode(bytes);
@@ -382,14 +382,22 @@ export class WriteOperation implements ClientOperation<WriteResult> {
     striping.current = index;
     striping.length += bytes.length;
     this.#nextRound('stripes');
-    const send: Outgoing[] = [];
-    for (let i = 0; i < config.n; i++) {
-      send.push({
-        to: i,
-        message: { type: 'STORE', key: this.key, opId: this.opId, ts: striping.ts, stripe: index, fragment: fragments[i]!, cc, cert },
-      });
-    }
-    return { send };
+    return { send: this.#stores(striping.ts, index, fragments, cc, cert, undefined) };
+  }
+
+  /** One STORE per server, each with its own fragment. */
+  #stores(
+    ts: Timestamp,
+    stripe: number,
+    fragments: readonly Uint8Array[],
+    cc: CrossChecksum,
+    cert: WriteCertificate,
+    layout: StripeLayout | undefined,
+  ): Outgoing[] {
+    return Array.from({ length: this.options.config.n }, (_, i) => {
+      const message = { type: 'STORE', key: this.key, opId: this.opId, ts, stripe, fragment: fragments[i]!, cc, cert } as const;
+      return { to: i, message: layout ? { ...message, layout } : message };
+    });
   }
 
   /** Stripe `current` is on `n − t` servers: send the next, or stripe 0 with the layout after the last. */
@@ -402,7 +410,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
   }
 
   async #store(bytes: Uint8Array = this.#value.kind === 'value' ? this.#value.value : new Uint8Array(0)): Promise<Step<WriteResult>> {
-    const { crypto, codec, config, session } = this.options;
+    const { crypto, codec, session } = this.options;
     const striping = this.#striping;
     const { ts, nonce } = striping ?? this.#fresh();
     this.#total = striping ? striping.length : bytes.length;
@@ -425,12 +433,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
     session.verifier.signed(session.signer.publicKey, certificateMessage(crypto, session.cluster.id, this.key, ts, cert), cert.signature);
     this.#candidate = { ts, nonce, cert, proof: [] };
     this.#nextRound('store');
-    const send: Outgoing[] = [];
-    for (let i = 0; i < config.n; i++) {
-      const message = { type: 'STORE', key: this.key, opId: this.opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert } as const;
-      send.push({ to: i, message: layout ? { ...message, layout } : message });
-    }
-    return { send };
+    return { send: this.#stores(ts, 0, fragments, cc, cert, layout) };
   }
 
   /**
