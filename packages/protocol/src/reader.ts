@@ -281,7 +281,7 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     return reply.type === 'FILTER_ACK' && this.#fragmentAsked.has(from) && this.answers.get(from)?.fragmentOk === false;
   }
 
-  /** Whether `w` carries a verified fragment of the highest candidate in C (trivially, when C is empty). */
+  /** A pinned read's end when its version is gone: `VALUE_CHANGED`. */
   #changed(): Step<ReadResult> {
     this.#phase = 'done';
     return {
@@ -292,6 +292,7 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     };
   }
 
+  /** Whether `w` carries a verified fragment of the highest candidate in C (trivially, when C is empty). */
   #servesHighest(w: FilterAnswer): boolean {
     let high: Candidate | undefined;
     for (const c of this.candidates.values()) if (!high || compareTimestamps(c.ts, high.ts) > 0) high = c;
