@@ -39,6 +39,7 @@ import {
   type Outgoing,
   type ReadResult,
   type ReadTarget,
+  type StripeLayout,
   type StripeSource,
   type Reply,
   type Step,
@@ -217,7 +218,8 @@ export const STRIPE_BYTES = 2 * 1024 * 1024;
 /** How a key's values are stored: the envelope's bytes per stripe, and the function that seals a stripe. */
 interface Sealer {
   readonly overhead: number;
-  seal(value: Uint8Array, position: StripePosition): Promise<Uint8Array>;
+  /** Seals `value`: one stripe of a streamed value at `position`, or (without) a value written whole. */
+  seal(value: Uint8Array, position?: StripePosition): Promise<Uint8Array>;
 }
 
 /** Options of `share`. */
@@ -570,7 +572,7 @@ class PowerStore implements Store {
   async #seal(key: string, value: Uint8Array, options: PutOptions | undefined): Promise<Uint8Array> {
     if (options?.raw && options.public) throw invalid('put: { raw } and { public } exclude each other');
     if (options?.raw) return value;
-    return (await this.#sealer(key, options)).seal(value, { nonce: writeNonce(), index: 0, last: true });
+    return (await this.#sealer(key, options)).seal(value);
   }
 
   /** How values of `key` are stored: the envelope's overhead per stripe and the function that makes it. */
@@ -723,7 +725,7 @@ class PowerStore implements Store {
     const count = layout.digests.length;
     const overhead = this.#overheadOf(key, stored);
     const perStripe = layout.stripeSize - overhead;
-    const size = layout.valueLength - count * overhead;
+    const size = stripedSize(layout, overhead);
     const { start, end } = clampRange(options.range, size);
     const firstStripe = Math.floor(start / perStripe);
     const lastStripe = end > start ? Math.floor((end - 1) / perStripe) : firstStripe - 1;
@@ -854,7 +856,7 @@ class PowerStore implements Store {
         result.value === undefined
           ? 0
           : result.layout
-            ? result.layout.valueLength - result.layout.digests.length * this.#overheadOf(key, result.value)
+            ? stripedSize(result.layout, this.#overheadOf(key, result.value))
             : envelope
               ? plaintextSize(result.value, envelope)
               : result.value.length,
@@ -1359,6 +1361,11 @@ function parseCapabilities(capabilities: unknown): Capability[] {
       throw invalidInput('capabilities', `capabilities[${i}]: ${(err as Error).message}`);
     }
   });
+}
+
+/** Plaintext bytes of a striped value whose stripes each carry an envelope of `overhead` bytes. */
+function stripedSize(layout: StripeLayout, overhead: number): number {
+  return layout.valueLength - layout.digests.length * overhead;
 }
 
 /** A lone surrogate, which UTF-8 cannot carry: it would reach the servers as U+FFFD, another key. */
