@@ -21,7 +21,7 @@ import { CertificateVerifier, receiptMessage, type CertificateCheck, type StoreP
 import { decodeHeader, decodeMessage, encodeMessage, listEntryBytes } from './codec.js';
 import type { ClusterConfig } from './config.js';
 import { crossChecksumDigest, fragmentMatches } from './cross-checksum.js';
-import type { CryptoProvider, Signer } from './crypto.js';
+import { SIGNATURE_LENGTH, type CryptoProvider, type Signer } from './crypto.js';
 import { check, ProtocolError, type ProtocolErrorCode } from './errors.js';
 import type { ClusterIdentity } from './grant.js';
 import {
@@ -592,7 +592,7 @@ export function entryMetaEqual(a: EntryMeta, b: EntryMeta): boolean {
 }
 
 /** The receipt field of a stripe's acknowledgement: stripes earn no receipt. */
-const NO_RECEIPT = new Uint8Array(64);
+const NO_RECEIPT = new Uint8Array(SIGNATURE_LENGTH);
 
 /** One index entry per write (its first stripe), oldest first. */
 function writesOf(index: readonly EntryInfo[]): EntryInfo[] {
