@@ -299,7 +299,7 @@ export class ByzantineServer {
   async #stale(req: Request, honest: () => Promise<Reply>): Promise<Reply> {
     switch (req.type) {
       case 'CLOCK':
-        return { type: 'CLOCK_ACK', key: req.key, opId: req.opId, candidate: this.#firstLc.get(req.key) };
+        return { type: 'CLOCK_ACK', key: req.key, opId: req.opId, candidate: this.#firstLc.get(req.key), pending: 0 };
       case 'COLLECT':
         return { type: 'COLLECT_ACK', key: req.key, opId: req.opId, candidate: this.#firstLc.get(req.key) };
       case 'FILTER':

@@ -16,7 +16,7 @@ import {
   timestampKey,
   timestampsEqual,
   type Candidate,
-  type EntryInfo,
+  type WriteInfo,
   type FilterAck,
   type StripeLayout,
   type CertificateCheck,
@@ -132,14 +132,14 @@ class GrantExpiryIgnored extends Server {
 
 /** Garbage collection deletes `lc`'s own entry too. */
 class CollectsLc extends Server {
-  protected override collectable(index: readonly EntryInfo[], lc: Candidate): EntryInfo[] {
+  protected override collectable(index: readonly WriteInfo[], lc: Candidate): WriteInfo[] {
     return [...super.collectable(index, lc), ...index.filter((e) => timestampsEqual(e.ts, lc.ts))];
   }
 }
 
 /** Garbage collection deletes entries above `lc` (writes under way) too. */
 class CollectsPending extends Server {
-  protected override collectable(index: readonly EntryInfo[], lc: Candidate): EntryInfo[] {
+  protected override collectable(index: readonly WriteInfo[], lc: Candidate): WriteInfo[] {
     return [...super.collectable(index, lc), ...index.filter((e) => compareTimestamps(e.ts, lc.ts) > 0)];
   }
 }
@@ -150,14 +150,14 @@ class CollectsPending extends Server {
  * versions, the deleted value among them.
  */
 class DeleteByOwnEntry extends Server {
-  protected override collectable(index: readonly EntryInfo[], lc: Candidate): EntryInfo[] {
+  protected override collectable(index: readonly WriteInfo[], lc: Candidate): WriteInfo[] {
     const own = this.#own.get(timestampKey(lc.ts));
     return super.collectable(index, { ...lc, cert: { ...lc.cert, tombstone: own ?? false } });
   }
   readonly #own = new Map<string, boolean>();
-  protected override async storeEntry(record: KeyRecord, key: string, entry: HistoryEntry): Promise<void> {
+  protected override async storeEntry(record: KeyRecord, key: string, entry: HistoryEntry, basis?: Candidate): Promise<void> {
     this.#own.set(timestampKey(entry.ts), entry.cc.tombstone);
-    return super.storeEntry(record, key, entry);
+    return super.storeEntry(record, key, entry, basis);
   }
 }
 
@@ -213,16 +213,16 @@ class TrustingClock extends WriteOperation {
 
 /** CLOCK reuses the highest timestamp's `num` instead of incrementing it. */
 class NoIncrement extends WriteOperation {
-  protected override nextNum(highest: Timestamp): number {
-    return super.nextNum({ ...highest, num: Math.max(0, highest.num - 1) });
+  protected override nextNum(highest: Timestamp, pending: number): number {
+    return super.nextNum({ ...highest, num: Math.max(0, highest.num - 1) }, Math.max(0, pending - 1));
   }
 }
 
 /** The session's in-flight bookkeeping is ignored: concurrent writes of one key may share a timestamp. */
 class ReusesTimestamp extends WriteOperation {
-  protected override nextNum(highest: Timestamp): number {
-    super.nextNum(highest);
-    return highest.num + 1;
+  protected override nextNum(highest: Timestamp, pending: number): number {
+    super.nextNum(highest, pending);
+    return this.jumpTarget(highest, pending) + 1;
   }
 }
 

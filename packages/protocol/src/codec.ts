@@ -1,5 +1,5 @@
 /**
- * Binary wire format, version 2: the one module that owns what a frame looks like.
+ * Binary wire format, version 4: the one module that owns what a frame looks like.
  * `version u8 | type u8 | key (u16 length + UTF-8) | opId u64 | body`; integers are
  * big-endian, variable fields are length-prefixed, and every length and count is bounded
  * before use (`wire.ts`). The decoder returns fragments as views into the frame.
@@ -30,8 +30,12 @@ import {
   writeTs,
 } from './wire.js';
 
-/** The only version this code speaks. Version 1 (MAC vectors) is refused. */
-export const WIRE_VERSION = 3;
+/**
+ * The only version this code speaks. Version 4 added the pending number to CLOCK_ACK and
+ * the basis to STORE (the timestamp window, `window.ts`); 3 (stripes), 2 and 1 (MAC
+ * vectors) are refused.
+ */
+export const WIRE_VERSION = 4;
 /** FILTER's flags byte: bit 0 asks for the entry's fragment, bit 1 for no layout; other bits are invalid. */
 const FILTER_WANTS_FRAGMENT = 0x01;
 const FILTER_WITHOUT_LAYOUT = 0x02;
@@ -90,6 +94,7 @@ export function encodeMessage(m: Message): Uint8Array {
       writeCc(w, m.cc);
       writeCert(w, m.cert);
       writeOptionalLayout(w, m.layout);
+      writeOptionalCandidate(w, m.basis);
       break;
     case 'COMPLETE':
       writeCandidate(w, m.candidate);
@@ -109,6 +114,9 @@ export function encodeMessage(m: Message): Uint8Array {
       w.u16(m.limit);
       break;
     case 'CLOCK_ACK':
+      writeOptionalCandidate(w, m.candidate);
+      w.u64(m.pending, 'pending timestamp num');
+      break;
     case 'COLLECT_ACK':
       writeOptionalCandidate(w, m.candidate);
       break;
@@ -229,7 +237,8 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
       const cc = readCc(r);
       const cert = readCert(r);
       const layout = readOptionalLayout(r);
-      return layout ? { type, key, opId, ts, stripe, fragment, cc, cert, layout } : { type, key, opId, ts, stripe, fragment, cc, cert };
+      const basis = readOptionalCandidate(r);
+      return { type, key, opId, ts, stripe, fragment, cc, cert, ...(layout ? { layout } : {}), ...(basis ? { basis } : {}) };
     }
     case 'COMPLETE':
       return { type, key, opId, candidate: readCandidate(r) };
@@ -253,6 +262,7 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
       return { type, key, opId, after, limit };
     }
     case 'CLOCK_ACK':
+      return { type, key, opId, candidate: readOptionalCandidate(r), pending: r.u64('pending timestamp num') };
     case 'COLLECT_ACK':
       return { type, key, opId, candidate: readOptionalCandidate(r) };
     case 'LIST_ACK': {

@@ -133,7 +133,8 @@ export {
   encodeKeyRecord,
   historyEntryBytes,
   RECORD_VERSION,
-  type EntryInfo,
+  entriesOf,
+  type WriteInfo,
   type EntryMeta,
   type KeyState,
 } from './record.js';
@@ -175,3 +176,4 @@ export {
   type StripeSource,
   type WriteValue,
 } from './writer.js';
+export { jumpTarget, TIMESTAMP_WINDOW, windowTop, writerRank, type WriterRank } from './window.js';

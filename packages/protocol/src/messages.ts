@@ -43,6 +43,13 @@ export interface ClockRequest extends Base {
 /** Writer round 2: store fragment `i`, the cross-checksum and the signed certificate. */
 export interface StoreRequest extends Base, HistoryEntry {
   readonly type: 'STORE';
+  /**
+   * The valid candidate the writer's timestamp is based on (the highest its CLOCK saw),
+   * for a server whose CLOCK answer was lower or missing: it is written back before the
+   * timestamp window is checked (`window.ts`), so a server that missed completed writes
+   * does not refuse a timestamp that is in the window of everyone else.
+   */
+  readonly basis?: Candidate;
 }
 /** Writer round 3: reveal the nonce. */
 export interface CompleteRequest extends Base {
@@ -85,6 +92,12 @@ export interface ListRequest extends Base {
 export interface ClockAck extends Base {
   readonly type: 'CLOCK_ACK';
   readonly candidate: Candidate | undefined;
+  /**
+   * The highest timestamp number of a write this server holds above `lc` (a write under way,
+   * or stripes of an upload), 0 if none: what an owner's or the admin's write jumps over
+   * (`window.ts`). Unverifiable, so writers clamp it.
+   */
+  readonly pending: number;
 }
 /** The STORE for `ts` is durable; `receipt` is the server's signature saying so (see `receiptMessage`). */
 export interface StoreAck extends Base {

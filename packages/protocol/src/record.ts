@@ -10,7 +10,7 @@ import { MAX_KEY_LENGTH } from './codec.js';
 import { MAX_VALUE_LENGTH } from './config.js';
 import { ProtocolError } from './errors.js';
 import type { HistoryEntry } from './messages.js';
-import type { Timestamp } from './timestamp.js';
+import { timestampsEqual, type Timestamp } from './timestamp.js';
 import {
   ByteReader,
   ByteWriter,
@@ -28,25 +28,46 @@ import {
 } from './wire.js';
 
 /**
- * Version of the record layouts below. Version 4 added stripes (the entry index names each
- * entry's stripe, and an entry record may hold a stripe layout); version 3 records are
- * read as values of one stripe. Version 1 (no entry index) and 2 (fragment inside the
- * entry record) are refused.
+ * Version of the record layouts below. Version 5 indexes a key's *writes* (one index entry
+ * per timestamp, however many stripes it has) instead of every stripe, so storing one more
+ * stripe never rewrites an index that grows with the value; version 4 added stripes (the
+ * entry index names each entry's stripe, and an entry record may hold a stripe layout),
+ * and its key records, like version 3's (values of one stripe), are still read. Version 1
+ * (no entry index) and 2 (fragment inside the entry record) are refused.
  */
-export const RECORD_VERSION = 4;
+export const RECORD_VERSION = 5;
 /** The oldest record version still read. */
 const OLDEST_READ = 3;
 
 /** A history entry without its fragment: everything a server checks without reading the bytes. */
 export type EntryMeta = Omit<HistoryEntry, 'fragment'>;
 
-/** What the key's record says about one stored history entry, so no entry is read to list them. */
-export interface EntryInfo {
+/**
+ * What the key's record says about one write stored here (every stripe of one timestamp),
+ * so nothing is read to list, charge, bound or collect a key's writes.
+ */
+export interface WriteInfo {
   readonly ts: Timestamp;
-  /** The stripe (0 for a value of one stripe). */
-  readonly stripe: number;
-  /** Bytes charged for it (see {@link historyEntryBytes}). */
+  /**
+   * Stripe 0 is stored: the write certificate (and, for a striped value, the layout). Only
+   * a write with its head can have earned receipts, so only such a write can ever complete.
+   */
+  readonly head: boolean;
+  /** The write is a delete (a tombstone holds no value, so it takes no key-quota slot). */
+  readonly tombstone: boolean;
+  /** Stripes ≥ 1 stored. */
+  readonly stripes: number;
+  /** The highest stripe index stored (0 when only the head is). */
+  readonly top: number;
+  /** The stripe ≥ 1 shorter than the smallest stripe size, which must be the last; 0 if none is stored. */
+  readonly short: number;
+  /** Bytes charged for all of it (see {@link historyEntryBytes}). */
   readonly bytes: number;
+}
+
+/** History entries (stripes) a write's index entry stands for. */
+export function entriesOf(w: WriteInfo): number {
+  return (w.head ? 1 : 0) + w.stripes;
 }
 
 /** What a server keeps per key besides the history entries. */
@@ -55,8 +76,8 @@ export interface KeyState {
   readonly lc: Candidate | undefined;
   /** The owner the key's entries are charged to (set by the first STORE). */
   readonly owner: string;
-  /** The history entries stored, oldest first. */
-  readonly index: readonly EntryInfo[];
+  /** The writes stored, oldest first, one per timestamp. */
+  readonly index: readonly WriteInfo[];
   /**
    * The highest timestamp whose entry was collected (garbage): a STORE at or below it is
    * never stored again, so a collected timestamp cannot be given other content.
@@ -113,6 +134,10 @@ export function decodeEntryMetaRecord(raw: Uint8Array, n: number): { key: string
   return { key, meta: layout ? { ts, stripe, cc, cert, layout } : { ts, stripe, cc, cert }, fragmentLength };
 }
 
+/** {@link WriteInfo.head} and {@link WriteInfo.tombstone} in a key record's index. */
+const INDEX_HEAD = 0x01;
+const INDEX_TOMBSTONE = 0x02;
+
 /** A key's state as bytes. */
 export function encodeKeyRecord(key: string, s: KeyState): Uint8Array {
   const w = new ByteWriter();
@@ -121,16 +146,19 @@ export function encodeKeyRecord(key: string, s: KeyState): Uint8Array {
   writeOptionalCandidate(w, s.lc);
   w.u8(s.collected ? 1 : 0);
   if (s.collected) writeTs(w, s.collected);
-  w.u32(s.index.length, 'entries');
+  w.u32(s.index.length, 'writes');
   for (const e of s.index) {
     writeTs(w, e.ts);
-    w.u32(e.stripe, 'stripe');
-    w.u64(e.bytes, 'entry bytes');
+    w.u8((e.head ? INDEX_HEAD : 0) | (e.tombstone ? INDEX_TOMBSTONE : 0));
+    w.u32(e.stripes, 'stripes');
+    w.u32(e.top, 'top stripe');
+    w.u32(e.short, 'short stripe');
+    w.u64(e.bytes, 'write bytes');
   }
   return w.finish();
 }
 
-/** Reads {@link encodeKeyRecord}. */
+/** Reads {@link encodeKeyRecord}, and the per-stripe indexes of versions 3 and 4. */
 export function decodeKeyRecord(raw: Uint8Array, n: number): { key: string; state: KeyState } {
   const { r, key, version } = readHeader(raw, n);
   const owner = r.string(64, 'owner');
@@ -139,11 +167,33 @@ export function decodeKeyRecord(raw: Uint8Array, n: number): { key: string; stat
   const count = r.u32('entries');
   // Each entry takes at least 8 + 32 + 8 bytes: a count the record cannot hold is corrupt.
   if (count > r.remaining / 48) ByteReader.invalid(`key record claims ${count} entries`);
-  const index: EntryInfo[] = [];
+  const index: WriteInfo[] = [];
   for (let i = 0; i < count; i++) {
     const ts = readTs(r);
+    if (version >= 5) {
+      const flags = r.u8('index flags');
+      if ((flags & ~(INDEX_HEAD | INDEX_TOMBSTONE)) !== 0) ByteReader.invalid(`unknown index flags 0x${flags.toString(16)}`);
+      const stripes = r.u32('stripes');
+      const top = r.u32('top stripe');
+      const short = r.u32('short stripe');
+      const bytes = r.u64('write bytes');
+      index.push({ ts, head: (flags & INDEX_HEAD) !== 0, tombstone: (flags & INDEX_TOMBSTONE) !== 0, stripes, top, short, bytes });
+      continue;
+    }
+    // Versions 3 and 4: one entry per stripe, in timestamp then stripe order; merged per write.
+    // They do not say whether a write is a delete: such a write keeps its key-quota slot.
     const stripe = version >= 4 ? r.u32('stripe') : 0;
-    index.push({ ts, stripe, bytes: r.u64('entry bytes') });
+    const bytes = r.u64('entry bytes');
+    const last = index.at(-1);
+    const w =
+      last && timestampsEqual(last.ts, ts) ? index.pop()! : { ts, head: false, tombstone: false, stripes: 0, top: 0, short: 0, bytes: 0 };
+    index.push({
+      ...w,
+      head: w.head || stripe === 0,
+      stripes: w.stripes + (stripe > 0 ? 1 : 0),
+      top: Math.max(w.top, stripe),
+      bytes: w.bytes + bytes,
+    });
   }
   r.end();
   return { key, state: { lc, owner, index, collected } };

@@ -42,10 +42,20 @@ import {
 } from './messages.js';
 import { Admission, OPEN_POLICY, type Quota, type Refusal, type WritePolicy } from './policy.js';
 import { MAX_LIST_REPLY_BYTES } from './listing.js';
-import { historyEntryBytes, type EntryInfo, type EntryMeta } from './record.js';
+import { historyEntryBytes, type EntryMeta, type WriteInfo } from './record.js';
 import type { KeyRecord, ServerStorage } from './storage.js';
-import { entryCovered, layoutProblem, layoutsEqual, MAX_STRIPES, stripeMatches, summarize, type StripeLayout } from './stripes.js';
-import { TS0, compareTimestamps, type Timestamp } from './timestamp.js';
+import {
+  entryCovered,
+  layoutProblem,
+  layoutsEqual,
+  MAX_STRIPES,
+  MIN_STRIPE_SIZE,
+  stripeMatches,
+  summarize,
+  type StripeLayout,
+} from './stripes.js';
+import { TS0, compareTimestamps, timestampsEqual, type Timestamp } from './timestamp.js';
+import { windowTop, writerRank } from './window.js';
 
 /**
  * How much history a server keeps per key (garbage collection). It keeps `lc`'s entry,
@@ -223,10 +233,28 @@ export class Server {
     return { reply: encodeMessage(reply), type, error: reply.type === 'ERROR' ? reply.code : undefined };
   }
 
-  /** CLOCK and COLLECT: answer with `lc` (its certificate proves its timestamp). */
+  /**
+   * CLOCK and COLLECT: answer with `lc` (its certificate proves its timestamp); CLOCK also
+   * with the highest write pending above it that may complete (see `window.ts`).
+   */
   protected async onCollect(req: CollectRequest | Extract<Request, { type: 'CLOCK' }>): Promise<Reply> {
-    const candidate = await this.storage.withKey(req.key, (record) => record.getLc());
-    return { type: req.type === 'CLOCK' ? 'CLOCK_ACK' : 'COLLECT_ACK', key: req.key, opId: req.opId, candidate };
+    const { key, opId } = req;
+    if (req.type === 'COLLECT') return { type: 'COLLECT_ACK', key, opId, candidate: await this.storage.withKey(key, (r) => r.getLc()) };
+    return this.storage.withKey(key, async (record) => {
+      const candidate = await record.getLc();
+      return { type: 'CLOCK_ACK', key, opId, candidate, pending: this.pendingNum(await record.index(), candidate?.ts ?? TS0) };
+    });
+  }
+
+  /**
+   * The highest number of a write stored here above `lc`, 0 if none. Only writes with their
+   * head can still complete, but an upload's stripes count too: an owner's next write then
+   * lands above an abandoned upload, which frees it (`collectable`).
+   */
+  protected pendingNum(index: readonly WriteInfo[], lcTs: Timestamp): number {
+    let top = 0;
+    for (const w of index) if (compareTimestamps(w.ts, lcTs) > 0) top = Math.max(top, w.ts.num);
+    return top;
   }
 
   /**
@@ -261,8 +289,9 @@ export class Server {
     if (!checked.ok) throw new ProtocolError(checked.code, checked.reason);
     const refusal = this.refusal(key, cert);
     if (refusal) throw new ProtocolError(refusal.code, refusal.reason);
+    const basis = await this.checkedBasis(req);
     const entry: HistoryEntry = layout ? { ts, stripe: 0, fragment, cc, cert, layout } : { ts, stripe: 0, fragment, cc, cert };
-    await this.storage.withKey(key, (record) => this.storeEntry(record, key, entry));
+    await this.storage.withKey(key, (record) => this.storeEntry(record, key, entry, basis));
     // Signed only once the entry is durable: a receipt is a promise to hold it.
     const message = receiptMessage(this.crypto, this.#options.cluster.id, key, ts, cert, this.index);
     const receipt = await this.#options.signer.sign(message);
@@ -277,9 +306,8 @@ export class Server {
    * storing it again, or acknowledging it unstored, would let a collected timestamp take
    * other content. Stripe 0 of a striped write also needs every other stripe here.
    */
-  protected async storeEntry(record: KeyRecord, key: string, entry: HistoryEntry): Promise<void> {
+  protected async storeEntry(record: KeyRecord, key: string, entry: HistoryEntry, basis?: Candidate): Promise<void> {
     const { ts, stripe } = entry;
-    const index = await record.index();
     // The index says whether an entry exists, so a new write reads nothing, and a retry only
     // the metadata: `H(fr_i) = cc[i]` was checked, so equal metadata means an equal fragment.
     const existing = await record.getEntryMeta(ts, stripe);
@@ -293,16 +321,67 @@ export class Server {
       this.#options.onConflict?.(key, ts);
       throw new ProtocolError('CONFLICT', `history entry ${ts.num} of this key is complete; stripe ${stripe} is not part of it`);
     }
+    // The writer's basis first: the window is measured from the highest valid `lc` known.
+    if (basis) await this.writeBack(record, basis, key);
     await this.checkNotCollected(record, ts);
     if (entry.layout) await this.checkStripesHeld(record, ts, entry.layout);
     const lc = await record.getLc();
+    this.checkWindow(lc?.ts ?? TS0, ts, entry.cert);
+    const index = await record.index();
+    const write = index.find((w) => timestampsEqual(w.ts, ts));
+    if (stripe > 0) this.checkStripeShape(write, stripe, entry.cc.valueLength);
     // A write's first entry makes it pending; its other stripes add no write.
-    const started = index.some((e) => compareTimestamps(e.ts, ts) === 0);
-    if (!started && compareTimestamps(ts, lc?.ts ?? TS0) > 0) this.checkPending(index, lc?.ts ?? TS0, ts);
+    if (!write && compareTimestamps(ts, lc?.ts ?? TS0) > 0) this.checkPending(index, lc?.ts ?? TS0, ts);
     await this.charge(record, key, entry);
     // Also after a stripe ≥ 1: one that arrives below lc (its write overtaken) is one more
     // write below lc, and would otherwise outlive the history bound until the next STORE.
     await this.collect(record, key);
+  }
+
+  /**
+   * The timestamp window (`window.ts`): a write may take a number at most `rank · W` above
+   * `lc`, so a writer that jumps over the pending writes of lower ranks is always inside it,
+   * and nobody can take a key's numbers to the limit.
+   */
+  protected checkWindow(lcTs: Timestamp, ts: Timestamp, cert: WriteCertificate): void {
+    const top = windowTop(lcTs.num, writerRank(cert, this.#options.cluster.admin));
+    if (ts.num > top) {
+      throw new ProtocolError(
+        'INVALID_ARGUMENT',
+        `timestamp ${ts.num} is beyond this writer's window over the key (${top}, from the last completed write ${lcTs.num})`,
+      );
+    }
+  }
+
+  /**
+   * The basis a STORE carries (see {@link StoreRequest.basis}), if it is valid and so may be
+   * written back; a basis that is not valid is a forgery, refused like one.
+   */
+  protected async checkedBasis(req: StoreRequest): Promise<Candidate | undefined> {
+    if (!req.basis) return undefined;
+    if (!(await this.#validOrCount(req.key, req.basis))) throw new ProtocolError('UNAUTHENTICATED', 'the basis candidate is not valid');
+    return req.basis;
+  }
+
+  /**
+   * Stripes ≥ 1 hold at least one byte, and only the last may be shorter than the smallest
+   * stripe size, so a write's stripes are bounded by the bytes (and so the quota) they cost,
+   * not by the requests an attacker can send. The exact sizes are the layout's, checked
+   * when stripe 0 arrives.
+   */
+  protected checkStripeShape(write: WriteInfo | undefined, stripe: number, length: number): void {
+    const bad = (m: string): never => {
+      throw new ProtocolError('INVALID_ARGUMENT', m);
+    };
+    if (length === 0) bad(`stripe ${stripe} is empty; only a value's stripe 0 may be`);
+    if (!write) return;
+    if (write.short > 0 && stripe > write.short) {
+      bad(`stripe ${stripe} follows stripe ${write.short}, which is shorter than ${MIN_STRIPE_SIZE} bytes and so the last`);
+    }
+    if (length < MIN_STRIPE_SIZE && write.short > 0) bad(`only the last stripe may be shorter than ${MIN_STRIPE_SIZE} bytes`);
+    if (length < MIN_STRIPE_SIZE && stripe < write.top) {
+      bad(`stripe ${stripe} is shorter than ${MIN_STRIPE_SIZE} bytes but stripe ${write.top} follows it`);
+    }
   }
 
   /** A STORE at or below the collected mark would give a collected timestamp content again: `SUPERSEDED`. */
@@ -366,15 +445,16 @@ export class Server {
     if (!checked.ok) throw new ProtocolError(checked.code, checked.reason);
     const refusal = this.refusal(key, cert);
     if (refusal) throw new ProtocolError(refusal.code, refusal.reason);
+    const basis = await this.checkedBasis(req);
     const entry: HistoryEntry = { ts, stripe, fragment, cc, cert };
-    await this.storage.withKey(key, (record) => this.storeEntry(record, key, entry));
+    await this.storage.withKey(key, (record) => this.storeEntry(record, key, entry, basis));
     return { type: 'STORE_ACK', key, opId: req.opId, ts, stripe, receipt: NO_RECEIPT };
   }
 
   /** Writes above `lc` (their stripes count once) are bounded per key and per writer identity. */
-  protected checkPending(index: readonly EntryInfo[], lcTs: Timestamp, ts: Timestamp): void {
+  protected checkPending(index: readonly WriteInfo[], lcTs: Timestamp, ts: Timestamp): void {
     const { maxPendingPerKey, maxPendingPerWriter } = this.history;
-    const pending = writesOf(index).filter((e) => compareTimestamps(e.ts, lcTs) > 0);
+    const pending = index.filter((e) => compareTimestamps(e.ts, lcTs) > 0);
     if (pending.length >= maxPendingPerKey) {
       throw new ProtocolError(
         'PENDING_LIMIT',
@@ -395,22 +475,26 @@ export class Server {
   protected async collect(record: KeyRecord, key: string): Promise<void> {
     const lc = await record.getLc();
     if (!lc) return;
-    const doomed = this.collectable(writesOf(await record.index()), lc);
+    const doomed = this.collectable(await record.index(), lc);
     for (const e of doomed) await record.deleteEntry(e.ts);
     if (doomed.length > 0) this.#options.onCollected?.(key, doomed.length);
   }
 
   /**
-   * The writes to delete (all their stripes), given one index entry per write (oldest
-   * first) and `lc`: everything below `lc`
-   * but the `keep` newest, and everything below a completed delete. Never `lc`'s own
-   * entry, never one above it. Whether `lc` is a delete comes from its certificate, so a
-   * server that never received the delete's STORE erases as well.
+   * The writes to delete (all their stripes), given the key's writes (oldest first) and
+   * `lc`: everything below `lc` but the `keep` newest writes with a head, and everything
+   * below a completed delete. Stripes without a head below `lc` go at once: no reader can
+   * ask for them (only a head is ever a candidate's entry), and their write, overtaken,
+   * will never get a receipt here. Never `lc`'s own entry, never one above it. Whether
+   * `lc` is a delete comes from its certificate, so a server that never received the
+   * delete's STORE erases as well.
    */
-  protected collectable(index: readonly EntryInfo[], lc: Candidate): EntryInfo[] {
+  protected collectable(index: readonly WriteInfo[], lc: Candidate): WriteInfo[] {
     const below = index.filter((e) => compareTimestamps(e.ts, lc.ts) < 0);
     const keep = lc.cert.tombstone ? 0 : this.history.keep;
-    return below.slice(0, Math.max(0, below.length - keep));
+    const headed = below.filter((e) => e.head);
+    const kept = new Set(headed.slice(Math.max(0, headed.length - keep)));
+    return below.filter((e) => !kept.has(e));
   }
 
   /** COMPLETE: `lc ← (ts, N, cert)` if valid and higher. */
@@ -593,13 +677,6 @@ export function entryMetaEqual(a: EntryMeta, b: EntryMeta): boolean {
 
 /** The receipt field of a stripe's acknowledgement: stripes earn no receipt. */
 const NO_RECEIPT = new Uint8Array(SIGNATURE_LENGTH);
-
-/** One index entry per write (its first stripe), oldest first. */
-function writesOf(index: readonly EntryInfo[]): EntryInfo[] {
-  const out: EntryInfo[] = [];
-  for (const e of index) if (out.length === 0 || compareTimestamps(out[out.length - 1]!.ts, e.ts) !== 0) out.push(e);
-  return out;
-}
 
 function describeQuota(q: { bytes?: number; keys?: number }): string {
   const parts = [];

@@ -422,8 +422,8 @@ export function storageConformance(
         for (const e of stripes) sameEntry(await r.getEntry(ts(2), e.stripe), e, `stripe ${e.stripe}`, true);
         sameEntry(await r.getEntryMeta(ts(2)), stripes[0]!, 'stripe 0 metadata (with its layout)', false);
         check((await r.getEntry(ts(2), 3)) === undefined && (await r.getEntry(ts(1), 1)) === undefined, 'a stripe never stored');
-        const index = (await r.index()).map((e) => `${e.ts.num}/${e.stripe}`);
-        check(index.join(' ') === '1/0 2/0 2/1 2/2', `index ${index.join(' ')}`);
+        const index = (await r.index()).map((e) => `${e.ts.num}/${e.head ? 'h' : '-'}${e.stripes}^${e.top}`);
+        check(index.join(' ') === '1/h0^0 2/h2^2', `index ${index.join(' ')}: one entry per write, its head and stripes`);
         await r.deleteEntry(ts(2));
       });
       await s.withKey('k', async (r) => {

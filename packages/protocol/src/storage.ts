@@ -22,16 +22,16 @@ import { detached } from './bytes.js';
 import { compareKeys, inListRange } from './listing.js';
 import { KeyedMutex } from './key-mutex.js';
 import type { HistoryEntry } from './messages.js';
-import type { StripeLayout } from './stripes.js';
 import type { Quota } from './policy.js';
-import type { EntryInfo, EntryMeta, KeyState } from './record.js';
+import { entriesOf, type EntryMeta, type KeyState, type WriteInfo } from './record.js';
+import { MIN_STRIPE_SIZE, type StripeLayout } from './stripes.js';
 import { compareTimestamps, timestampKey, timestampsEqual, type Timestamp } from './timestamp.js';
 
 /** What one owner has stored on one server. */
 export interface Usage {
   /** Bytes charged for history entries (see `historyEntryBytes`). */
   readonly bytes: number;
-  /** Keys with at least one history entry. */
+  /** Keys holding a value: a history entry that is not a delete (a deleted key gives its slot back). */
   readonly keys: number;
 }
 
@@ -53,17 +53,17 @@ export interface KeyRecord {
   getEntryMeta(ts: Timestamp, stripe?: number): Promise<EntryMeta | undefined>;
   /**
    * Stores `Hist[entry.ts]`'s stripe `entry.stripe` (the caller has checked it is empty) and charges it to
-   * `charge.owner`, plus one key if it is the key's first entry, unless that would exceed
-   * `charge.quota`: then it stores nothing and resolves `false`. The charge counts in
-   * {@link ServerStorage.usage} from the moment it is accepted and is undone if the
-   * write fails.
+   * `charge.owner`, plus one key if the key held no value before and this entry is not a
+   * delete, unless that would exceed `charge.quota`: then it stores nothing and resolves
+   * `false`. The charge counts in {@link ServerStorage.usage} from the moment it is
+   * accepted and is undone if the write fails.
    */
   putEntry(entry: HistoryEntry, charge: Charge): Promise<boolean>;
-  /** The entries stored, oldest first, from the key's own record (no entry is read). */
-  index(): Promise<readonly EntryInfo[]>;
+  /** The writes stored, oldest first, one per timestamp, from the key's own record (no entry is read). */
+  index(): Promise<readonly WriteInfo[]>;
   /**
    * Garbage collection: removes `Hist[ts]`, every stripe of it, gives their bytes (and the
-   * key, if they were its last entries) back to the owner once durable, and raises the
+   * key's slot, if they held its last value) back to the owner once durable, and raises the
    * collected mark to `ts`.
    */
   deleteEntry(ts: Timestamp): Promise<void>;
@@ -170,11 +170,14 @@ export interface KeyChanges {
   readonly state: KeyState | undefined;
   /** New history entries. */
   readonly puts: readonly HistoryEntry[];
-  /** Collected history entries (each one was stored). */
-  readonly deletes: readonly { readonly ts: Timestamp; readonly stripe: number }[];
+  /**
+   * Collected writes (each one was stored): stripe 0 and, when `stripes` is set, every
+   * stripe ≥ 1 the backend holds for `ts` (the index counts them but does not list them).
+   */
+  readonly deletes: readonly { readonly ts: Timestamp; readonly stripes: boolean }[];
   /** Per-owner usage changes (bytes and keys; negative for collected entries), to persist with the rest. */
   readonly usage: readonly Reservation[];
-  /** Change in the number of keys holding entries, and of entries. */
+  /** Change in the number of keys holding entries, and of entries (stripes). */
   readonly keys: number;
   readonly entries: number;
 }
@@ -253,9 +256,7 @@ export abstract class AbstractStorage implements ServerStorage {
         if (!state.lc) continue;
         if (keys.length === limit) return { keys, more: true };
         const lcTs = state.lc.ts;
-        const meta = state.index.some((e) => e.stripe === 0 && timestampsEqual(e.ts, lcTs))
-          ? await this.readEntryMeta(key, lcTs, 0)
-          : undefined;
+        const meta = state.index.some((e) => e.head && timestampsEqual(e.ts, lcTs)) ? await this.readEntryMeta(key, lcTs, 0) : undefined;
         keys.push(meta?.layout ? { key, lc: state.lc, cc: meta.cc, layout: meta.layout } : { key, lc: state.lc, cc: meta?.cc });
       }
       if (batch.length < want) return { keys, more: false };
@@ -374,8 +375,10 @@ class Transaction {
   #state: KeyState | undefined;
   #stateLoaded = false;
   #stateChanged = false;
-  /** Entries put (an entry) or deleted (`null`) by this callback, by {@link entryId}. */
-  readonly #written = new Map<string, { ts: Timestamp; stripe: number; entry: HistoryEntry | null }>();
+  /** Entries put by this callback, by {@link entryId}. */
+  readonly #written = new Map<string, HistoryEntry>();
+  /** Writes collected by this callback, by `timestampKey`; whether stored stripes ≥ 1 must go too. */
+  readonly #collected = new Map<string, { ts: Timestamp; stripes: boolean }>();
   readonly #reservations: Reservation[] = [];
   readonly #released: Reservation[] = [];
   #newKeys = 0;
@@ -428,19 +431,13 @@ class Transaction {
 
   /** Everything to commit, or `undefined` when the callback only read. */
   changes(): KeyChanges | undefined {
-    if (!this.#stateChanged && this.#written.size === 0) return undefined;
-    const puts: HistoryEntry[] = [];
-    const deletes: { ts: Timestamp; stripe: number }[] = [];
-    for (const w of this.#written.values()) {
-      if (w.entry) puts.push(w.entry);
-      else deletes.push({ ts: w.ts, stripe: w.stripe });
-    }
+    if (!this.#stateChanged && this.#written.size === 0 && this.#collected.size === 0) return undefined;
     const usage = [...this.#reservations, ...this.#released.map((r) => ({ owner: r.owner, bytes: -r.bytes, keys: -r.keys }))];
     return {
       key: this.key,
       state: this.#stateChanged ? this.#state : undefined,
-      puts,
-      deletes,
+      puts: [...this.#written.values()],
+      deletes: [...this.#collected.values()],
       usage,
       keys: this.#newKeys,
       entries: this.#newEntries,
@@ -470,45 +467,60 @@ class Transaction {
   async #getEntry(ts: Timestamp, stripe: number, withFragment: false): Promise<EntryMeta | undefined>;
   async #getEntry(ts: Timestamp, stripe: number, withFragment: boolean): Promise<EntryMeta | undefined> {
     const mine = this.#written.get(entryId(ts, stripe));
-    if (mine) return mine.entry ?? undefined;
-    // The index says what is stored: nothing to read for an entry it does not list.
-    if (!(await this.#getState()).index.some((e) => e.stripe === stripe && timestampsEqual(e.ts, ts))) return undefined;
+    if (mine) return mine;
+    // The index says what is stored: nothing to read for a write it does not list (a
+    // collected one included), or for a stripe the write cannot have.
+    const write = (await this.#getState()).index.find((e) => timestampsEqual(e.ts, ts));
+    if (!write || (stripe === 0 ? !write.head : stripe > write.top)) return undefined;
     return withFragment ? this.reads.entry(this.key, ts, stripe) : this.reads.meta(this.key, ts, stripe);
   }
 
   async #putEntry(e: HistoryEntry, charge: Charge): Promise<boolean> {
     const state = await this.#getState();
+    const tombstone = e.stripe === 0 && e.cc.tombstone;
+    // A key takes a quota slot while it holds a value; a delete's own entry does not hold one.
+    const newKey = !tombstone && !state.index.some((w) => !w.tombstone);
     // Check and reserve in one synchronous step: no other callback can slip in between.
-    const reservation = this.ledger.reserve(charge.owner, charge.bytes, state.index.length === 0, charge.quota);
+    const reservation = this.ledger.reserve(charge.owner, charge.bytes, newKey, charge.quota);
     if (!reservation) return false;
     this.#reservations.push(reservation);
     if (state.index.length === 0) this.#newKeys++;
     this.#newEntries++;
-    this.#written.set(entryId(e.ts, e.stripe), { ts: e.ts, stripe: e.stripe, entry: e });
+    this.#written.set(entryId(e.ts, e.stripe), e);
+    const at = state.index.findIndex((w) => compareTimestamps(w.ts, e.ts) >= 0);
+    const same = at >= 0 && timestampsEqual(state.index[at]!.ts, e.ts) ? state.index[at]! : undefined;
     // The key's state stays in the state cache while the key is used: it must not hold
     // views into the request's frame (see `detached`).
-    const info: EntryInfo = { ts: detached(e.ts), stripe: e.stripe, bytes: charge.bytes };
-    const index = [...state.index, info].sort((a, b) => compareTimestamps(a.ts, b.ts) || a.stripe - b.stripe);
+    const before: WriteInfo = same ?? { ts: detached(e.ts), head: false, tombstone: false, stripes: 0, top: 0, short: 0, bytes: 0 };
+    const info: WriteInfo =
+      e.stripe === 0
+        ? { ...before, head: true, tombstone, bytes: before.bytes + charge.bytes }
+        : {
+            ...before,
+            stripes: before.stripes + 1,
+            top: Math.max(before.top, e.stripe),
+            short: e.cc.valueLength < MIN_STRIPE_SIZE ? e.stripe : before.short,
+            bytes: before.bytes + charge.bytes,
+          };
+    const index = [...state.index];
+    if (same) index[at] = info;
+    else index.splice(at < 0 ? index.length : at, 0, info);
     this.#setState({ ...state, owner: charge.owner, index });
     return true;
   }
 
   async #deleteEntry(ts: Timestamp): Promise<void> {
     const state = await this.#getState();
-    const doomed = state.index.filter((e) => timestampsEqual(e.ts, ts));
-    if (doomed.length === 0) return;
-    let bytes = 0;
-    for (const info of doomed) {
-      const k = entryId(ts, info.stripe);
-      // An entry put by this very callback is simply not written.
-      if (this.#written.get(k)?.entry) this.#written.delete(k);
-      else this.#written.set(k, { ts, stripe: info.stripe, entry: null });
-      bytes += info.bytes;
-    }
-    const index = state.index.filter((e) => !doomed.includes(e));
-    this.#newEntries -= doomed.length;
+    const doomed = state.index.find((w) => timestampsEqual(w.ts, ts));
+    if (!doomed) return;
+    // Entries put by this very callback are simply not written; the backend deletes the rest.
+    for (const id of [...this.#written.keys()]) if (timestampsEqual(this.#written.get(id)!.ts, ts)) this.#written.delete(id);
+    this.#collected.set(timestampKey(ts), { ts: doomed.ts, stripes: doomed.stripes > 0 });
+    const index = state.index.filter((w) => w !== doomed);
+    this.#newEntries -= entriesOf(doomed);
     if (index.length === 0) this.#newKeys--;
-    this.#released.push({ owner: state.owner, bytes, keys: index.length === 0 ? 1 : 0 });
+    const lastValue = !doomed.tombstone && !index.some((w) => !w.tombstone);
+    this.#released.push({ owner: state.owner, bytes: doomed.bytes, keys: lastValue ? 1 : 0 });
     const collected = state.collected && compareTimestamps(state.collected, ts) > 0 ? state.collected : detached(ts);
     this.#setState({ ...state, index, collected });
   }
@@ -560,8 +572,11 @@ export class MemoryStorage extends AbstractStorage {
     if (c.state) this.#states.set(c.key, c.state);
     let hist = this.#entries.get(c.key);
     if (!hist) this.#entries.set(c.key, (hist = new Map<string, HistoryEntry>()));
+    for (const d of c.deletes) {
+      hist.delete(entryId(d.ts, 0));
+      if (d.stripes) for (const id of [...hist.keys()]) if (id.startsWith(`${entryId(d.ts, 0)}#`)) hist.delete(id);
+    }
     for (const e of c.puts) hist.set(entryId(e.ts, e.stripe), e);
-    for (const d of c.deletes) hist.delete(entryId(d.ts, d.stripe));
     if (hist.size === 0) this.#entries.delete(c.key);
   }
 

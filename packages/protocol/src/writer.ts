@@ -17,6 +17,7 @@ import type { ClientOperation, Outgoing, Reply, Step } from './messages.js';
 import type { RandomBytes } from './random.js';
 import { Rejections } from './rejections.js';
 import { INSTANCE_ID_LENGTH, TS0, compareTimestamps, makeWriterId, timestampsEqual, type Timestamp } from './timestamp.js';
+import { jumpTarget, writerRank, type WriterRank } from './window.js';
 
 /** Keys whose abandoned writes a session remembers (a timed-out write is rare; the oldest is forgotten first). */
 const ABANDONED_KEYS = 4096;
@@ -199,8 +200,14 @@ export class WriteOperation implements ClientOperation<WriteResult> {
   /** Valid STORE receipts, by server. */
   readonly #receipts = new Map<number, Uint8Array>();
   readonly #rejections = new Rejections();
-  /** Highest valid timestamp seen in CLOCK. */
+  /** Highest valid timestamp seen in CLOCK, and its candidate: the basis of this write's timestamp. */
   #highest: Timestamp = TS0;
+  #basis: Candidate | undefined;
+  /** What each server answered in CLOCK: its `lc`'s timestamp (servers answering the basis get no copy of it). */
+  readonly #clockAnswers = new Map<number, Timestamp>();
+  /** The highest pending number a CLOCK answer reported (unverified; clamped by {@link jumpTarget}). */
+  #pending = 0;
+  readonly #rank: WriterRank;
   #candidate: Candidate | undefined;
   #striping: Striping | undefined;
   /** Stripes pulled from a striped write's source, and the index of the one that was short (so must be the last). */
@@ -231,6 +238,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
     this.opId = opId;
     this.#value = value;
     this.#grant = options.session.authorityFor(key, options.now());
+    this.#rank = writerRank({ signer: options.session.signer.publicKey, grant: this.#grant }, options.session.cluster.admin);
   }
 
   /** The round in progress (for hosts that report progress, and for the simulator). */
@@ -277,9 +285,13 @@ export class WriteOperation implements ClientOperation<WriteResult> {
       case 'clock':
         if (reply.type !== 'CLOCK_ACK') return {};
         this.#acked.add(from);
+        this.#clockAnswers.set(from, reply.candidate?.ts ?? TS0);
+        this.#pending = Math.max(this.#pending, reply.pending);
         if (reply.candidate && compareTimestamps(reply.candidate.ts, this.#highest) > 0) {
-          if (await this.acceptClockCandidate(reply.candidate)) this.#highest = reply.candidate.ts;
-          else this.options.onEvidence?.(from, 'sent a CLOCK candidate that is not valid');
+          if (await this.acceptClockCandidate(reply.candidate)) {
+            this.#highest = reply.candidate.ts;
+            this.#basis = reply.candidate;
+          } else this.options.onEvidence?.(from, 'sent a CLOCK candidate that is not valid');
         }
         if (this.#acked.size < quorum(config)) return {};
         return this.#value.kind === 'stripes' ? this.#beginStripes(this.#value.source) : this.#store();
@@ -317,9 +329,18 @@ export class WriteOperation implements ClientOperation<WriteResult> {
     return this.options.session.verifier.valid(this.key, c);
   }
 
-  /** The new timestamp's number: above the highest valid one seen, and above this session's writes of the key in flight. */
-  protected nextNum(highest: Timestamp): number {
-    return this.options.session.assign(this.key, highest.num);
+  /**
+   * The new timestamp's number: above the highest valid one seen, above the pending writes
+   * this writer's rank jumps over (`window.ts`), and above this session's writes of the key
+   * in flight.
+   */
+  protected nextNum(highest: Timestamp, pending: number): number {
+    return this.options.session.assign(this.key, this.jumpTarget(highest, pending));
+  }
+
+  /** What this writer's rank must take its number above (`window.ts`). */
+  protected jumpTarget(highest: Timestamp, pending: number): number {
+    return jumpTarget(highest.num, pending, this.#rank);
   }
 
   get #source(): StripeSource {
@@ -329,7 +350,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
 
   /** A fresh timestamp above every valid one CLOCK saw, and a fresh nonce. */
   #fresh(): { ts: Timestamp; nonce: Uint8Array } {
-    const ts: Timestamp = { num: this.nextNum(this.#highest), writerId: this.options.session.writerId };
+    const ts: Timestamp = { num: this.nextNum(this.#highest, this.#pending), writerId: this.options.session.writerId };
     const nonce = this.options.random(NONCE_LENGTH);
     check(nonce.length === NONCE_LENGTH, `random must return ${NONCE_LENGTH} bytes`);
     return { ts, nonce };
@@ -385,7 +406,11 @@ export class WriteOperation implements ClientOperation<WriteResult> {
     return { send: this.#stores(striping.ts, index, fragments, cc, cert, undefined) };
   }
 
-  /** One STORE per server, each with its own fragment. */
+  /**
+   * One STORE per server, each with its own fragment, and the basis for servers whose
+   * CLOCK answer was not the basis (lower, or none): they write it back before checking the
+   * timestamp window.
+   */
   #stores(
     ts: Timestamp,
     stripe: number,
@@ -394,9 +419,23 @@ export class WriteOperation implements ClientOperation<WriteResult> {
     cert: WriteCertificate,
     layout: StripeLayout | undefined,
   ): Outgoing[] {
+    const basis = this.#basis;
     return Array.from({ length: this.options.config.n }, (_, i) => {
-      const message = { type: 'STORE', key: this.key, opId: this.opId, ts, stripe, fragment: fragments[i]!, cc, cert } as const;
-      return { to: i, message: layout ? { ...message, layout } : message };
+      const answered = this.#clockAnswers.get(i);
+      const needsBasis = basis !== undefined && (answered === undefined || !timestampsEqual(answered, basis.ts));
+      const message = {
+        type: 'STORE',
+        key: this.key,
+        opId: this.opId,
+        ts,
+        stripe,
+        fragment: fragments[i]!,
+        cc,
+        cert,
+        ...(layout ? { layout } : {}),
+        ...(needsBasis ? { basis } : {}),
+      } as const;
+      return { to: i, message };
     });
   }
 
@@ -453,6 +492,8 @@ export class WriteOperation implements ClientOperation<WriteResult> {
     this.#restarts++;
     this.#receipts.clear();
     this.#superseded.clear();
+    this.#clockAnswers.clear();
+    this.#pending = 0;
     this.#nextRound('clock');
     return { send: this.#toAll({ type: 'CLOCK', key: this.key, opId: this.opId }) };
   }

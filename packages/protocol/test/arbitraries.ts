@@ -76,6 +76,7 @@ export function message(n: number): fc.Arbitrary<Message> {
       cc: cc(n),
       cert: certificate(),
       layout: optionalLayout,
+      basis: fc.option(candidate(n), { nil: undefined }),
     }),
     fc.record({ type: fc.constant('COMPLETE' as const), ...base, candidate: candidate(n) }),
     fc.record({
@@ -88,10 +89,12 @@ export function message(n: number): fc.Arbitrary<Message> {
     fc.record({ type: fc.constant('STORE_ACK' as const), ...base, ts: timestamp(), stripe, receipt: bytes(64) }),
     fc.record({ type: fc.constant('COMPLETE_ACK' as const), ...base, ts: timestamp() }),
     fc.record({
-      type: fc.constantFrom('CLOCK_ACK' as const, 'COLLECT_ACK' as const),
+      type: fc.constant('CLOCK_ACK' as const),
       ...base,
       candidate: fc.option(candidate(n), { nil: undefined }),
+      pending: fc.maxSafeNat(),
     }),
+    fc.record({ type: fc.constant('COLLECT_ACK' as const), ...base, candidate: fc.option(candidate(n), { nil: undefined }) }),
     fc.record({
       type: fc.constant('FILTER_ACK' as const),
       ...base,

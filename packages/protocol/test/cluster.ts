@@ -1,8 +1,13 @@
 /** A tiny synchronous-delivery harness: every message is delivered at once, in order. */
 import { createReferenceCodec } from '@powerstore/erasure/reference';
+import { expect } from 'vitest';
 import { createCryptoProvider } from '../src/crypto.node.js';
 import {
   clusterConfig,
+  computeCrossChecksum,
+  crossChecksumDigest,
+  nonceHash,
+  signCertificate,
   MemoryStorage,
   ListOperation,
   ReadOperation,
@@ -11,7 +16,10 @@ import {
   WriterSession,
   CertificateVerifier,
   ownerIdOf,
+  type Candidate,
   type ClientOperation,
+  type StoreRequest,
+  type Timestamp,
   type ClusterIdentity,
   type Grant,
   type HistoryLimits,
@@ -117,4 +125,52 @@ export async function makeCluster(
 /** `~<ownerId>/<rest>` for `signer`. */
 export function own(signer: Signer, rest: string): string {
   return `~${ownerIdOf(crypto, signer.publicKey)}/${rest}`;
+}
+
+/** A STORE as a writer would send it to server `index`, signed by `signer` (for tests that bend one field). */
+export async function storeFor(
+  c: Awaited<ReturnType<typeof makeCluster>>,
+  signer: Signer,
+  key: string,
+  value: Uint8Array,
+  options: {
+    num?: number;
+    index?: number;
+    grant?: Parameters<typeof signCertificate>[3]['grant'];
+    nonce?: Uint8Array;
+    writerId?: Uint8Array;
+  } = {},
+): Promise<{ store: StoreRequest; candidate: Candidate; fragments: Uint8Array[] }> {
+  const ts: Timestamp = { num: options.num ?? 1, writerId: options.writerId ?? c.session(signer).writerId };
+  const fragments = c.codec.encode(value);
+  const cc = await computeCrossChecksum(crypto, fragments, value.length, false);
+  const nonce = options.nonce ?? new Uint8Array(32).fill(5);
+  const cert = await signCertificate(crypto, c.cluster.id, signer, {
+    key,
+    ts,
+    nonceHash: nonceHash(crypto, nonce),
+    ccDigest: crossChecksumDigest(crypto, cc),
+    tombstone: cc.tombstone,
+    grant: options.grant,
+  });
+  const index = options.index ?? 0;
+  return {
+    store: { type: 'STORE', key, opId: 1, ts, stripe: 0, fragment: fragments[index]!, cc, cert },
+    candidate: { ts, nonce, cert, proof: [] },
+    fragments,
+  };
+}
+
+/** Sends the write's STORE to every server; returns the candidate with the store proof of the first `n − t` receipts. */
+export async function storeEverywhere(
+  c: Awaited<ReturnType<typeof makeCluster>>,
+  w: Awaited<ReturnType<typeof storeFor>>,
+): Promise<Candidate> {
+  const proof = [];
+  for (const [i, s] of c.servers.entries()) {
+    const ack = await s.handle({ ...w.store, fragment: w.fragments[i]! });
+    expect(ack).toMatchObject({ type: 'STORE_ACK' });
+    if (ack.type === 'STORE_ACK' && proof.length < c.config.n - c.config.t) proof.push({ server: i, signature: ack.receipt });
+  }
+  return { ...w.candidate, proof };
 }

@@ -305,7 +305,18 @@ describe('storage records', () => {
         certificate(),
         fc.option(candidate(), { nil: undefined }),
         fc.option(timestamp(), { nil: undefined }),
-        fc.array(fc.record({ ts: timestamp(), stripe: fc.nat({ max: 70_000 }), bytes: fc.nat() }), { maxLength: 5 }),
+        fc.array(
+          fc.record({
+            ts: timestamp(),
+            head: fc.boolean(),
+            tombstone: fc.boolean(),
+            stripes: fc.nat({ max: 70_000 }),
+            top: fc.nat({ max: 70_000 }),
+            short: fc.nat({ max: 70_000 }),
+            bytes: fc.maxSafeNat(),
+          }),
+          { maxLength: 5 },
+        ),
         (key, t, fr, sum, c, lc, collected, index) => {
           const meta = { ts: t, stripe: 0, cc: sum, cert: c };
           expect(decodeEntryMetaRecord(encodeEntryMetaRecord(key, { ...meta, fragment: fr }), N)).toEqual({

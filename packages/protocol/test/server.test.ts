@@ -3,25 +3,19 @@ import { describe, expect, it } from 'vitest';
 import {
   CertificateVerifier,
   computeCrossChecksum,
-  crossChecksumDigest,
   decodeMessage,
   encodeMessage,
   encodePublicKey,
-  nonceHash,
   OPEN_POLICY,
   receiptMessage,
   Server,
   ownerIdOf,
-  signCertificate,
   signGrant,
   type Candidate,
   type CryptoProvider,
-  type Signer,
-  type StoreRequest,
-  type Timestamp,
 } from '../src/index.js';
 import { message } from './arbitraries.js';
-import { crypto, identity, makeCluster, own } from './cluster.js';
+import { crypto, identity, makeCluster, own, storeEverywhere, storeFor } from './cluster.js';
 
 const text = (s: string) => new TextEncoder().encode(s);
 const lcOf = (c: Awaited<ReturnType<typeof makeCluster>>, i: number, key: string) => c.storages[i]!.withKey(key, (r) => r.getLc());
@@ -63,51 +57,6 @@ describe('writer, reader and server together', () => {
     expect((await c.read('shared/b')).value).toBeUndefined();
   });
 });
-
-/** A STORE as a writer would send it to server `index`, signed by `signer` (for tests that bend one field). */
-async function storeFor(
-  c: Awaited<ReturnType<typeof makeCluster>>,
-  signer: Signer,
-  key: string,
-  value: Uint8Array,
-  options: {
-    num?: number;
-    index?: number;
-    grant?: Parameters<typeof signCertificate>[3]['grant'];
-    nonce?: Uint8Array;
-    writerId?: Uint8Array;
-  } = {},
-): Promise<{ store: StoreRequest; candidate: Candidate; fragments: Uint8Array[] }> {
-  const ts: Timestamp = { num: options.num ?? 1, writerId: options.writerId ?? c.session(signer).writerId };
-  const fragments = c.codec.encode(value);
-  const cc = await computeCrossChecksum(crypto, fragments, value.length, false);
-  const nonce = options.nonce ?? new Uint8Array(32).fill(5);
-  const cert = await signCertificate(crypto, c.cluster.id, signer, {
-    key,
-    ts,
-    nonceHash: nonceHash(crypto, nonce),
-    ccDigest: crossChecksumDigest(crypto, cc),
-    tombstone: cc.tombstone,
-    grant: options.grant,
-  });
-  const index = options.index ?? 0;
-  return {
-    store: { type: 'STORE', key, opId: 1, ts, stripe: 0, fragment: fragments[index]!, cc, cert },
-    candidate: { ts, nonce, cert, proof: [] },
-    fragments,
-  };
-}
-
-/** Sends the write's STORE to every server; returns the candidate with the store proof of the first `n − t` receipts. */
-async function storeEverywhere(c: Awaited<ReturnType<typeof makeCluster>>, w: Awaited<ReturnType<typeof storeFor>>): Promise<Candidate> {
-  const proof = [];
-  for (const [i, s] of c.servers.entries()) {
-    const ack = await s.handle({ ...w.store, fragment: w.fragments[i]! });
-    expect(ack).toMatchObject({ type: 'STORE_ACK' });
-    if (ack.type === 'STORE_ACK' && proof.length < c.config.n - c.config.t) proof.push({ server: i, signature: ack.receipt });
-  }
-  return { ...w.candidate, proof };
-}
 
 describe('STORE admission', () => {
   it('the forged re-STORE of a completed write is refused with every variation, the genuine retry acknowledged', async () => {

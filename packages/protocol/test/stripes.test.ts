@@ -94,8 +94,9 @@ describe('striped values', () => {
     const last = await readStripe(c, key, 99);
     expect(last.stripe).toBe(3);
     expect(last.value).toEqual(value.subarray(3 * S));
-    // Each server holds four entries (stripes) for the one write.
-    expect(await c.storages[0]!.withKey(key, async (r) => (await r.index()).map((e) => e.stripe))).toEqual([0, 1, 2, 3]);
+    // Each server holds four entries (stripes) for the one write, indexed as one write.
+    const index = await c.storages[0]!.withKey(key, (r) => r.index());
+    expect(index.map((w) => [w.head, w.stripes, w.top])).toEqual([[true, 3, 3]]);
   });
 
   it('a value that fits one stripe is written as a plain value', async () => {

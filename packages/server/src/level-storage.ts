@@ -37,6 +37,7 @@ import {
   decodeKeyRecord,
   encodeEntryMetaRecord,
   encodeKeyRecord,
+  entriesOf,
   entryId,
   type EntryMeta,
   type HistoryEntry,
@@ -360,9 +361,10 @@ export class LevelStorage extends AbstractStorage {
       const state = this.#decodeState(k.slice(2), raw);
       if (state.index.length === 0) continue;
       keys++;
-      entries += state.index.length;
+      entries += state.index.reduce((sum, w) => sum + entriesOf(w), 0);
       const u = owners.get(state.owner) ?? { bytes: 0, keys: 0 };
-      owners.set(state.owner, { bytes: u.bytes + state.index.reduce((sum, e) => sum + e.bytes, 0), keys: u.keys + 1 });
+      const bytes = u.bytes + state.index.reduce((sum, w) => sum + w.bytes, 0);
+      owners.set(state.owner, { bytes, keys: u.keys + (state.index.some((w) => !w.tombstone) ? 1 : 0) });
     }
     return { keys, entries, owners };
   }
@@ -481,16 +483,30 @@ export class LevelStorage extends AbstractStorage {
 
   protected async commit(c: KeyChanges): Promise<void> {
     const ops: Put[] = [];
+    for (const d of c.deletes) {
+      for (const stripe of d.stripes ? [0, ...(await this.#storedStripes(c.key, d.ts))] : [0]) {
+        ops.push({ type: 'del', key: this.#entryKey('h', c.key, d.ts, stripe) });
+        ops.push({ type: 'del', key: this.#entryKey('f', c.key, d.ts, stripe) });
+      }
+    }
     if (c.state) ops.push({ type: 'put', key: `k:${c.key}`, value: encodeKeyRecord(c.key, c.state) });
     for (const e of c.puts) {
       ops.push({ type: 'put', key: this.#entryKey('h', c.key, e.ts, e.stripe), value: encodeEntryMetaRecord(c.key, e) });
       ops.push({ type: 'put', key: this.#entryKey('f', c.key, e.ts, e.stripe), value: e.fragment });
     }
-    for (const d of c.deletes) {
-      ops.push({ type: 'del', key: this.#entryKey('h', c.key, d.ts, d.stripe) });
-      ops.push({ type: 'del', key: this.#entryKey('f', c.key, d.ts, d.stripe) });
-    }
     await this.#committer.commit(ops, c);
+  }
+
+  /**
+   * The stripes ≥ 1 of `Hist[key][ts]` on disk: the index counts a write's stripes but does
+   * not list them, so collecting a write reads its stripe records' names (no values).
+   */
+  async #storedStripes(key: string, ts: Timestamp): Promise<number[]> {
+    // `h:…:<wid>#<s>` for every stripe s ≥ 1; '$' is the character after '#'.
+    const prefix = `${this.#entryKey('h', key, ts, 0)}#`;
+    const stripes: number[] = [];
+    for await (const k of this.#db.keys({ gt: prefix, lt: `${prefix.slice(0, -1)}$` })) stripes.push(Number(k.slice(prefix.length)));
+    return stripes;
   }
 
   protected async closeBackend(): Promise<void> {
