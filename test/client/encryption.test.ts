@@ -1,28 +1,35 @@
 /**
  * Client-side encryption against a real cluster (`powerstore-server` processes on LevelDB):
- * round trips, readers without the key, tampered and swapped values, capabilities and key
- * epochs, and what the servers' disks hold: never the plaintext of an encrypted value
- * (the same scan finds a public value's).
+ * round trips, readers without the key, tampered and swapped values, stripes of other
+ * versions spliced into one value by a grantee, capabilities and key epochs, and what the
+ * servers' disks hold: never the plaintext of an encrypted value (the same scan finds a
+ * public value's).
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connect, Identity, PowerStoreError, type Store } from '@powerstore/client';
+import { connect, Identity, PowerStoreError, STRIPE_BYTES, type Store } from '@powerstore/client';
+import { grantFromJson } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
+import { TestClient } from '../server/driver.js';
 import { CliCluster, ensureBuilt } from '../server/harness.js';
 
 let cluster: CliCluster;
 let clusterFile: object;
 const stores: Store[] = [];
+const clients: TestClient[] = [];
 
-async function open(options: { identity?: Identity | false; capabilities?: string[]; keyEpoch?: number } = {}): Promise<Store> {
+async function open(
+  options: { identity?: Identity | false; capabilities?: string[]; keyEpoch?: number; stripeBytes?: number } = {},
+): Promise<Store> {
   const identity = options.identity === undefined ? await Identity.generate() : options.identity;
   const store = await connect({
     cluster: clusterFile,
     ...(identity ? { identity } : {}),
     ...(options.capabilities ? { capabilities: options.capabilities } : {}),
     ...(options.keyEpoch === undefined ? {} : { keyEpoch: options.keyEpoch }),
+    ...(options.stripeBytes === undefined ? {} : { stripeBytes: options.stripeBytes }),
     timeoutMs: 15_000,
   });
   stores.push(store);
@@ -43,7 +50,7 @@ async function failure(p: Promise<unknown>): Promise<PowerStoreError> {
 }
 
 /** Bytes that never repeat a 4-byte run of a marker: LevelDB's Snappy keeps a marker in them verbatim. */
-function randomBytes(n: number): Uint8Array {
+function randomBytes(n: number): Uint8Array<ArrayBuffer> {
   const out = new Uint8Array(n);
   for (let i = 0; i < n; i += 65_536) crypto.getRandomValues(out.subarray(i, Math.min(n, i + 65_536)));
   return out;
@@ -81,6 +88,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const s of stores) s.close();
+  for (const c of clients) c.close();
   await cluster?.stop();
 });
 
@@ -198,6 +206,131 @@ describe('encrypted by default', () => {
     });
     await bare.put(k(bare, 'x'), 'y', { public: true });
     expect(text(await bare.get(k(bare, 'x')))).toBe('y');
+  });
+});
+
+describe('stripes of one write', () => {
+  const SMALL = 64 * 1024;
+  const same = (x: Uint8Array | undefined, y: Uint8Array) => x !== undefined && Buffer.compare(x, y) === 0;
+
+  async function drain(stream: ReadableStream<Uint8Array>): Promise<Buffer> {
+    const parts: Uint8Array[] = [];
+    for await (const chunk of stream as unknown as AsyncIterable<Uint8Array>) parts.push(chunk);
+    return Buffer.concat(parts);
+  }
+
+  /**
+   * A grantee of `prefix` in `owner`'s namespace with no capability: it may write there, and
+   * reads only what anyone reads, the stored bytes. It writes through the protocol core
+   * (`TestClient`), which stores the bytes it is given under its own write certificate.
+   */
+  async function grantee(owner: Store, prefix: string): Promise<{ client: TestClient; store: Store; publicKey: string }> {
+    const identity = await Identity.generate();
+    const json = await owner.grant(identity.publicKey, prefix, 'never');
+    const client = await TestClient.open(cluster, identity.signer, [grantFromJson(createCryptoProvider(), json).grant]);
+    clients.push(client);
+    const store = await connect({ cluster: clusterFile, identity, grants: [json], timeoutMs: 15_000 });
+    stores.push(store);
+    return { client, store, publicKey: identity.publicKey };
+  }
+
+  /** The stored bytes (envelopes, ciphertext) of every stripe of the value `key` holds now. */
+  async function storedStripes(reader: TestClient, key: string): Promise<Uint8Array[]> {
+    const first = await reader.read(key, 15_000, { stripe: 0 });
+    const out = [first.value!];
+    for (let s = 1; s < first.layout!.digests.length; s++) {
+      out.push((await reader.read(key, 15_000, { stripe: s, pinned: first.candidate!, layout: first.layout! })).value!);
+    }
+    return out;
+  }
+
+  /** Writes `stripes` as one striped value of `key` under `writer`'s own certificate: a legitimate write for a grantee. */
+  async function writeStripes(writer: TestClient, key: string, stripes: readonly Uint8Array[]): Promise<void> {
+    let next = 0;
+    const source = { stripeSize: stripes[0]!.length, next: async () => stripes[next++] };
+    await writer.write(key, { kind: 'stripes', source }, 30_000);
+  }
+
+  it('a grantee splicing stripes of two versions into a write of its own gets TAMPERED from the owner, whole and by range', async () => {
+    const owner = await open({ stripeBytes: SMALL });
+    const prefix = k(owner, 'films/');
+    const key = `${prefix}cut.mp4`;
+    const size = 3 * SMALL - 1000;
+    const [v1, v2] = [randomBytes(size), randomBytes(size)];
+    const { client: writer, store: library, publicKey } = await grantee(owner, prefix);
+    await owner.putStream(key, new Blob([v1]));
+    // The grantee holds no key: the client library gives it no plaintext, the protocol core the stored bytes.
+    expect((await failure(library.get(key))).code).toBe('NOT_AUTHORIZED');
+    const old = await storedStripes(writer, key);
+    await owner.putStream(key, new Blob([v2]));
+    const current = await storedStripes(writer, key);
+    expect([old.length, current.length]).toEqual([3, 3]);
+    expect(same(await owner.get(key), v2)).toBe(true);
+
+    // Stripe 0 of v2, stripe 1 of v1, stripe 2 of v2: each authenticates on its own.
+    await writeStripes(writer, key, [current[0]!, old[1]!, current[2]!]);
+    expect(await owner.stat(key)).toMatchObject({ exists: true, size, encrypted: true, writer: { publicKey } });
+    expect(await failure(owner.get(key))).toMatchObject({ code: 'TAMPERED', message: expect.stringContaining('another write') as string });
+    expect((await failure(drain((await owner.getStream(key))!.stream))).code).toBe('TAMPERED');
+    // By range: stripes 1 and 2, and stripe 1 alone, which is checked against stripe 0.
+    expect((await failure(owner.get(key, { range: { start: SMALL + 10, end: 2 * SMALL + 10 } }))).code).toBe('TAMPERED');
+    expect((await failure(owner.get(key, { range: { start: SMALL + 10, end: SMALL + 20 } }))).code).toBe('TAMPERED');
+    const ranged = await owner.getStream(key, { range: { start: SMALL + 10 } });
+    expect((await failure(drain(ranged!.stream))).code).toBe('TAMPERED');
+    // Stripe 2 alone is of stripe 0's write, in its place: v2's bytes there.
+    expect(same(await owner.get(key, { range: { start: 2 * SMALL } }), v2.subarray(2 * SMALL))).toBe(true);
+    // The stripes back in order are v2 again: what is refused is the splice, not the grantee's write.
+    await writeStripes(writer, key, current);
+    expect(same(await owner.get(key), v2)).toBe(true);
+  });
+
+  it('a value cut short or extended with stripes of its own write is TAMPERED wherever a read reaches its end', async () => {
+    const owner = await open({ stripeBytes: SMALL });
+    const prefix = k(owner, 'logs/');
+    const key = `${prefix}day`;
+    const v = randomBytes(3 * SMALL);
+    const { client: writer } = await grantee(owner, prefix);
+    await owner.putStream(key, new Blob([v]));
+    const [s0, s1, s2] = (await storedStripes(writer, key)) as [Uint8Array, Uint8Array, Uint8Array];
+    // Cut short: its first two stripes. Stripe 1 says more follow.
+    await writeStripes(writer, key, [s0, s1]);
+    expect((await failure(owner.get(key))).code).toBe('TAMPERED');
+    expect((await failure(drain((await owner.getStream(key))!.stream))).code).toBe('TAMPERED');
+    expect((await failure(owner.get(key, { range: { start: SMALL, end: 3 * SMALL } }))).code).toBe('TAMPERED');
+    // A range starting past the end it claims reads the last stripe too.
+    expect((await failure(owner.get(key, { range: { start: 2 * SMALL + 5 } }))).code).toBe('TAMPERED');
+    // A range short of the end is v's own bytes, in their place.
+    expect(same(await owner.get(key, { range: { start: 10, end: 100 } }), v.subarray(10, 100))).toBe(true);
+    // Extended: its last stripe again, and a stripe of another value after it.
+    await writeStripes(writer, key, [s0, s1, s2, s2]);
+    expect((await failure(owner.get(key))).code).toBe('TAMPERED');
+    await owner.putStream(key, new Blob([randomBytes(2 * SMALL)]));
+    const [other] = await storedStripes(writer, key);
+    await writeStripes(writer, key, [s0, s1, s2, other!]);
+    expect((await failure(owner.get(key))).code).toBe('TAMPERED');
+  });
+
+  it('a ranged read starting past stripe 0 checks the stripes it reads against stripe 0', async () => {
+    const owner = await open();
+    const prefix = k(owner, 'big/');
+    const key = `${prefix}file`;
+    const size = 2 * STRIPE_BYTES + 5000;
+    const [v1, v2] = [randomBytes(size), randomBytes(size)];
+    const { client: writer } = await grantee(owner, prefix);
+    await owner.putStream(key, new Blob([v1]));
+    const old = await storedStripes(writer, key);
+    await owner.putStream(key, new Blob([v2]));
+    const current = await storedStripes(writer, key);
+    // Stripe 0 of v1 before stripes 1 and 2 of v2: these two agree with each other, not with stripe 0.
+    await writeStripes(writer, key, [old[0]!, current[1]!, current[2]!]);
+    expect((await failure(owner.get(key, { range: { start: STRIPE_BYTES + 10 } }))).code).toBe('TAMPERED');
+    const ranged = await owner.getStream(key, { range: { start: STRIPE_BYTES + 10, end: STRIPE_BYTES + 20 } });
+    expect((await failure(drain(ranged!.stream))).code).toBe('TAMPERED');
+    // Stripe 1 of v1 in v2: a range in stripe 1 fails, one in stripe 2 is v2's.
+    await writeStripes(writer, key, [current[0]!, old[1]!, current[2]!]);
+    expect((await failure(owner.get(key, { range: { start: STRIPE_BYTES + 10, end: STRIPE_BYTES + 20 } }))).code).toBe('TAMPERED');
+    const tail = { start: 2 * STRIPE_BYTES + 10, end: 2 * STRIPE_BYTES + 4000 };
+    expect(same(await owner.get(key, { range: tail }), v2.subarray(tail.start, tail.end))).toBe(true);
   });
 });
 

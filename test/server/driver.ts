@@ -19,6 +19,7 @@ import {
   type ClusterConfig,
   type Grant,
   type ReadResult,
+  type ReadTarget,
   type Reply,
   type Signer,
   type Step,
@@ -261,8 +262,14 @@ export class TestClient {
     return this.cluster.run(op, timeoutMs).finally(() => op.abandon());
   }
 
-  read(key: string, timeoutMs = 10_000): Promise<ReadResult> {
-    const op = new ReadOperation({ config: this.config, crypto, codec: this.codec, verifier: this.verifier }, key, this.cluster.opId());
+  /** Reads `key`: its latest value, or with `target` one stripe of a striped value (see `ReadTarget`). */
+  read(key: string, timeoutMs = 10_000, target?: ReadTarget): Promise<ReadResult> {
+    const op = new ReadOperation(
+      { config: this.config, crypto, codec: this.codec, verifier: this.verifier },
+      key,
+      this.cluster.opId(),
+      target,
+    );
     return this.cluster.run(op, timeoutMs);
   }
 

@@ -22,8 +22,19 @@
  * - Stripes: a value written whole is stripe 0 of 1. A value streamed in stripes
  *   (`putStream`) seals each stripe on its own under the write's one nonce, with its index;
  *   the count is 0 in every stripe but the last, which holds the real count, so a stripe
- *   sealed as "more follow" never passes for the end (the write certificate binds the
- *   stripes' order and number too).
+ *   sealed as "more follow" never passes for the end.
+ * - One value, one write. Each stripe authenticates on its own, and the write certificate
+ *   that binds the stripes' order and number is signed by whoever wrote the value, who may
+ *   be a grantee without the key: it can re-store stripes of the owner's earlier versions,
+ *   which anyone can read, as a value of its own. So readers check every stripe's header
+ *   against the value's stripe 0 ({@link stripeMismatch}): an encrypted stripe must carry
+ *   stripe 0's key epoch and write nonce (it then opens only if the owner sealed it in that
+ *   very write), and a public stripe goes only with public ones. Stripe 0 is the reference
+ *   because every value has one and a read can always fetch it: a read of a range that
+ *   starts later reads stripe 0 too (store.ts, `#valueStream`). With the index and the
+ *   count field, a value's stripes are then all of one write and each in the place it was
+ *   sealed for, and a read that reaches the value's end reads a stripe sealed as the last:
+ *   no splice of versions, no truncation, no extension passes.
  *
  * AES-GCM (`node:crypto` in Node, WebCrypto in browsers) rather than XChaCha20-Poly1305 in
  * JavaScript: several times the throughput at 256 KiB (bench/encryption), native everywhere.
@@ -135,6 +146,54 @@ export async function sealEncrypted(
   header.set(keyCheck(leaf), 16);
   header.set(nonce, 16 + KEY_CHECK_LENGTH);
   return aesGcmSeal(valueKey(leaf, nonce), gcmNonce(position.index), associatedData(header, key), value, header);
+}
+
+/**
+ * The write a stripe comes from, as its envelope says: its form and, for an encrypted stripe,
+ * the key epoch and write nonce. All stripes of one value share it (see {@link stripeMismatch}).
+ */
+export type WriteOrigin = { readonly kind: 'public' } | { readonly kind: 'encrypted'; readonly epoch: number; readonly nonce: Uint8Array };
+
+/** The write `envelope` comes from (a copy: it does not keep the stored bytes alive). */
+export function writeOrigin(envelope: Exclude<Envelope, { kind: 'unknown' }>): WriteOrigin {
+  return envelope.kind === 'public' ? { kind: 'public' } : { kind: 'encrypted', epoch: envelope.epoch, nonce: envelope.nonce.slice() };
+}
+
+/**
+ * Why `envelope`, read as stripe `position.index` of the `position.count` stripes of a value
+ * (0 of 1 for a value written whole), does not belong there, or `undefined` when it does.
+ * An encrypted stripe must have been sealed for that index, and as the last stripe exactly
+ * when it is the last (else the value was cut short, or extended past its end). With
+ * `origin`, the write of the value's stripe 0, it must also come from that write: the same
+ * form and, encrypted, the same key epoch and write nonce (else it was spliced in from
+ * another version). The header is checked before it is authenticated: the stripe then opens
+ * only under that write's key, so a header that merely copies stripe 0's fails to open.
+ */
+export function stripeMismatch(
+  envelope: Exclude<Envelope, { kind: 'unknown' }>,
+  position: { readonly index: number; readonly count: number },
+  origin?: WriteOrigin,
+): string | undefined {
+  if (envelope.kind === 'encrypted') {
+    const last = position.index === position.count - 1;
+    if (envelope.stripe !== position.index) return `says it is stripe ${envelope.stripe}: it was moved from another place`;
+    if (envelope.stripes !== stripesField({ index: position.index, last })) {
+      if (last && envelope.stripes === 0) return 'was sealed with more stripes after it: the value was cut short';
+      if (!last) return `was sealed as the last of ${envelope.stripes} stripes: the value was extended past its end`;
+      return `says there are ${envelope.stripes} stripes, not ${position.count}`;
+    }
+  }
+  if (origin === undefined) return undefined;
+  if (envelope.kind !== origin.kind) return `is ${envelope.kind} and stripe 0 is ${origin.kind}: it is from another write`;
+  if (envelope.kind === 'encrypted' && origin.kind === 'encrypted') {
+    if (envelope.epoch !== origin.epoch) {
+      return `is at key epoch ${envelope.epoch} and stripe 0 at ${origin.epoch}: it is from another write`;
+    }
+    if (!bytesEqual(envelope.nonce, origin.nonce)) {
+      return 'has another write nonce than stripe 0: it is from another write (another version of the value)';
+    }
+  }
+  return undefined;
 }
 
 /** What `stored` is, without decrypting it. */

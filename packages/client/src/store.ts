@@ -58,9 +58,11 @@ import {
   PUBLIC_OVERHEAD,
   sealEncrypted,
   sealPublic,
-  stripesField,
+  stripeMismatch,
   writeNonce,
+  writeOrigin,
   type StripePosition,
+  type WriteOrigin,
 } from './encryption.js';
 import { PowerStoreError, invalid, invalidInput, type PowerStoreErrorCode } from './errors.js';
 import { Identity } from './identity.js';
@@ -148,7 +150,10 @@ export interface PutOptions extends OperationOptions {
 export interface GetOptions extends OperationOptions {
   /** The stored bytes as they are, envelope and ciphertext included, without decrypting. */
   readonly raw?: boolean;
-  /** Only these bytes (clamped to the value's length): a large value's read touches only the stripes they lie in. */
+  /**
+   * Only these bytes (clamped to the value's length): a large value's read touches only the
+   * stripes they lie in, and an encrypted one's stripe 0, which every stripe must match.
+   */
   readonly range?: ByteRange;
 }
 
@@ -189,7 +194,7 @@ export interface GetStreamOptions {
   readonly signal?: AbortSignal;
   /** Time each round may take. Default: connect's `timeoutMs`. */
   readonly timeoutMs?: number;
-  /** Only these bytes: reads only the stripes they lie in. Clamped to the value's length. */
+  /** Only these bytes: reads only the stripes they lie in (and an encrypted value's stripe 0). Clamped to the value's length. */
   readonly range?: ByteRange;
   /** Called as bytes are delivered. */
   readonly onProgress?: (progress: TransferProgress) => void;
@@ -605,30 +610,41 @@ class PowerStore implements Store {
     return this.#openStripe(key, stored, result, { index: 0, count: 1 });
   }
 
-  /** The plaintext of stripe `position.index` of `position.count` (1 for a value written whole) of what was read for `key`. */
-  async #openStripe(key: string, stored: Uint8Array, result: ReadResult, position: { index: number; count: number }): Promise<Uint8Array> {
+  /**
+   * The plaintext of stripe `position.index` of `position.count` (0 of 1 for a value written
+   * whole) of what was read for `key`. `origin` is the write of the value's stripe 0, which
+   * every other stripe must come from (see `stripeMismatch`); the caller passes it for every
+   * stripe but stripe 0 of an encrypted value.
+   */
+  async #openStripe(
+    key: string,
+    stored: Uint8Array,
+    result: ReadResult,
+    position: { index: number; count: number },
+    origin?: WriteOrigin,
+  ): Promise<Uint8Array> {
     if (namespaceOf(key) === undefined) return stored;
     const envelope = parseEnvelope(stored);
-    if (envelope.kind === 'public') return envelope.value;
     if (envelope.kind === 'unknown') {
       throw new PowerStoreError(
         'UNKNOWN_FORMAT',
         `the value of ${JSON.stringify(key)} cannot be read: ${envelope.reason}; get it with { raw: true } for the stored bytes`,
       );
     }
-    const last = position.index === position.count - 1;
-    if (envelope.stripe !== position.index || envelope.stripes !== stripesField({ index: position.index, last })) {
+    const writer = result.cert ? ` (written by ${encodePublicKey(result.cert.signer)} at timestamp ${result.ts.num})` : '';
+    const mismatch = stripeMismatch(envelope, position, origin);
+    if (mismatch !== undefined) {
       throw new PowerStoreError(
         'TAMPERED',
-        `stripe ${position.index} of ${position.count} of the value of ${JSON.stringify(key)} says it is stripe ${envelope.stripe} (count field ${envelope.stripes}): it is not returned`,
+        `stripe ${position.index} of ${position.count} of the value of ${JSON.stringify(key)}${writer} ${mismatch}; it is not returned`,
       );
     }
+    if (envelope.kind === 'public') return envelope.value;
     const found = await this.#parts.keys.leaf(key, envelope.epoch);
     if ('missing' in found) {
       throw new PowerStoreError('NOT_AUTHORIZED', `the value of ${JSON.stringify(key)} is encrypted and ${found.missing}`);
     }
     const opened = await openEncrypted(key, envelope, found.leaf);
-    const writer = result.cert ? ` (written by ${encodePublicKey(result.cert.signer)} at timestamp ${result.ts.num})` : '';
     // The owner's root derives the one right key of this name and epoch, so a key check that
     // differs under it means the value was sealed for another name: moved, i.e. tampered. A
     // capability's key is only as right as the string it came from, so there it may be either.
@@ -704,6 +720,18 @@ class PowerStore implements Store {
    * The bytes of `options.range` of the value `result` read: the stripes they lie in, each
    * read (pinned to `result`'s version), verified and decrypted as the consumer pulls, with
    * the next one fetched meanwhile.
+   *
+   * One value, one write: the writer's certificate binds the stripes' order and number, but a
+   * grantee without the key may sign one over stripes of the owner's earlier versions, each
+   * of which authenticates on its own. So every stripe delivered must come from the write of
+   * the value's stripe 0 (`stripeMismatch`). For an encrypted value (as the stripe `result`
+   * holds says) that is stripe 0's key epoch and write nonce, and stripe 0 is read and
+   * authenticated first even when the range starts later: checking a range's stripes only
+   * against one another would let a range of stripe 1 alone return another version's bytes.
+   * For a public value every stripe delivered must be public: public bytes are whatever the
+   * key's writer chose anyway, so they need no stripe 0 and a public range costs none.
+   * A read that reaches the value's end (even an empty range there) reads its last stripe,
+   * sealed as the last of its write: a value cut short or extended fails there.
    */
   async #valueStream(key: string, result: ReadResult, options: GetStreamOptions): Promise<ValueStream> {
     const stored = result.value!;
@@ -727,26 +755,51 @@ class PowerStore implements Store {
     const perStripe = layout.stripeSize - overhead;
     const size = stripedSize(layout, overhead);
     const { start, end } = clampRange(options.range, size);
-    const firstStripe = Math.floor(start / perStripe);
-    const lastStripe = end > start ? Math.floor((end - 1) / perStripe) : firstStripe - 1;
-    const fetched = new Map<number, Promise<Uint8Array>>();
-    const fetch = (s: number): Promise<Uint8Array> => {
+    const firstStripe = Math.min(Math.floor(start / perStripe), count - 1);
+    const lastStripe = end === size ? count - 1 : end > start ? Math.floor((end - 1) / perStripe) : firstStripe - 1;
+    // The envelope of the stripe in hand: it says whether stripes must match stripe 0's write.
+    const held = namespaceOf(key) === undefined ? undefined : parseEnvelope(stored);
+    const encrypted = held?.kind === 'encrypted';
+    /** Stripe `s`, verified and opened, and the write its envelope names. */
+    const open = async (s: number): Promise<{ plain: Uint8Array; origin: WriteOrigin | undefined }> => {
+      const reference = held === undefined || (encrypted && s === 0) ? undefined : originOf();
+      let [bytes, from] = [stored, result];
+      if (s !== result.stripe) {
+        const { result: r } = await this.#read(
+          key,
+          { signal: options.signal, timeoutMs: options.timeoutMs },
+          { stripe: s, pinned: result.candidate!, layout },
+        );
+        if (r.stripe !== s || r.value === undefined) throw new Error(`stripe ${s} came back as stripe ${String(r.stripe)}`);
+        [bytes, from] = [r.value, r];
+      }
+      const plain = await this.#openStripe(key, bytes, from, { index: s, count }, await reference);
+      const envelope = held && parseEnvelope(bytes);
+      return { plain, origin: envelope && envelope.kind !== 'unknown' ? writeOrigin(envelope) : undefined };
+    };
+    /** The write every stripe delivered must come from: stripe 0's (authenticated) for an encrypted value, public for a public one. */
+    let origin: Promise<WriteOrigin | undefined> | undefined;
+    const originOf = (): Promise<WriteOrigin | undefined> => {
+      if (!origin) {
+        // A range from stripe 0 delivers it first (see fetch); one starting later reads and authenticates it without delivering it.
+        origin = encrypted
+          ? (fetched.get(0) ?? open(0)).then((o) => o.origin)
+          : Promise.resolve(held?.kind === 'public' ? writeOrigin(held) : undefined);
+        // Awaited by every later stripe, which reports a failure when it is pulled.
+        origin.catch(() => {});
+      }
+      return origin;
+    };
+    const fetched = new Map<number, Promise<{ plain: Uint8Array; origin: WriteOrigin | undefined }>>();
+    const fetch = (s: number) => {
       let p = fetched.get(s);
       if (!p) {
-        p =
-          s === result.stripe
-            ? this.#openStripe(key, stored, result, { index: s, count })
-            : this.#read(
-                key,
-                { signal: options.signal, timeoutMs: options.timeoutMs },
-                { stripe: s, pinned: result.candidate!, layout },
-              ).then(({ result: r }) => {
-                if (r.stripe !== s || r.value === undefined) throw new Error(`stripe ${s} came back as stripe ${String(r.stripe)}`);
-                return this.#openStripe(key, r.value, r, { index: s, count });
-              });
+        p = open(s);
         // A prefetched stripe that fails is reported when it is pulled, not as an unhandled rejection.
         p.catch(() => {});
         fetched.set(s, p);
+        // Stripe 0 is dropped from `fetched` once delivered: take its write now.
+        if (s === 0 && encrypted) void originOf();
       }
       return p;
     };
@@ -762,7 +815,7 @@ class PowerStore implements Store {
           const s = next++;
           let plain: Uint8Array;
           try {
-            plain = await fetch(s);
+            ({ plain } = await fetch(s));
           } catch (err) {
             throw toClientError(err);
           }
@@ -770,7 +823,7 @@ class PowerStore implements Store {
           if (next <= lastStripe) void fetch(next);
           const from = s === firstStripe ? start - s * perStripe : 0;
           const to = s === lastStripe ? end - s * perStripe : plain.length;
-          controller.enqueue(plain.subarray(from, to));
+          if (to > from) controller.enqueue(plain.subarray(from, to));
           delivered += to - from;
           report?.({ bytesDone: delivered, bytesTotal: end - start });
           if (next > lastStripe) controller.close();

@@ -74,8 +74,10 @@ export async function* stripesOf(chunks: AsyncIterable<Uint8Array>, size: number
 /** `range` clamped to a value of `size` bytes, as `[start, end)`; `INVALID_ARGUMENT` when it is not a range. */
 export function clampRange(range: ByteRange | undefined, size: number): { start: number; end: number } {
   if (range === undefined) return { start: 0, end: size };
-  const { start, end = size } = range;
+  const { start } = range;
   if (!Number.isSafeInteger(start) || start < 0) throw invalid(`range.start must be an integer ≥ 0, got ${String(start)}`);
+  // Without an end, a start past the value's end is an empty range there, as `Blob.slice` has it.
+  const end = range.end === undefined ? Math.max(start, size) : range.end;
   if (!Number.isSafeInteger(end) || end < start) throw invalid(`range.end must be an integer ≥ range.start, got ${String(end)}`);
   return { start: Math.min(start, size), end: Math.min(end, size) };
 }

@@ -15,6 +15,9 @@ import {
   plaintextSize,
   sealEncrypted,
   sealPublic,
+  stripeMismatch,
+  writeNonce,
+  writeOrigin,
   type Envelope,
 } from '../src/encryption.js';
 import { Identity } from '../src/identity.js';
@@ -87,6 +90,51 @@ describe('the envelope', () => {
     expect(await openEncrypted(b, encrypted(sealed), await leafOf(ring, b))).toBe('wrong-key');
     // With a's key (as if key checks collided), the key name in the associated data fails it.
     expect(await openEncrypted(b, encrypted(sealed), await leafOf(ring, a))).toBe('tampered');
+  });
+
+  it('takes the stripes of a value only from the write of its stripe 0, each in its place', async () => {
+    const id = await Identity.generate();
+    const key = `${id.namespace}film`;
+    const leaf = await leafOf(await ownRing(id), key);
+    /** The stripes of one streamed write of `count` stripes, parsed. */
+    const write = async (count: number, epoch = 0, nonce = writeNonce()) => {
+      const stripes = [];
+      for (let index = 0; index < count; index++) {
+        stripes.push(encrypted(await sealEncrypted(key, enc(`stripe ${index}`), leaf, epoch, { nonce, index, last: index === count - 1 })));
+      }
+      return stripes;
+    };
+    const [v1, v2] = [await write(3), await write(3)];
+    const at = (index: number, count = 3) => ({ index, count });
+    // Every stripe of one write, in its place, against that write's stripe 0; a value written whole is stripe 0 of 1.
+    for (const [i, stripe] of v2.entries()) expect(stripeMismatch(stripe, at(i), writeOrigin(v2[0]!)), `stripe ${i}`).toBeUndefined();
+    expect(stripeMismatch(encrypted(await sealEncrypted(key, enc('whole'), leaf, 0)), at(0, 1))).toBeUndefined();
+    // Spliced: stripe 1 of v1 after stripe 0 of v2. It authenticates on its own, so only the header tells.
+    expect(await openEncrypted(key, v1[1]!, leaf)).toBeInstanceOf(Uint8Array);
+    expect(stripeMismatch(v1[1]!, at(1), writeOrigin(v2[0]!))).toMatch(/another write nonce than stripe 0/);
+    expect(stripeMismatch(v2[2]!, at(2), writeOrigin(v1[0]!))).toMatch(/another write/);
+    // The same nonce at another key epoch is another write too.
+    const nonce = v2[0]!.nonce.slice();
+    const rotated = await write(3, 1, nonce);
+    expect(stripeMismatch(rotated[1]!, at(1), writeOrigin(v2[0]!))).toMatch(/key epoch 1 and stripe 0 at 0/);
+    // A header rewritten to carry stripe 0's nonce passes the check and then fails to open.
+    const forged = await sealEncrypted(key, enc('stripe 1'), leaf, 0, { nonce: v1[0]!.nonce, index: 1, last: false });
+    forged.set(nonce, 16 + 8);
+    expect(stripeMismatch(encrypted(forged), at(1), writeOrigin(v2[0]!))).toBeUndefined();
+    expect(await openEncrypted(key, encrypted(forged), leaf)).toBe('tampered');
+    // Cut short (stripe 1 of v2 as the last of 2), extended (its last stripe followed by one more), moved.
+    expect(stripeMismatch(v2[1]!, at(1, 2), writeOrigin(v2[0]!))).toMatch(/cut short/);
+    expect(stripeMismatch(v2[2]!, at(2, 4), writeOrigin(v2[0]!))).toMatch(/extended past its end/);
+    expect(stripeMismatch(v2[1]!, at(2), writeOrigin(v2[0]!))).toMatch(/says it is stripe 1/);
+    // Public and encrypted stripes never make one value; public ones go together (they carry no write).
+    const pub = parseEnvelope(sealPublic(enc('public'))) as Extract<Envelope, { kind: 'public' }>;
+    expect(stripeMismatch(pub, at(1), writeOrigin(v2[0]!))).toMatch(/is public and stripe 0 is encrypted/);
+    expect(stripeMismatch(v2[1]!, at(1), writeOrigin(pub))).toMatch(/is encrypted and stripe 0 is public/);
+    expect(stripeMismatch(pub, at(1), writeOrigin(pub))).toBeUndefined();
+    // The origin is a copy: it outlives (and ignores changes to) the stored bytes it came from.
+    const origin = writeOrigin(v2[0]!);
+    v2[0]!.nonce.fill(0);
+    expect(stripeMismatch(v2[1]!, at(1), origin)).toBeUndefined();
   });
 
   it('tells public, encrypted and raw values apart', async () => {
