@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { connect, Identity } from '@powerstore/client';
-import { CliCluster, ensureBuilt, ROOT } from '../server/harness.js';
+import { CliCluster, ensureBuilt, OPEN_WRITERS, ROOT } from '../server/harness.js';
 
 const BIN = join(ROOT, 'packages/cli/dist/cli.js');
 let cluster: CliCluster;
@@ -57,7 +57,7 @@ const files = () => ['--cluster', join(cluster.dir, 'cluster.json'), '--identity
 
 beforeAll(async () => {
   await ensureBuilt();
-  cluster = await CliCluster.create(1, [], ['--quota-keys', String(QUOTA_KEYS)]);
+  cluster = await CliCluster.create(1, [], [...OPEN_WRITERS, '--quota-keys', String(QUOTA_KEYS)]);
   await cluster.startAll();
   home = mkdtempSync(join(tmpdir(), 'powerstore-cli-home-'));
 }, 240_000);
