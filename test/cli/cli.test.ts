@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { connect, Identity } from '@powerstore/client';
-import { CliCluster, ensureBuilt, ROOT } from '../server/harness.js';
+import { CliCluster, ensureBuilt, OPEN_WRITERS, ROOT } from '../server/harness.js';
 
 const BIN = join(ROOT, 'packages/cli/dist/cli.js');
 let cluster: CliCluster;
@@ -57,7 +57,7 @@ const files = () => ['--cluster', join(cluster.dir, 'cluster.json'), '--identity
 
 beforeAll(async () => {
   await ensureBuilt();
-  cluster = await CliCluster.create(1, [], ['--quota-keys', String(QUOTA_KEYS)]);
+  cluster = await CliCluster.create(1, [], [...OPEN_WRITERS, '--quota-keys', String(QUOTA_KEYS)]);
   await cluster.startAll();
   home = mkdtempSync(join(tmpdir(), 'powerstore-cli-home-'));
 }, 240_000);
@@ -333,6 +333,66 @@ it('warns in one line, and goes on, when others may read the identity file', asy
   expect(lines[0]).toContain(`chmod 600 ${file}`);
   chmodSync(file, 0o600);
   expect((await run(['--identity', file, 'id'])).stderr).toBe('');
+});
+
+it("never writes with an identity planted in the current directory's .powerstore/ without saying so", async () => {
+  // Someone else's directory: their identity in .powerstore/identity.json (they hold its
+  // secret, so they read whatever is written with it) beside a cluster file.
+  const theirs = mkdtempSync(join(tmpdir(), 'powerstore-cli-theirs-'));
+  const planted = join(theirs, '.powerstore', 'identity.json');
+  const attacker = parse<IdJson>((await run(['--identity', planted, 'id', '--json'], { cwd: theirs })).stdout);
+  writeFileSync(join(theirs, '.powerstore', 'cluster.json'), readFileSync(join(cluster.dir, 'cluster.json')));
+  // The user, with an identity of their own, and another with none.
+  const myHome = mkdtempSync(join(tmpdir(), 'powerstore-cli-victim-'));
+  const me = parse<IdJson>((await run(['id', '--json'], { env: { XDG_CONFIG_HOME: myHome } })).stdout);
+  const bareHome = mkdtempSync(join(tmpdir(), 'powerstore-cli-bare-'));
+  try {
+    const inTheirs = { cwd: theirs, env: { XDG_CONFIG_HOME: myHome } };
+    // Your own identity wins, for writes and reads, and the CLI says which file it passed over.
+    const put = await run(['put', '@/diary', '-'], { ...inTheirs, input: Buffer.from('dear diary') });
+    expect(put.code, put.stderr).toBe(0);
+    expect(put.stderr).toContain(`under "${me.namespace}diary"`);
+    expect(put.stderr).toContain(`not using ${planted}`);
+    expect((await run(['get', '@/diary'], inTheirs)).stdout.toString()).toBe('dear diary');
+    expect((await run(['--identity', planted, 'get', `${me.namespace}diary`], { cwd: theirs })).code).toBe(6);
+
+    // No identity of your own, and a cluster named elsewhere (not this directory's): the
+    // planted identity is not taken, a write needs one (exit 5).
+    const bare = { cwd: theirs, env: { XDG_CONFIG_HOME: bareHome } };
+    const elsewhere = await run(['--cluster', join(cluster.dir, 'cluster.json'), 'put', '@/diary', '-'], {
+      ...bare,
+      input: Buffer.from('x'),
+    });
+    expect(elsewhere.code, elsewhere.stderr).toBe(5);
+    expect(elsewhere.stderr).toContain("writing needs an identity: run 'powerstore id'");
+    expect(elsewhere.stderr).toContain(`not using ${planted}`);
+    const viaEnv = await run(['put', '@/diary', '-'], {
+      cwd: theirs,
+      env: { XDG_CONFIG_HOME: bareHome, POWERSTORE_CLUSTER: join(cluster.dir, 'cluster.json') },
+      input: Buffer.from('x'),
+    });
+    expect(viaEnv.code, viaEnv.stderr).toBe(5);
+
+    // No identity of your own and this directory's own cluster (a `powerstore-server dev`
+    // directory): its identity is used, with a warning naming the file.
+    const dev = await run(['put', '@/notes', '-'], { ...bare, input: Buffer.from('dev') });
+    expect(dev.code, dev.stderr).toBe(0);
+    expect(dev.stderr).toContain(`under "${attacker.namespace}notes"`);
+    const warning = dev.stderr.split('\n').find((l) => l.includes('warning'));
+    expect(warning).toContain(`using the identity ${planted} from this directory`);
+
+    // Asked for by name (--identity, POWERSTORE_IDENTITY), it is used without a warning.
+    for (const named of [
+      await run(['--identity', '.powerstore/identity.json', 'get', '@/notes'], inTheirs),
+      await run(['get', '@/notes'], { cwd: theirs, env: { XDG_CONFIG_HOME: myHome, POWERSTORE_IDENTITY: planted } }),
+    ]) {
+      expect(named.code, named.stderr).toBe(0);
+      expect(named.stdout.toString()).toBe('dev');
+      expect(named.stderr).toBe('');
+    }
+  } finally {
+    for (const dir of [theirs, myHome, bareHome]) rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 it('refuses plaintext ws:// to hosts that are not loopback unless --allow-insecure', async () => {

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { encodePublicKey } from '@powerstore/protocol';
 import { startByzantineProxy, startListingLiar, startRefusingServer, type ByzantineProxy } from '../fixtures/byzantine-proxy.js';
-import { CliCluster, ensureBuilt, metricValue } from '../server/harness.js';
+import { CliCluster, ensureBuilt, metricValue, OPEN_WRITERS } from '../server/harness.js';
 
 /** Keys per owner and server (init --quota-keys). */
 const QUOTA_KEYS = 40;
@@ -61,7 +61,7 @@ async function requestsServed(): Promise<number[]> {
 
 beforeAll(async () => {
   await ensureBuilt();
-  cluster = await CliCluster.create(1, [], ['--quota-keys', String(QUOTA_KEYS)]);
+  cluster = await CliCluster.create(1, [], [...OPEN_WRITERS, '--quota-keys', String(QUOTA_KEYS)]);
   await cluster.startAll();
   clusterFile = cluster.clusterJson() as typeof clusterFile;
   admin = await Identity.fromJSON(JSON.parse(readFileSync(join(cluster.dir, 'admin.json'), 'utf8')));

@@ -4,6 +4,7 @@
  * certificate, and `dev` starting and stopping a whole cluster.
  */
 import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { get as httpsGet } from 'node:https';
@@ -11,8 +12,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { decodeMessage, encodeMessage } from '@powerstore/protocol';
-import { CLI, cli, ensureBuilt, freeBasePort, ROOT } from './harness.js';
+import { decodeMessage, encodeMessage, namespacePrefix, ownerIdOf } from '@powerstore/protocol';
+import { crypto, TestClient } from './driver.js';
+import { CLI, cli, CliCluster, ensureBuilt, freeBasePort, ROOT } from './harness.js';
 
 /** The fields of cluster.json these tests read. */
 interface ClusterJson {
@@ -72,7 +74,8 @@ describe('powerstore-server CLI', () => {
     expect(statSync(join(dir, 'admin.json')).mode & 0o777).toBe(0o600);
     expect(r.stdout).toContain('admin.json');
     const cluster = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')) as ClusterJson;
-    expect(cluster).toMatchObject({ version: 2, policy: { writers: 'open' } });
+    expect(cluster).toMatchObject({ version: 2, policy: { writers: 'owners', owners: [] } });
+    expect(r.stderr).toBe('');
     expect(cluster.servers.map((s: { url: string }) => s.url)).toEqual([
       'ws://127.0.0.1:9301',
       'ws://127.0.0.1:9302',
@@ -86,6 +89,66 @@ describe('powerstore-server CLI', () => {
     expect(cli(['init', '--t', '1', '--dir', dir, '--force']).status).toBe(0);
     expect(cli(['init', '--t', '0', '--dir', fresh()]).status).not.toBe(0);
   });
+
+  it('init admits only the owners cluster.json lists and the admin; --writers open is asked for, with a warning about Sybil writers', async () => {
+    // --writers open: what it means, said on stderr (with the quotas it does not make a bound).
+    const open = cli(['init', '--t', '1', '--dir', fresh(), '--writers', 'open', '--quota-bytes', '1000']);
+    expect(open.status, open.stderr).toBe(0);
+    expect(open.stdout).toContain('write policy: open');
+    const warning = open.stderr.split('\n').filter(Boolean);
+    expect(warning).toHaveLength(1);
+    expect(warning[0]).toMatch(/^powerstore-server: warning: writers: open lets any identity write/);
+    expect(warning[0]).toContain('1000 bytes and 100000 keys');
+    expect(warning[0]).toContain('not what one person with many identities stores');
+    expect(warning[0]).toContain('--writers owners (the default)');
+    expect(cli(['init', '--help']).stdout.replace(/\s+/g, ' ')).toContain('(choices: "open", "owners", default: "owners")');
+
+    // init's defaults, running: a new identity cannot write even its own namespace, as the
+    // servers judge it (a client that ignores the cluster file's policy gets the same).
+    const cluster = await CliCluster.create(1, [], []);
+    const clients: TestClient[] = [];
+    try {
+      expect(cluster.clusterJson()).toMatchObject({ policy: { writers: 'owners', owners: [] } });
+      await cluster.startAll();
+      const alice = await crypto.signerFromSeed(new Uint8Array(randomBytes(32)));
+      const aliceId = ownerIdOf(crypto, alice.publicKey);
+      const key = `${namespacePrefix(aliceId)}note`;
+      const asAlice = await TestClient.open(cluster, alice);
+      const asAdmin = await TestClient.open(cluster, cluster.admin);
+      clients.push(asAlice, asAdmin);
+      await expect(asAlice.write(key, { kind: 'value', value: new TextEncoder().encode('hi') })).rejects.toMatchObject({
+        code: 'NOT_AUTHORIZED',
+      });
+      // The admin writes anywhere, her namespace included.
+      await asAdmin.write(key, { kind: 'value', value: new TextEncoder().encode('from the admin') });
+      // Listed in policy.owners (and SIGHUP), she writes her own namespace.
+      const json = cluster.clusterJson() as { policy: object };
+      writeFileSync(cluster.clusterFile, JSON.stringify({ ...json, policy: { ...json.policy, owners: [aliceId] } }));
+      for (let id = 1; id <= cluster.config.n; id++) cluster.process(id)!.kill('SIGHUP');
+      const deadline = Date.now() + 10_000;
+      let outcome: string | undefined;
+      while (Date.now() < deadline) {
+        outcome = await asAlice.write(key, { kind: 'value', value: new TextEncoder().encode('mine') }).then(
+          () => 'written',
+          (e: { code?: string }) => e.code,
+        );
+        if (outcome === 'written') break;
+        await sleep(200);
+      }
+      expect(outcome).toBe('written');
+      expect(new TextDecoder().decode((await asAdmin.read(key)).value)).toBe('mine');
+      // Bob, not listed, still cannot.
+      const bob = await crypto.signerFromSeed(new Uint8Array(randomBytes(32)));
+      const asBob = await TestClient.open(cluster, bob);
+      clients.push(asBob);
+      await expect(
+        asBob.write(`${namespacePrefix(ownerIdOf(crypto, bob.publicKey))}x`, { kind: 'value', value: new TextEncoder().encode('x') }),
+      ).rejects.toMatchObject({ code: 'NOT_AUTHORIZED' });
+    } finally {
+      for (const c of clients) c.close();
+      await cluster.stop();
+    }
+  }, 60_000);
 
   it('init --host with an address that is not loopback writes wss:// and says how to serve it; --insecure keeps ws:// with a warning', () => {
     const dir = fresh();

@@ -35,7 +35,7 @@ import {
   type StoreRequest,
 } from '@powerstore/protocol';
 import { crypto, TestClient } from './driver.js';
-import { cli, CliCluster, ensureBuilt, metricValue } from './harness.js';
+import { cli, CliCluster, ensureBuilt, metricValue, OPEN_WRITERS } from './harness.js';
 
 const MAX_CONNECTIONS = 6;
 const MAX_INFLIGHT = 4;
@@ -49,7 +49,7 @@ beforeAll(async () => {
   cluster = await CliCluster.create(
     1,
     ['--max-connections', String(MAX_CONNECTIONS), '--max-inflight-per-connection', String(MAX_INFLIGHT)],
-    ['--quota-keys', String(QUOTA_KEYS)],
+    [...OPEN_WRITERS, '--quota-keys', String(QUOTA_KEYS)],
   );
   await cluster.startAll();
   writer = await TestClient.open(cluster, cluster.admin);

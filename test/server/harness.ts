@@ -81,6 +81,9 @@ export function cli(args: readonly string[]): { status: number | null; stdout: s
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
+/** `init` arguments of a cluster any identity may write to (its own namespace). */
+export const OPEN_WRITERS: readonly string[] = ['--writers', 'open'];
+
 /** A cluster made by `powerstore-server init` and run by `powerstore-server start`. */
 export class CliCluster {
   readonly dir: string;
@@ -102,8 +105,13 @@ export class CliCluster {
     this.#startArgs = startArgs;
   }
 
-  /** `init` into a fresh temporary directory (`initArgs` go to `init`); `startArgs` go to every `start`. */
-  static async create(t = 1, startArgs: readonly string[] = [], initArgs: readonly string[] = []): Promise<CliCluster> {
+  /**
+   * `init` into a fresh temporary directory (`initArgs` go to `init`); `startArgs` go to
+   * every `start`. Without `initArgs` the cluster is open (`--writers open`): most tests
+   * write with identities they make, which no cluster file lists. `init`'s own default
+   * (`owners`: the listed owners and the admin) is what `initArgs` without `--writers` get.
+   */
+  static async create(t = 1, startArgs: readonly string[] = [], initArgs: readonly string[] = OPEN_WRITERS): Promise<CliCluster> {
     const dir = mkdtempSync(join(tmpdir(), 'powerstore-cluster-'));
     const base = await freeBasePort(3 * t + 1);
     const r = cli(['init', '--t', String(t), '--dir', dir, '--base-port', String(base), ...initArgs]);

@@ -13,14 +13,16 @@
  *
  * The cluster file comes from --cluster, $POWERSTORE_CLUSTER or .powerstore/cluster.json
  * (what `powerstore-server dev` creates); the identity from --identity,
- * $POWERSTORE_IDENTITY, .powerstore/identity.json or the user's identity
- * ($XDG_CONFIG_HOME/powerstore/identity.json, which `powerstore id` creates).
+ * $POWERSTORE_IDENTITY or the user's identity ($XDG_CONFIG_HOME/powerstore/identity.json,
+ * which `powerstore id` creates). A .powerstore/identity.json in the current directory is
+ * used only by a user with no identity of their own, when the cluster file is that
+ * directory's too, and with a warning (see identityPath).
  */
 import { randomBytes } from 'node:crypto';
 import { chmodSync, createWriteStream, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { open, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
@@ -135,6 +137,7 @@ function warnIfShared(path: string): void {
   );
 }
 
+/** Where the cluster file comes from: named (--cluster, $POWERSTORE_CLUSTER) or this directory's `.powerstore/cluster.json`. */
 function clusterPath(opts: GlobalOptions): string {
   const path = opts.cluster ?? process.env.POWERSTORE_CLUSTER ?? `${DEFAULT_DIR}/cluster.json`;
   if (!opts.cluster && !process.env.POWERSTORE_CLUSTER && !existsSync(path)) {
@@ -146,10 +149,35 @@ function clusterPath(opts: GlobalOptions): string {
   return path;
 }
 
-function identityPath(opts: GlobalOptions, required: boolean): string | undefined {
+/**
+ * The identity to use: `--identity`, then `$POWERSTORE_IDENTITY`, then your own
+ * (`userIdentityPath()`). An identity in the current directory's `.powerstore/` is
+ * somebody's (whoever made the directory, and whoever can write to it), who holds its
+ * secret and so reads what is written with it: it is taken only when you have no identity
+ * of your own and the cluster file is that same directory's (a `powerstore-server dev`
+ * cluster you work in), and then with a warning naming it. Passed over, it gets a note.
+ */
+function identityPath(opts: GlobalOptions, required: boolean, cluster: string): string | undefined {
   const path = opts.identity ?? process.env.POWERSTORE_IDENTITY;
   if (path) return path;
-  for (const candidate of [`${DEFAULT_DIR}/identity.json`, userIdentityPath()]) if (existsSync(candidate)) return candidate;
+  const own = userIdentityPath();
+  const local = resolve(DEFAULT_DIR, 'identity.json');
+  const hasLocal = existsSync(local) && resolve(own) !== local;
+  if (existsSync(own)) {
+    if (hasLocal) process.stderr.write(`powerstore: note: not using ${local} (found in this directory); using your own identity ${own}\n`);
+    return own;
+  }
+  if (hasLocal && resolve(cluster) === resolve(DEFAULT_DIR, 'cluster.json')) {
+    process.stderr.write(
+      `powerstore: warning: using the identity ${local} from this directory (beside its cluster file; you have no identity of your own): ` +
+        `@/ is its namespace, and whoever made the file can read what you store with it; run 'powerstore id' to make your own, or pass --identity <file>\n`,
+    );
+    return local;
+  }
+  if (hasLocal)
+    process.stderr.write(
+      `powerstore: note: not using ${local} (found in this directory): the cluster file is not this directory's; pass --identity to use it\n`,
+    );
   if (required)
     throw new CliError(
       EXIT.CONFIG,
@@ -177,8 +205,9 @@ function expandKey(key: string, store: Store): string {
 
 /** Runs `fn` with a connected store; Ctrl-C aborts the operation and exits 130. */
 async function withStore<T>(opts: GlobalOptions, write: boolean, fn: (store: Store, signal: AbortSignal) => Promise<T>): Promise<T> {
-  const cluster = loadJson(clusterPath(opts), 'cluster file');
-  const path = identityPath(opts, write);
+  const clusterFile = clusterPath(opts);
+  const cluster = loadJson(clusterFile, 'cluster file');
+  const path = identityPath(opts, write, clusterFile);
   const identity = path ? await loadIdentity(path) : undefined;
   const grants = opts.grant.map((g) => loadJson(g, 'grant file'));
   const controller = new AbortController();
@@ -370,7 +399,8 @@ export function program(): Command {
     .option('--cluster <file>', `cluster file (default: $POWERSTORE_CLUSTER or ${DEFAULT_DIR}/cluster.json)`)
     .option(
       '--identity <file>',
-      `identity to write with (default: $POWERSTORE_IDENTITY, ${DEFAULT_DIR}/identity.json, then your own: ${userIdentityPath()})`,
+      `identity to write with (default: $POWERSTORE_IDENTITY, then your own: ${userIdentityPath()}; ` +
+        `${DEFAULT_DIR}/identity.json in the current directory only if you have none and the cluster file is ${DEFAULT_DIR}/cluster.json, with a warning)`,
     )
     .option(
       '--grant <file>',
@@ -400,9 +430,12 @@ export function program(): Command {
       'after',
       `\nKeys starting with @/ are in your identity's namespace: @/notes is ~<your owner id>/notes.\n` +
         `Values there are encrypted before they leave this machine (put --public stores plaintext); key names are not.\n` +
+        `Identity: --identity, else $POWERSTORE_IDENTITY, else your own (${userIdentityPath()}, made by 'powerstore id').\n` +
+        `A ${DEFAULT_DIR}/identity.json in the current directory is someone's, who can read what is written with it: it is used\n` +
+        `only if you have no identity of your own and the cluster file is ${DEFAULT_DIR}/cluster.json beside it, and then with a warning.\n` +
         `Exit codes: ${EXIT.OK} ok, ${EXIT.FAILED} failed, ${EXIT.USAGE} usage error, ${EXIT.NOT_FOUND} key not found (get, stat),\n` +
         `            ${EXIT.UNREACHABLE} quorum of servers unreachable, ${EXIT.CONFIG} cluster or identity file problem,\n` +
-        `            ${EXIT.NOT_AUTHORIZED} not allowed to write the key (no grant, grant expired, revoked) or no key to decrypt it (no --cap covering it),\n` +
+        `            ${EXIT.NOT_AUTHORIZED} not allowed to write the key (no grant, grant expired, revoked, owner not admitted) or no key to decrypt it (no --cap covering it),\n` +
         `            ${EXIT.QUOTA} quota exceeded, ${EXIT.TAMPERED} value failed authentication (tampered),\n` +
         `            ${EXIT.CHANGED} value overwritten again and again while get streamed it (run get again), ${EXIT.INTERRUPTED} interrupted.`,
     )

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { Command, Help, InvalidArgumentError, Option } from 'commander';
 import { pino } from 'pino';
 import { DEFAULT_HISTORY } from '@powerstore/protocol';
-import { DEFAULT_QUOTA, initCluster, loadClusterFile, loadPolicy, loadServerConfig } from './config.js';
+import { DEFAULT_QUOTA, initCluster, loadClusterFile, loadPolicy, loadServerConfig, openWritersWarning } from './config.js';
 import { runDev, type DevFlags } from './dev.js';
 import { ServerError } from './errors.js';
 import { DEFAULT_LIMITS, type ServerLimits } from './limits.js';
@@ -65,9 +65,13 @@ function buildCli(): Command {
       ),
     )
     .addOption(
-      new Option('--writers <who>', 'open: any identity may write its own namespace; owners: only owners listed in cluster.json')
+      new Option(
+        '--writers <who>',
+        'owners: only the owners listed in cluster.json (policy.owners) and the admin may write; ' +
+          'open: any identity may write its own namespace, so quotas per owner do not bound what one person with many identities stores (a warning says so)',
+      )
         .choices(['open', 'owners'])
-        .default('open'),
+        .default('owners'),
     )
     .option('--quota-bytes <n>', 'default quota per owner and server, in bytes', integer(0), DEFAULT_QUOTA.bytes)
     .option('--quota-keys <n>', 'default quota per owner and server, in keys', integer(0), DEFAULT_QUOTA.keys)
@@ -94,7 +98,8 @@ function buildCli(): Command {
             r.serverFiles.map((f, i) => `  secret:  ${f} → ${r.cluster.servers[i]!.url}\n`).join('') +
             r.notes.map((line) => `${line}\n`).join(''),
         );
-        for (const w of r.warnings) process.stderr.write(`powerstore-server: warning: ${w}\n`);
+        const warnings = [...r.warnings, ...(o.writers === 'open' ? [openWritersWarning({ bytes: o.quotaBytes, keys: o.quotaKeys })] : [])];
+        for (const w of warnings) process.stderr.write(`powerstore-server: warning: ${w}\n`);
       },
     );
 
@@ -206,7 +211,7 @@ function buildCli(): Command {
   program
     .command('dev')
     .description(
-      'Development cluster: create it in --dir if missing, start all 3t + 1 servers as child processes, stop them all on Ctrl-C.',
+      'Development cluster: create it in --dir if missing (writers: open, so a page can write with the identity it makes), start all 3t + 1 servers as child processes, stop them all on Ctrl-C.',
     )
     .option('--t <t>', 'faulty servers tolerated when creating the cluster', integer(1, 84), 1)
     .option('--dir <dir>', 'cluster directory; data goes to <dir>/data-<id>', '.powerstore')

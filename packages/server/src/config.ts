@@ -97,7 +97,12 @@ export interface InitOptions {
    * `wss://` for any other.
    */
   readonly tls?: boolean;
-  /** `open` (default): any identity may write its own namespace; `owners`: only admitted owners. */
+  /**
+   * `owners` (default): only the owners `policy.owners` lists, and the admin, may write
+   * (grantees too, under a grant into an admitted namespace). `open`: any identity may
+   * write its own namespace; since anyone can make identities, per-owner quotas then bound
+   * what one identity stores, not what one person stores ({@link openWritersWarning}).
+   */
   readonly writers?: 'open' | 'owners';
   /** Default quota per owner and server; `undefined` fields are unlimited. Default 1 GiB and 100 000 keys. */
   readonly quota?: { readonly bytes?: number; readonly keys?: number };
@@ -117,8 +122,26 @@ export interface InitResult {
   readonly warnings: readonly string[];
 }
 
-/** Default quota per owner per server: what keeps one identity of an open cluster from filling the disks. */
+/** Default quota per owner per server: what keeps one owner from filling the disks (one identity, in an open cluster). */
 export const DEFAULT_QUOTA = Object.freeze({ bytes: 1024 ** 3, keys: 100_000 });
+
+/**
+ * What an operator choosing `writers: "open"` must know (`init --writers open` prints it,
+ * and `dev` for a host that is not loopback): quotas are per identity, and identities are
+ * free, so they do not bound what one person stores.
+ */
+export function openWritersWarning(quota: { readonly bytes?: number; readonly keys?: number } = DEFAULT_QUOTA): string {
+  const limit = [
+    quota.bytes === undefined ? undefined : `${quota.bytes} bytes`,
+    quota.keys === undefined ? undefined : `${quota.keys} keys`,
+  ].filter(Boolean);
+  return (
+    'writers: open lets any identity write its own namespace, and anyone can make as many identities as they like: ' +
+    `the quota per owner and server (${limit.length ? limit.join(' and ') : 'unlimited'}) bounds what one identity stores, ` +
+    "not what one person with many identities stores (Sybil writers can fill every server's disk); " +
+    'use --writers owners (the default) and list the owners in cluster.json, or put the servers behind admission of your own'
+  );
+}
 
 /** The file name of server `id`'s secret file. */
 export function serverFileName(id: number): string {
@@ -171,7 +194,7 @@ export async function initCluster(options: InitOptions): Promise<InitResult> {
   const admin = await crypto.signerFromSeed(adminSeed);
   const quota = options.quota ?? DEFAULT_QUOTA;
   const policy: PolicyJson = {
-    writers: options.writers ?? 'open',
+    writers: options.writers ?? 'owners',
     owners: [],
     revoked: { keys: [], grants: [] },
     quotas: { default: quota, owners: {} },

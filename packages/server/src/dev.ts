@@ -7,7 +7,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { initCluster, loadClusterFile, serverFileName } from './config.js';
+import { isLoopbackHost } from '@powerstore/protocol';
+import { initCluster, loadClusterFile, openWritersWarning, serverFileName } from './config.js';
 import { startStaticServer, type StaticServer } from './static.js';
 
 /** Flags of `dev`. */
@@ -28,9 +29,12 @@ export async function runDev(o: DevFlags & { cliPath: string }): Promise<void> {
   if (!existsSync(clusterFile)) {
     // Plaintext always: dev starts its servers without certificates. For a --host that is
     // not loopback that exposes the traffic, which the warning says.
-    const r = await initCluster({ t: o.t, dir: o.dir, host: o.host, basePort: o.basePort, tls: false });
+    // Open: the demo page makes its own identity, which no cluster file lists. Quotas per
+    // identity then do not bound what one person stores: said when others can reach it.
+    const r = await initCluster({ t: o.t, dir: o.dir, host: o.host, basePort: o.basePort, tls: false, writers: 'open' });
     process.stdout.write(`created a cluster of ${3 * o.t + 1} servers (t = ${o.t}) in ${o.dir}\n`);
-    for (const w of r.warnings) process.stderr.write(`powerstore-server: warning: ${w}\n`);
+    const warnings = [...r.warnings, ...(isLoopbackHost(o.host) ? [] : [openWritersWarning()])];
+    for (const w of warnings) process.stderr.write(`powerstore-server: warning: ${w}\n`);
   }
   const cluster = loadClusterFile(clusterFile);
   const children = new Map<number, ChildProcess>();

@@ -9,6 +9,7 @@ export {
   loadClusterFile,
   loadPolicy,
   loadServerConfig,
+  openWritersWarning,
   readJson,
   secretFileWarning,
   serverFileName,

@@ -20,7 +20,9 @@ describe('cluster files', () => {
     const cluster = loadClusterFile(r.clusterFile);
     expect(cluster.config).toEqual({ t: 2, n: 7 });
     expect(cluster.servers[6]).toMatchObject({ id: 7, url: 'ws://127.0.0.1:9106' });
-    expect(cluster.policy).toMatchObject({ writers: 'open', quotas: { default: DEFAULT_QUOTA } });
+    // Closed by default: only the owners the file lists (none yet) and the admin may write.
+    expect(cluster.policy).toMatchObject({ writers: 'owners', owners: [], quotas: { default: DEFAULT_QUOTA } });
+    expect(loadClusterFile((await initCluster({ t: 1, dir: fresh(), writers: 'open' })).clusterFile).policy.writers).toBe('open');
     expect(readFileSync(r.clusterFile, 'utf8')).not.toMatch(/secret/i);
     expect(statSync(r.clusterFile).mode & 0o777).toBe(0o644);
     for (const f of [...r.serverFiles, r.adminFile]) expect(statSync(f).mode & 0o777, f).toBe(0o600);
@@ -143,8 +145,8 @@ describe('cluster files', () => {
     const r = await initCluster({ t: 1, dir: fresh() });
     const current = loadClusterFile(r.clusterFile);
     const json = JSON.parse(readFileSync(r.clusterFile, 'utf8')) as { policy: object };
-    writeFileSync(r.clusterFile, JSON.stringify({ ...json, policy: { ...json.policy, writers: 'owners' } }));
-    expect(loadPolicy(r.clusterFile, current).writers).toBe('owners');
+    writeFileSync(r.clusterFile, JSON.stringify({ ...json, policy: { ...json.policy, writers: 'open' } }));
+    expect(loadPolicy(r.clusterFile, current).writers).toBe('open');
     writeFileSync(r.clusterFile, JSON.stringify({ ...json, t: 2 }));
     expect(() => loadPolicy(r.clusterFile, current)).toThrow(ConfigError);
   });
