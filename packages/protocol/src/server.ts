@@ -476,7 +476,10 @@ export class Server {
     const lc = await record.getLc();
     if (!lc) return;
     const doomed = this.collectable(await record.index(), lc);
-    for (const e of doomed) await record.deleteEntry(e.ts);
+    // A write without its head raises no collected mark: this server never stored its stripe
+    // 0, so never signed a receipt for it, and storing its stripes again (a straggler) gives
+    // no timestamp a second content; the mark would only refuse overlapping writes below it.
+    for (const e of doomed) await record.deleteEntry(e.ts, { mark: e.head });
     if (doomed.length > 0) this.#options.onCollected?.(key, doomed.length);
   }
 

@@ -64,9 +64,9 @@ export interface KeyRecord {
   /**
    * Garbage collection: removes `Hist[ts]`, every stripe of it, gives their bytes (and the
    * key's slot, if they held its last value) back to the owner once durable, and raises the
-   * collected mark to `ts`.
+   * collected mark to `ts` (unless `mark` is `false`).
    */
-  deleteEntry(ts: Timestamp): Promise<void>;
+  deleteEntry(ts: Timestamp, options?: { readonly mark?: boolean }): Promise<void>;
   /** The highest timestamp whose entry was collected; `undefined` if none was. */
   getCollected(): Promise<Timestamp | undefined>;
 }
@@ -403,7 +403,7 @@ class Transaction {
       getEntryMeta: (ts, stripe = 0) => this.#guard(() => this.#getEntry(ts, stripe, false)),
       putEntry: (e, charge) => this.#guard(() => this.#putEntry(e, charge)),
       index: () => this.#guard(async () => (await this.#getState()).index),
-      deleteEntry: (ts) => this.#guard(() => this.#deleteEntry(ts)),
+      deleteEntry: (ts, options) => this.#guard(() => this.#deleteEntry(ts, options?.mark ?? true)),
       getCollected: () => this.#guard(async () => (await this.#getState()).collected),
     };
   }
@@ -509,7 +509,7 @@ class Transaction {
     return true;
   }
 
-  async #deleteEntry(ts: Timestamp): Promise<void> {
+  async #deleteEntry(ts: Timestamp, mark: boolean): Promise<void> {
     const state = await this.#getState();
     const doomed = state.index.find((w) => timestampsEqual(w.ts, ts));
     if (!doomed) return;
@@ -521,8 +521,8 @@ class Transaction {
     if (index.length === 0) this.#newKeys--;
     const lastValue = !doomed.tombstone && !index.some((w) => !w.tombstone);
     this.#released.push({ owner: state.owner, bytes: doomed.bytes, keys: lastValue ? 1 : 0 });
-    const collected = state.collected && compareTimestamps(state.collected, ts) > 0 ? state.collected : detached(ts);
-    this.#setState({ ...state, index, collected });
+    const raise = mark && !(state.collected && compareTimestamps(state.collected, ts) > 0);
+    this.#setState({ ...state, index, collected: raise ? detached(ts) : state.collected });
   }
 }
 

@@ -243,6 +243,28 @@ describe('stripes of unfinished writes', () => {
   });
 });
 
+describe('collecting stripes without a head', () => {
+  it('raises no collected mark: a write below them still stores (it is not SUPERSEDED by an upload it overlapped)', async () => {
+    const c = await makeCluster(1);
+    const key = own(c.owner, 'k');
+    const s0 = c.servers[0]!;
+    const writerId = (instance: number) => new Uint8Array(c.session(c.owner).writerId).fill(instance, 16);
+    // An upload at (5, 0x99…) that will never get its head here, and a plain write at (5, 0x01…)
+    // below it whose STORE is late at this server.
+    const upload = { num: 5, writerId: writerId(0x99) };
+    expect(await s0.handle(await stripeStore(c, c.owner, key, upload, 1, new Uint8Array(MIN_STRIPE_SIZE)))).toMatchObject({
+      type: 'STORE_ACK',
+    });
+    const late = await storeFor(c, c.owner, key, text('late'), { num: 5, writerId: writerId(0x01) });
+    // A write above both completes, which collects the upload's stripes here.
+    const done = await plant(c, c.owner, key, 'newer', 6);
+    await completeEverywhere(c, key, done);
+    expect((await c.storages[0]!.withKey(key, (r) => r.index())).map((w) => w.ts.num)).toEqual([6]);
+    expect(await c.storages[0]!.withKey(key, (r) => r.getCollected())).toBeUndefined();
+    expect(await s0.handle(late.store)).toMatchObject({ type: 'STORE_ACK' });
+  });
+});
+
 describe('what deleted keys cost', () => {
   it('a deleted key gives its key-quota slot back', async () => {
     const c = await makeCluster(1);
