@@ -118,7 +118,8 @@ describe('streamed values', () => {
   });
 
   it('a cancelled upload leaves the old value, and the next upload of the key works', async () => {
-    const store = await open();
+    const identity = await Identity.generate();
+    const store = await open(identity);
     const key = `${store.namespace}k`;
     await store.put(key, 'old');
     const controller = new AbortController();
@@ -134,11 +135,11 @@ describe('streamed values', () => {
     expect((err as PowerStoreError).code).toBe('ABORTED');
     expect(new TextDecoder().decode(await store.get(key))).toBe('old');
     // The abandoned stripes are charged to the owner, unseen by get and list…
-    const owner = store.namespace.slice(1, -1);
+    const owner = store.namespace!.slice(1, -1);
     const charged = async () => Math.max(...(await ownerBytes(owner)));
     expect(await charged()).toBeGreaterThan(STRIPE_BYTES / 2);
     // …until the retry (a fresh client, as after a crash) lands above them and frees them.
-    const retry = await open(store.identity);
+    const retry = await open(identity);
     const next = bytes(2 * STRIPE_BYTES + 1, 'next');
     await retry.putStream(key, chunked(next));
     expect(sha((await store.get(key))!)).toBe(sha(next));
