@@ -76,6 +76,7 @@ const storage: ServerStorage = {
   usage: (owner) => level.usage(owner),
   owners: () => level.owners(),
   list: (prefix, after, limit) => level.list(prefix, after, limit),
+  unfinishedKeys: () => level.unfinishedKeys(),
 };
 
 const crypto = timedCrypto(createCryptoProvider(), clock, here);

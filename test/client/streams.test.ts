@@ -58,7 +58,8 @@ async function ownerBytes(owner: string): Promise<number[]> {
 
 beforeAll(async () => {
   await ensureBuilt();
-  cluster = await CliCluster.create(1);
+  // Abandoned uploads are deleted 1 s after a newer write (a tenth of this), not 6 minutes.
+  cluster = await CliCluster.create(1, ['--upload-idle-ms', '10000']);
   await cluster.startAll();
   clusterFile = cluster.clusterJson() as typeof clusterFile;
   proxy = await startByzantineProxy(clusterFile.servers[1]!.url, 4);
@@ -138,12 +139,15 @@ describe('streamed values', () => {
     const owner = store.namespace!.slice(1, -1);
     const charged = async () => Math.max(...(await ownerBytes(owner)));
     expect(await charged()).toBeGreaterThan(STRIPE_BYTES / 2);
-    // …until the retry (a fresh client, as after a crash) lands above them and frees them.
+    // …until the retry (a fresh client, as after a crash) lands above them, after which the
+    // servers delete them once idle (--upload-idle-ms / 10), found by their sweep.
     const retry = await open(identity);
     const next = bytes(2 * STRIPE_BYTES + 1, 'next');
     await retry.putStream(key, chunked(next));
     expect(sha((await store.get(key))!)).toBe(sha(next));
     // What is left: the new value (half of it per server, t = 1) and the small old one.
+    const deadline = Date.now() + 15_000;
+    while ((await charged()) >= next.length / 2 + 64 * 1024 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 250));
     expect(await charged()).toBeLessThan(next.length / 2 + 64 * 1024);
   });
 

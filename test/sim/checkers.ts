@@ -260,6 +260,7 @@ export class Checker {
       usage: (owner) => storage.usage(owner),
       owners: () => storage.owners(),
       list: (prefix, after, limit) => storage.list(prefix, after, limit),
+      unfinishedKeys: () => storage.unfinishedKeys(),
     };
   }
 

@@ -132,15 +132,15 @@ class GrantExpiryIgnored extends Server {
 
 /** Garbage collection deletes `lc`'s own entry too. */
 class CollectsLc extends Server {
-  protected override collectable(index: readonly WriteInfo[], lc: Candidate): WriteInfo[] {
-    return [...super.collectable(index, lc), ...index.filter((e) => timestampsEqual(e.ts, lc.ts))];
+  protected override collectable(index: readonly WriteInfo[], lc: Candidate | undefined, now: number): WriteInfo[] {
+    return [...super.collectable(index, lc, now), ...index.filter((e) => lc && timestampsEqual(e.ts, lc.ts))];
   }
 }
 
 /** Garbage collection deletes entries above `lc` (writes under way) too. */
 class CollectsPending extends Server {
-  protected override collectable(index: readonly WriteInfo[], lc: Candidate): WriteInfo[] {
-    return [...super.collectable(index, lc), ...index.filter((e) => compareTimestamps(e.ts, lc.ts) > 0)];
+  protected override collectable(index: readonly WriteInfo[], lc: Candidate | undefined, now: number): WriteInfo[] {
+    return [...super.collectable(index, lc, now), ...index.filter((e) => lc && compareTimestamps(e.ts, lc.ts) > 0)];
   }
 }
 
@@ -150,9 +150,9 @@ class CollectsPending extends Server {
  * versions, the deleted value among them.
  */
 class DeleteByOwnEntry extends Server {
-  protected override collectable(index: readonly WriteInfo[], lc: Candidate): WriteInfo[] {
-    const own = this.#own.get(timestampKey(lc.ts));
-    return super.collectable(index, { ...lc, cert: { ...lc.cert, tombstone: own ?? false } });
+  protected override collectable(index: readonly WriteInfo[], lc: Candidate | undefined, now: number): WriteInfo[] {
+    const own = lc && this.#own.get(timestampKey(lc.ts));
+    return super.collectable(index, lc && { ...lc, cert: { ...lc.cert, tombstone: own ?? false } }, now);
   }
   readonly #own = new Map<string, boolean>();
   protected override async storeEntry(record: KeyRecord, key: string, entry: HistoryEntry, basis?: Candidate): Promise<void> {

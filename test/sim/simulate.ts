@@ -23,7 +23,6 @@ import {
   ownerIdOf,
   ProtocolError,
   ReadOperation,
-  timestampKey,
   toHex,
   WriterSession,
   type ClientOperation,
@@ -705,8 +704,9 @@ async function checkHistoryBound(checker: Checker, server: string, storage: Memo
   for (const key of storage.keys()) {
     const { lc, index } = await storage.withKey(key, async (r) => ({ lc: await r.getLc(), index: await r.index() }));
     if (!lc) continue;
-    // Writes, not entries: a striped write has one entry per stripe.
-    const below = new Set(index.filter((e) => compareTimestamps(e.ts, lc.ts) < 0).map((e) => timestampKey(e.ts))).size;
+    // Writes with their head: an upload without stripe 0 overtaken by a completed write is
+    // kept while its stripes keep arriving (not below a delete), then deleted once idle.
+    const below = index.filter((e) => compareTimestamps(e.ts, lc.ts) < 0 && (e.head || lc.cert.tombstone)).length;
     // A completed delete erases everything below it, whether or not this server stored the delete.
     const bound = lc.cert.tombstone ? 0 : keep;
     if (below > bound)

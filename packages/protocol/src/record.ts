@@ -63,6 +63,8 @@ export interface WriteInfo {
   readonly short: number;
   /** Bytes charged for all of it (see {@link historyEntryBytes}). */
   readonly bytes: number;
+  /** When its last entry was stored, in ms by the server's clock (0 if unknown): an upload without a head idle too long is deleted. */
+  readonly touched: number;
 }
 
 /** History entries (stripes) a write's index entry stands for. */
@@ -154,6 +156,7 @@ export function encodeKeyRecord(key: string, s: KeyState): Uint8Array {
     w.u32(e.top, 'top stripe');
     w.u32(e.short, 'short stripe');
     w.u64(e.bytes, 'write bytes');
+    w.u64(e.touched, 'write time');
   }
   return w.finish();
 }
@@ -177,7 +180,9 @@ export function decodeKeyRecord(raw: Uint8Array, n: number): { key: string; stat
       const top = r.u32('top stripe');
       const short = r.u32('short stripe');
       const bytes = r.u64('write bytes');
-      index.push({ ts, head: (flags & INDEX_HEAD) !== 0, tombstone: (flags & INDEX_TOMBSTONE) !== 0, stripes, top, short, bytes });
+      const touched = r.u64('write time');
+      const head = (flags & INDEX_HEAD) !== 0;
+      index.push({ ts, head, tombstone: (flags & INDEX_TOMBSTONE) !== 0, stripes, top, short, bytes, touched });
       continue;
     }
     // Versions 3 and 4: one entry per stripe, in timestamp then stripe order; merged per write.
@@ -186,7 +191,9 @@ export function decodeKeyRecord(raw: Uint8Array, n: number): { key: string; stat
     const bytes = r.u64('entry bytes');
     const last = index.at(-1);
     const w =
-      last && timestampsEqual(last.ts, ts) ? index.pop()! : { ts, head: false, tombstone: false, stripes: 0, top: 0, short: 0, bytes: 0 };
+      last && timestampsEqual(last.ts, ts)
+        ? index.pop()!
+        : { ts, head: false, tombstone: false, stripes: 0, top: 0, short: 0, bytes: 0, touched: 0 };
     index.push({
       ...w,
       head: w.head || stripe === 0,

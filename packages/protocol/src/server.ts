@@ -73,10 +73,21 @@ export interface HistoryLimits {
   readonly maxPendingPerKey: number;
   /** Entries above `lc` per key and writer identity (writer tag); more get `PENDING_LIMIT`. */
   readonly maxPendingPerWriter: number;
+  /**
+   * An upload's stripes without its stripe 0 (a `putStream` abandoned part way) are deleted
+   * once no stripe of it arrived for this long (ms), or at once when a newer write
+   * completed and it is idle for a tenth of that.
+   */
+  readonly uploadIdleMs: number;
 }
 
 /** The defaults of {@link HistoryLimits}. */
-export const DEFAULT_HISTORY: HistoryLimits = Object.freeze({ keep: 2, maxPendingPerKey: 256, maxPendingPerWriter: 32 });
+export const DEFAULT_HISTORY: HistoryLimits = Object.freeze({
+  keep: 2,
+  maxPendingPerKey: 256,
+  maxPendingPerWriter: 32,
+  uploadIdleMs: 60 * 60 * 1000,
+});
 
 /** Bytes of a writer id that name the writer's identity (the rest is its instance). */
 const WRITER_TAG_BYTES = 16;
@@ -150,7 +161,7 @@ export class Server {
     this.verifier = new CertificateVerifier(options.crypto, options.cluster);
     this.admission = new Admission(options.crypto, options.cluster, options.policy ?? OPEN_POLICY);
     this.history = { ...DEFAULT_HISTORY, ...options.history };
-    const { keep, maxPendingPerKey, maxPendingPerWriter } = this.history;
+    const { keep, maxPendingPerKey, maxPendingPerWriter, uploadIdleMs } = this.history;
     check(Number.isSafeInteger(keep) && keep >= 0, `history.keep must be an integer ≥ 0, got ${keep}`);
     check(
       Number.isSafeInteger(maxPendingPerKey) && maxPendingPerKey >= 1,
@@ -160,6 +171,7 @@ export class Server {
       Number.isSafeInteger(maxPendingPerWriter) && maxPendingPerWriter >= 1,
       `history.maxPendingPerWriter must be a positive integer, got ${maxPendingPerWriter}`,
     );
+    check(Number.isSafeInteger(uploadIdleMs) && uploadIdleMs >= 1, `history.uploadIdleMs must be a positive integer, got ${uploadIdleMs}`);
     this.#options = options;
   }
 
@@ -330,8 +342,9 @@ export class Server {
     const index = await record.index();
     const write = index.find((w) => timestampsEqual(w.ts, ts));
     if (stripe > 0) this.checkStripeShape(write, stripe, entry.cc.valueLength);
-    // A write's first entry makes it pending; its other stripes add no write.
-    if (!write && compareTimestamps(ts, lc?.ts ?? TS0) > 0) this.checkPending(index, lc?.ts ?? TS0, ts);
+    // A write's first entry makes it pending (or, for a stripe, an unfinished upload wherever
+    // it lies); its other stripes add no write.
+    if (!write && (stripe > 0 || compareTimestamps(ts, lc?.ts ?? TS0) > 0)) this.checkPending(index, lc?.ts ?? TS0, ts);
     await this.charge(record, key, entry);
     // Also after a stripe ≥ 1: one that arrives below lc (its write overtaken) is one more
     // write below lc, and would otherwise outlive the history bound until the next STORE.
@@ -398,7 +411,7 @@ export class Server {
   /** Stores `entry`, charged to the key's owner, or `QUOTA_EXCEEDED`. */
   protected async charge(record: KeyRecord, key: string, entry: HistoryEntry): Promise<void> {
     const owner = this.admission.ownerOfKey(key);
-    const charge = { owner, bytes: historyEntryBytes(entry), quota: this.admission.quotaFor(owner) };
+    const charge = { owner, bytes: historyEntryBytes(entry), quota: this.admission.quotaFor(owner), at: this.#options.now() };
     if (!(await record.putEntry(entry, charge))) {
       throw new ProtocolError('QUOTA_EXCEEDED', `owner ${owner} has reached its quota on this server (${describeQuota(charge.quota)})`);
     }
@@ -451,10 +464,14 @@ export class Server {
     return { type: 'STORE_ACK', key, opId: req.opId, ts, stripe, receipt: NO_RECEIPT };
   }
 
-  /** Writes above `lc` (their stripes count once) are bounded per key and per writer identity. */
+  /**
+   * Unfinished writes — above `lc`, or uploads without their stripe 0 anywhere (their
+   * stripes count once) — are bounded per key and per writer identity, which also bounds a
+   * key's index.
+   */
   protected checkPending(index: readonly WriteInfo[], lcTs: Timestamp, ts: Timestamp): void {
     const { maxPendingPerKey, maxPendingPerWriter } = this.history;
-    const pending = index.filter((e) => compareTimestamps(e.ts, lcTs) > 0);
+    const pending = index.filter((e) => !e.head || compareTimestamps(e.ts, lcTs) > 0);
     if (pending.length >= maxPendingPerKey) {
       throw new ProtocolError(
         'PENDING_LIMIT',
@@ -471,11 +488,20 @@ export class Server {
     }
   }
 
+  /**
+   * Garbage collection of `key` at the host's leisure: what a STORE, COMPLETE or write-back
+   * would collect, and uploads that went idle meanwhile. Hosts call it for the keys
+   * {@link ServerStorage.unfinishedKeys} lists, so an upload abandoned on a key nobody
+   * writes again is still deleted.
+   */
+  async sweep(key: string): Promise<void> {
+    await this.storage.withKey(key, (record) => this.collect(record, key));
+  }
+
   /** Garbage collection: deletes the entries {@link collectable} names. */
   protected async collect(record: KeyRecord, key: string): Promise<void> {
     const lc = await record.getLc();
-    if (!lc) return;
-    const doomed = this.collectable(await record.index(), lc);
+    const doomed = this.collectable(await record.index(), lc, this.#options.now());
     // A write without its head raises no collected mark: this server never stored its stripe
     // 0, so never signed a receipt for it, and storing its stripes again (a straggler) gives
     // no timestamp a second content; the mark would only refuse overlapping writes below it.
@@ -484,20 +510,29 @@ export class Server {
   }
 
   /**
-   * The writes to delete (all their stripes), given the key's writes (oldest first) and
-   * `lc`: everything below `lc` but the `keep` newest writes with a head, and everything
-   * below a completed delete. Stripes without a head below `lc` go at once: no reader can
-   * ask for them (only a head is ever a candidate's entry), and their write, overtaken,
-   * will never get a receipt here. Never `lc`'s own entry, never one above it. Whether
-   * `lc` is a delete comes from its certificate, so a server that never received the
-   * delete's STORE erases as well.
+   * The writes to delete (all their stripes), given the key's writes (oldest first), `lc`
+   * and the time: below `lc`, every write but the `keep` newest with a head, and everything
+   * below a completed delete (whether `lc` is a delete comes from its certificate, so a
+   * server that never received the delete's STORE erases as well). Never `lc`'s own entry.
+   *
+   * An upload without its head (stripe 0) is different: no reader can ask for it (only a
+   * head is a candidate's entry) and this server signed no receipt for it, so deleting it is
+   * always safe, and it is deleted once idle for `uploadIdleMs`, above `lc` or not. Below
+   * `lc` (a newer write completed) it waits only a tenth of that, and while its stripes keep
+   * arriving it stays, so an upload overtaken by a small write still finishes (superseded)
+   * instead of failing.
    */
-  protected collectable(index: readonly WriteInfo[], lc: Candidate): WriteInfo[] {
-    const below = index.filter((e) => compareTimestamps(e.ts, lc.ts) < 0);
-    const keep = lc.cert.tombstone ? 0 : this.history.keep;
-    const headed = below.filter((e) => e.head);
-    const kept = new Set(headed.slice(Math.max(0, headed.length - keep)));
-    return below.filter((e) => !kept.has(e));
+  protected collectable(index: readonly WriteInfo[], lc: Candidate | undefined, now: number): WriteInfo[] {
+    const lcTs = lc?.ts ?? TS0;
+    const { keep, uploadIdleMs } = this.history;
+    const below = (e: WriteInfo) => compareTimestamps(e.ts, lcTs) < 0;
+    const headed = index.filter((e) => e.head && below(e));
+    const kept = new Set(lc?.cert.tombstone ? [] : headed.slice(Math.max(0, headed.length - keep)));
+    return index.filter((e) => {
+      if (e.head) return below(e) && !kept.has(e);
+      if (below(e) && lc?.cert.tombstone) return true;
+      return now - e.touched >= (below(e) ? uploadIdleMs / 10 : uploadIdleMs);
+    });
   }
 
   /** COMPLETE: `lc ← (ts, N, cert)` if valid and higher. */

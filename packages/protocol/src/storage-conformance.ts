@@ -12,7 +12,7 @@ import type { WriteCertificate } from './certificate.js';
 import type { HistoryEntry } from './messages.js';
 import type { Quota } from './policy.js';
 import type { EntryMeta } from './record.js';
-import { AbstractStorage, type KeyRecord, type ServerStorage } from './storage.js';
+import { AbstractStorage, type Charge, type KeyRecord, type ServerStorage } from './storage.js';
 import { layoutsEqual } from './stripes.js';
 import { compareTimestamps, type Timestamp } from './timestamp.js';
 
@@ -87,7 +87,8 @@ export const entry = (t: Timestamp, size = 3, tombstone = false): HistoryEntry =
 });
 
 const unlimited: Quota = {};
-const charge = (owner: string, bytes: number, quota: Quota = unlimited) => ({ owner, bytes, quota });
+const charge = (owner: string, bytes: number, quota: Quota = unlimited, at?: number): Charge =>
+  at === undefined ? { owner, bytes, quota } : { owner, bytes, quota, at };
 
 function sameEntry(a: EntryMeta | undefined, b: HistoryEntry, what: string, withFragment: boolean): void {
   check(a !== undefined, `${what}: missing`);
@@ -437,6 +438,30 @@ export function storageConformance(
       if (h.reopen) {
         const again = await h.reopen();
         await again.withKey('k', async (r) => check((await r.index()).length === 1, 'the collection survives reopening'));
+      }
+    }),
+    on('keys holding stripes without a stripe 0 are listed as unfinished until the stripe 0 arrives or they are collected', async (h) => {
+      const s = h.storage;
+      const unfinished = async (store: ServerStorage) => {
+        const keys: string[] = [];
+        for await (const k of store.unfinishedKeys()) keys.push(k);
+        return keys.sort().join(' ');
+      };
+      await s.withKey('up/a', (r) => r.putEntry({ ...entry(ts(1), 5), stripe: 1 }, charge('o', 1, {}, 77)));
+      await s.withKey('up/b', (r) => r.putEntry({ ...entry(ts(1), 5), stripe: 2 }, charge('o', 1)));
+      await s.withKey('up/c', (r) => r.putEntry(entry(ts(1), 5), charge('o', 1)));
+      check((await unfinished(s)) === 'up/a up/b', `unfinished keys: ${await unfinished(s)}`);
+      await s.withKey('up/a', async (r) => {
+        check((await r.index())[0]?.touched === 77, 'the index keeps when a write was last stored (Charge.at)');
+        await r.putEntry(entry(ts(1), 5), charge('o', 1));
+      });
+      await s.withKey('up/b', (r) => r.deleteEntry(ts(1), { mark: false }));
+      await s.withKey('up/b', async (r) => check((await r.getCollected()) === undefined, 'deleteEntry with mark: false raises no mark'));
+      check((await unfinished(s)) === '', `unfinished keys after the head and a collection: ${await unfinished(s)}`);
+      await s.withKey('up/d', (r) => r.putEntry({ ...entry(ts(3), 5), stripe: 1 }, charge('o', 1)));
+      if (h.reopen) {
+        const again = await h.reopen();
+        check((await unfinished(again)) === 'up/d', 'unfinished keys survive reopening');
       }
     }),
     on('close finishes running callbacks, then refuses new ones with STORAGE_CLOSED', async (h) => {

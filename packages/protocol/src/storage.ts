@@ -40,6 +40,8 @@ export interface Charge {
   readonly owner: string;
   readonly bytes: number;
   readonly quota: Quota;
+  /** The server's time (ms) of the STORE, kept as its write's {@link WriteInfo.touched}. */
+  readonly at?: number;
 }
 
 /** One key's record, valid only inside the `withKey` callback that received it. */
@@ -89,6 +91,12 @@ export interface ServerStorage {
    * key by key (not a snapshot of the whole store).
    */
   list(prefix: string, after: string, limit: number): Promise<{ readonly keys: readonly StoredKey[]; readonly more: boolean }>;
+  /**
+   * Keys holding an upload without its stripe 0 (see `HistoryLimits.uploadIdleMs`), as
+   * committed, in no particular order: what a host sweeps so an abandoned upload is deleted
+   * even if its key is never written again.
+   */
+  unfinishedKeys(): AsyncIterable<string>;
 }
 
 /** One key as {@link ServerStorage.list} finds it. */
@@ -238,6 +246,8 @@ export abstract class AbstractStorage implements ServerStorage {
   protected abstract commit(changes: KeyChanges): Promise<void>;
   /** Releases the backend; called once, after every callback and commit has finished. */
   protected abstract closeBackend(): Promise<void>;
+  /** Keys whose committed state lists a write without its head (see {@link ServerStorage.unfinishedKeys}). */
+  abstract unfinishedKeys(): AsyncIterable<string>;
   /**
    * Committed states of up to `limit` keys that start with `prefix` and sort after `after`
    * (code point order, which is UTF-8 byte order), in that order.
@@ -491,16 +501,16 @@ class Transaction {
     const same = at >= 0 && timestampsEqual(state.index[at]!.ts, e.ts) ? state.index[at]! : undefined;
     // The key's state stays in the state cache while the key is used: it must not hold
     // views into the request's frame (see `detached`).
-    const before: WriteInfo = same ?? { ts: detached(e.ts), head: false, tombstone: false, stripes: 0, top: 0, short: 0, bytes: 0 };
+    const fresh: WriteInfo = { ts: detached(e.ts), head: false, tombstone: false, stripes: 0, top: 0, short: 0, bytes: 0, touched: 0 };
+    const before = { ...(same ?? fresh), bytes: (same ?? fresh).bytes + charge.bytes, touched: charge.at ?? 0 };
     const info: WriteInfo =
       e.stripe === 0
-        ? { ...before, head: true, tombstone, bytes: before.bytes + charge.bytes }
+        ? { ...before, head: true, tombstone }
         : {
             ...before,
             stripes: before.stripes + 1,
             top: Math.max(before.top, e.stripe),
             short: e.cc.valueLength < MIN_STRIPE_SIZE ? e.stripe : before.short,
-            bytes: before.bytes + charge.bytes,
           };
     const index = [...state.index];
     if (same) index[at] = info;
@@ -561,6 +571,10 @@ export class MemoryStorage extends AbstractStorage {
 
   protected async readFragment(key: string, ts: Timestamp, stripe: number): Promise<Uint8Array | undefined> {
     return this.#entries.get(key)?.get(entryId(ts, stripe))?.fragment;
+  }
+
+  async *unfinishedKeys(): AsyncIterable<string> {
+    for (const [key, state] of [...this.#states]) if (state.index.some((w) => !w.head)) yield key;
   }
 
   protected async readStates(prefix: string, after: string, limit: number): Promise<readonly (readonly [string, KeyState])[]> {

@@ -314,6 +314,7 @@ describe('storage records', () => {
             top: fc.nat({ max: 70_000 }),
             short: fc.nat({ max: 70_000 }),
             bytes: fc.maxSafeNat(),
+            touched: fc.maxSafeNat(),
           }),
           { maxLength: 5 },
         ),

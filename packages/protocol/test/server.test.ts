@@ -6,6 +6,7 @@ import {
   decodeMessage,
   encodeMessage,
   encodePublicKey,
+  MemoryStorage,
   OPEN_POLICY,
   receiptMessage,
   Server,
@@ -374,6 +375,7 @@ describe('Server.handleFrame', () => {
         usage: () => ({ bytes: 0, keys: 0 }),
         owners: () => new Map(),
         list: () => Promise.reject(new Error('disk on fire')),
+        unfinishedKeys: () => new MemoryStorage().unfinishedKeys(),
       },
     });
     const r = await failing.handleFrame(encodeMessage({ type: 'COLLECT', key: 'k', opId: 3 }));

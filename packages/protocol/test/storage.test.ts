@@ -51,6 +51,7 @@ describe('the conformance suite', () => {
         usage: (o) => ledger.usage(o),
         owners: () => ledger.owners(),
         list: async () => ({ keys: [], more: false }),
+        unfinishedKeys: () => new MemoryStorage().unfinishedKeys(),
       };
     };
     const check = storageConformance(() => ({ storage: unlocked() })).find((c) => c.name.startsWith('callbacks on one key'))!;
@@ -79,6 +80,7 @@ describe('the conformance suite', () => {
         usage: (o) => ledger.usage(o),
         owners: () => ledger.owners(),
         list: (prefix, after, limit) => inner.list(prefix, after, limit),
+        unfinishedKeys: () => inner.unfinishedKeys(),
       };
     };
     const check = storageConformance(() => ({ storage: racy() })).find((c) => c.name.startsWith('concurrent puts'))!;

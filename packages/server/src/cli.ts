@@ -187,6 +187,12 @@ function buildCli(): Command {
     )
     .option('--max-pending-per-writer <n>', 'the same, per key and writer identity', integer(1), DEFAULT_HISTORY.maxPendingPerWriter)
     .option(
+      '--upload-idle-ms <ms>',
+      'delete an upload without its stripe 0 once no stripe of it arrived for this long (a tenth of it once a newer write completed)',
+      integer(1),
+      DEFAULT_HISTORY.uploadIdleMs,
+    )
+    .option(
       '--shutdown-timeout-ms <ms>',
       'how long SIGTERM/SIGINT waits for in-flight requests',
       integer(1),
@@ -250,6 +256,7 @@ interface StartFlags {
   historyKeep: number;
   maxPendingPerKey: number;
   maxPendingPerWriter: number;
+  uploadIdleMs: number;
   logLevel: string;
 }
 
@@ -291,7 +298,12 @@ async function runStart(o: StartFlags): Promise<void> {
     sync: !o.unsafeNoFsync,
     tls,
     limits,
-    history: { keep: o.historyKeep, maxPendingPerKey: o.maxPendingPerKey, maxPendingPerWriter: o.maxPendingPerWriter },
+    history: {
+      keep: o.historyKeep,
+      maxPendingPerKey: o.maxPendingPerKey,
+      maxPendingPerWriter: o.maxPendingPerWriter,
+      uploadIdleMs: o.uploadIdleMs,
+    },
     logger,
     // Binds the database to this server and key: starting server 2 on server 1's data,
     // or on data of another cluster, fails instead of serving the wrong state.

@@ -21,7 +21,9 @@
  *                                server reserves for a FILTER reply before reading one)
  *   `u:<owner>`                  JSON {bytes, keys}: what the owner has stored
  *   `k:<key>`                    the key's state: lc, owner, the collected mark, and an
- *                                index of its entries (timestamp, bytes charged)
+ *                                index of its writes (timestamp, stripes, bytes charged)
+ *   `p:<key>`                    empty: the key holds an upload without its stripe 0,
+ *                                which the server deletes once idle (its sweep reads these)
  *   `h:<len>:<key>:<num>:<wid>`  Hist[ts] without its fragment (timestamp, stripe, cc,
  *                                certificate, fragment length, a striped value's layout)
  *   `f:<len>:<key>:<num>:<wid>`  Hist[ts]'s fragment, as is
@@ -211,6 +213,7 @@ interface Totals {
 }
 
 const json = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
+const EMPTY = new Uint8Array(0);
 
 /** LevelDB-backed {@link ServerStorage}; see the module comment for the layout and guarantees. */
 export class LevelStorage extends AbstractStorage {
@@ -417,6 +420,10 @@ export class LevelStorage extends AbstractStorage {
     return `${prefix}:${key.length}:${key}:${entryId(ts, stripe)}`;
   }
 
+  async *unfinishedKeys(): AsyncIterable<string> {
+    for await (const k of this.#db.keys({ gte: 'p:', lt: 'p;' })) yield k.slice(2);
+  }
+
   protected async readStates(prefix: string, after: string, limit: number): Promise<readonly (readonly [string, KeyState])[]> {
     // Strings are stored as UTF-8, whose byte order is `compareKeys`'s code point order.
     const range = compareKeys(after, prefix) >= 0 ? { gt: `k:${after}` } : { gte: `k:${prefix}` };
@@ -489,7 +496,10 @@ export class LevelStorage extends AbstractStorage {
         ops.push({ type: 'del', key: this.#entryKey('f', c.key, d.ts, stripe) });
       }
     }
-    if (c.state) ops.push({ type: 'put', key: `k:${c.key}`, value: encodeKeyRecord(c.key, c.state) });
+    if (c.state) {
+      ops.push({ type: 'put', key: `k:${c.key}`, value: encodeKeyRecord(c.key, c.state) });
+      ops.push(c.state.index.some((w) => !w.head) ? { type: 'put', key: `p:${c.key}`, value: EMPTY } : { type: 'del', key: `p:${c.key}` });
+    }
     for (const e of c.puts) {
       ops.push({ type: 'put', key: this.#entryKey('h', c.key, e.ts, e.stripe), value: encodeEntryMetaRecord(c.key, e) });
       ops.push({ type: 'put', key: this.#entryKey('f', c.key, e.ts, e.stripe), value: e.fragment });

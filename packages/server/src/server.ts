@@ -18,6 +18,7 @@ import type { Duplex } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
 import {
+  DEFAULT_HISTORY,
   encodeMessage,
   encodePublicKey,
   frameType,
@@ -302,8 +303,31 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
         }, limits.heartbeatMs)
       : undefined;
   heartbeat?.unref();
+  // Uploads abandoned without their stripe 0 on keys nobody writes again: the protocol
+  // deletes them once idle, on the next write of the key or on this sweep.
+  const uploadIdleMs = options.history?.uploadIdleMs ?? DEFAULT_HISTORY.uploadIdleMs;
+  let sweeping = false;
+  const uploadSweeper = setInterval(
+    () => {
+      if (sweeping || closing) return;
+      sweeping = true;
+      void (async () => {
+        for await (const key of store.unfinishedKeys()) {
+          if (closing) break;
+          await protocol.sweep(key);
+        }
+      })()
+        .catch((err: unknown) => {
+          if (!closing) log.warn({ err }, 'sweeping abandoned uploads failed');
+        })
+        .finally(() => (sweeping = false));
+    },
+    Math.max(1000, Math.min(60_000, uploadIdleMs / 20)),
+  );
+  uploadSweeper.unref();
   const stopTimers = () => {
     clearInterval(sweeper);
+    clearInterval(uploadSweeper);
     if (heartbeat) clearInterval(heartbeat);
   };
 
