@@ -47,22 +47,23 @@ const storage: ServerStorage = {
             add(here(), 'storageRead', performance.now() - s);
             return r;
           },
-          getEntry: async (ts) => {
+          getEntry: async (ts, stripe) => {
             const s = performance.now();
-            const r = await record.getEntry(ts);
+            const r = await record.getEntry(ts, stripe);
             add(here(), 'storageRead', performance.now() - s);
             return r;
           },
-          getEntryMeta: async (ts) => {
+          getEntryMeta: async (ts, stripe) => {
             const s = performance.now();
-            const r = await record.getEntryMeta(ts);
+            const r = await record.getEntryMeta(ts, stripe);
             add(here(), 'storageRead', performance.now() - s);
             return r;
           },
           setLc: (c) => record.setLc(c),
           putEntry: (e, charge) => record.putEntry(e, charge),
           index: () => record.index(),
-          deleteEntry: (ts) => record.deleteEntry(ts),
+          restoreEntry: (e) => record.restoreEntry(e),
+          deleteEntry: (ts, options) => record.deleteEntry(ts, options),
           getCollected: () => record.getCollected(),
         };
         try {

@@ -58,6 +58,13 @@ export const ERROR_CODE_NUMBERS = {
    * newer writes completed meanwhile. Reported by readers; servers do not send it.
    */
   VALUE_CHANGED: 17,
+  /**
+   * A write's fragments decode to a value whose encoding its certificate does not sign: the
+   * writer encoded inconsistently, so no two sets of `t + 1` fragments agree. Reported by a
+   * server repairing its fragment (`repair.ts`), which then stores nothing; servers do not
+   * send it.
+   */
+  INCONSISTENT_ENCODING: 18,
 } as const;
 
 /** One of the stable codes. */

@@ -138,7 +138,17 @@ export {
   type EntryMeta,
   type KeyState,
 } from './record.js';
-export { DEFAULT_HISTORY, entriesEqual, Server, type FrameResult, type HistoryLimits, type ServerOptions } from './server.js';
+export {
+  DEFAULT_HISTORY,
+  entriesEqual,
+  Server,
+  type FrameResult,
+  type HistoryLimits,
+  type RepairOutcome,
+  type ScrubOutcome,
+  type ServerOptions,
+} from './server.js';
+export { RepairOperation, type RepairOptions, type RepairResult } from './repair.js';
 export { KeyedMutex } from './key-mutex.js';
 export {
   AbstractStorage,

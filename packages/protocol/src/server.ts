@@ -20,7 +20,7 @@ import { certificatesEqual, type Candidate } from './candidate.js';
 import { CertificateVerifier, receiptMessage, type CertificateCheck, type StoreProof, type WriteCertificate } from './certificate.js';
 import { decodeHeader, decodeMessage, encodeMessage, listEntryBytes } from './codec.js';
 import type { ClusterConfig } from './config.js';
-import { crossChecksumDigest, fragmentMatches } from './cross-checksum.js';
+import { crossChecksumDigest, fragmentMatches, type CrossChecksum } from './cross-checksum.js';
 import { SIGNATURE_LENGTH, type CryptoProvider, type Signer } from './crypto.js';
 import { check, ProtocolError, type ProtocolErrorCode } from './errors.js';
 import type { ClusterIdentity } from './grant.js';
@@ -43,7 +43,7 @@ import {
 import { Admission, OPEN_POLICY, type Quota, type Refusal, type WritePolicy } from './policy.js';
 import { MAX_LIST_REPLY_BYTES } from './listing.js';
 import { historyEntryBytes, type EntryMeta, type WriteInfo } from './record.js';
-import type { KeyRecord, ServerStorage } from './storage.js';
+import { StorageError, type KeyRecord, type ServerStorage } from './storage.js';
 import {
   entryCovered,
   layoutProblem,
@@ -535,6 +535,111 @@ export class Server {
     });
   }
 
+  /**
+   * Stores this server's entry for stripe `entry.stripe` of the completed write `candidate`
+   * of `key`, as a {@link RepairOperation} rebuilt it from the other servers (`repair.ts`).
+   * It is checked again here, so a host cannot store what is not proven: the candidate is
+   * valid; the entry carries its timestamp and certificate; the certificate covers the
+   * cross-checksum (through `layout` for a stripe ≥ 1, which the caller passes); the fragment
+   * matches its hash. No admission check (validity is timeless, and the write was admitted
+   * by `n − t` servers when it was made) and no quota (it is charged, as the original was).
+   * The candidate is written back like a FILTER's. Stripe 0 of a striped value is stored only
+   * once every other stripe is (`STRIPES_MISSING`). With `rewrite`, an entry already held
+   * whose bytes were found damaged (scrub) is written again.
+   *
+   * Resolves `stored`, `held` (already here), `rewritten`, or `superseded` (this server's
+   * `lc` is newer, or the version was collected here: nothing to repair).
+   */
+  async storeRepaired(
+    key: string,
+    candidate: Candidate,
+    entry: HistoryEntry,
+    options: { readonly layout?: StripeLayout; readonly rewrite?: boolean } = {},
+  ): Promise<RepairOutcome> {
+    const { ts, stripe, cc, cert, fragment } = entry;
+    if (!timestampsEqual(ts, candidate.ts) || !certificatesEqual(cert, candidate.cert)) {
+      throw new ProtocolError('INVALID_ARGUMENT', 'a repaired entry carries its write’s own timestamp and certificate');
+    }
+    if (!(await this.#validOrCount(key, candidate))) throw new ProtocolError('UNAUTHENTICATED', 'the candidate to repair is not valid');
+    const layout = stripe === 0 ? entry.layout : options.layout;
+    if (!entryCovered(this.crypto, cert, stripe, cc, layout)) {
+      throw new ProtocolError('UNAUTHENTICATED', `the certificate does not cover stripe ${stripe}'s cross-checksum`);
+    }
+    if (
+      fragment.length !== Math.ceil(cc.valueLength / (this.config.t + 1)) ||
+      !(await fragmentMatches(this.crypto, cc, this.index, fragment))
+    ) {
+      throw new ProtocolError('INVALID_ARGUMENT', `fragment ${this.index} does not match the cross-checksum`);
+    }
+    return this.storage.withKey(key, async (record) => {
+      await this.writeBack(record, candidate, key);
+      const lc = await record.getLc();
+      const collected = await record.getCollected();
+      if ((lc && compareTimestamps(lc.ts, ts) > 0) || (collected && compareTimestamps(ts, collected) <= 0)) return 'superseded';
+      let existing: EntryMeta | undefined;
+      try {
+        existing = await record.getEntryMeta(ts, stripe);
+      } catch (err) {
+        // Its metadata is what is damaged: the repaired entry, proven above, replaces it.
+        if (!options.rewrite || !(err instanceof StorageError) || err.code !== 'STORAGE_CORRUPT') throw err;
+        await record.restoreEntry(entry);
+        return 'rewritten';
+      }
+      if (existing) {
+        // A stripe ≥ 1 may be held under its stripe certificate: the same stripe if its
+        // cross-checksum is the same.
+        const same = stripe === 0 ? entryMetaEqual(existing, entry) : crossChecksumsEqual(existing.cc, cc);
+        if (!same) throw new ProtocolError('CONFLICT', `stripe ${stripe} of history entry ${ts.num} of this key holds another write`);
+        if (!options.rewrite) return 'held';
+        await record.restoreEntry({ ...existing, fragment });
+        return 'rewritten';
+      }
+      if (entry.layout) await this.checkStripesHeld(record, ts, entry.layout);
+      const owner = this.admission.ownerOfKey(key);
+      await record.putEntry(entry, { owner, bytes: historyEntryBytes(entry), quota: {}, at: this.#options.now() });
+      await this.collect(record, key);
+      return 'stored';
+    });
+  }
+
+  /**
+   * Whether this server holds the entry (stripe 0, so for a striped value every stripe) of
+   * `key`'s write at `ts`: what a host asks before repairing a write it learned of.
+   */
+  holds(key: string, ts: Timestamp): Promise<boolean> {
+    return this.storage.withKey(key, async (record) => (await record.getEntryMeta(ts, 0)) !== undefined);
+  }
+
+  /**
+   * Scrub: reads stripe `stripe` of `key`'s entry at `ts` and checks its fragment against
+   * its hash in the cross-checksum. `intact`, `absent` (collected meanwhile), or `damaged`
+   * (it does not match, or storage cannot read it), with `lc` when the damaged entry is
+   * `lc`'s (the host repairs it with `rewrite`). A damaged entry below `lc` is collected at
+   * once, as garbage collection could have (`dropped`); one above `lc`, a write under way
+   * whose COMPLETE has not come, stays `damaged` until it completes.
+   */
+  async scrub(key: string, ts: Timestamp, stripe: number): Promise<ScrubOutcome> {
+    return this.storage.withKey(key, async (record) => {
+      let entry: HistoryEntry | undefined;
+      let unreadable = false;
+      try {
+        entry = await record.getEntry(ts, stripe);
+      } catch (err) {
+        if (!(err instanceof StorageError) || err.code !== 'STORAGE_CORRUPT') throw err;
+        unreadable = true;
+      }
+      if (!entry && !unreadable) return { status: 'absent' };
+      if (entry && (await fragmentMatches(this.crypto, entry.cc, this.index, entry.fragment))) return { status: 'intact' };
+      const lc = await record.getLc();
+      const order = compareTimestamps(ts, lc?.ts ?? TS0);
+      if (order === 0) return { status: 'damaged', lc };
+      if (order > 0) return { status: 'damaged' };
+      await record.deleteEntry(ts);
+      this.#options.onCollected?.(key, 1);
+      return { status: 'dropped' };
+    });
+  }
+
   /** COMPLETE: `lc ← (ts, N, cert)` if valid and higher. */
   protected async onComplete(req: CompleteRequest): Promise<Reply> {
     if (!(await this.#validOrCount(req.key, req.candidate))) {
@@ -694,6 +799,13 @@ export class Server {
   }
 }
 
+/** What {@link Server.storeRepaired} did. */
+export type RepairOutcome = 'stored' | 'held' | 'rewritten' | 'superseded';
+
+/** What {@link Server.scrub} found. */
+export type ScrubOutcome =
+  { readonly status: 'intact' | 'absent' | 'dropped' } | { readonly status: 'damaged'; readonly lc?: Candidate | undefined };
+
 /** Byte-identical history entries (a retried STORE). */
 export function entriesEqual(a: HistoryEntry, b: HistoryEntry): boolean {
   return bytesEqual(a.fragment, b.fragment) && entryMetaEqual(a, b);
@@ -704,12 +816,18 @@ export function entryMetaEqual(a: EntryMeta, b: EntryMeta): boolean {
   return (
     compareTimestamps(a.ts, b.ts) === 0 &&
     a.stripe === b.stripe &&
-    a.cc.tombstone === b.cc.tombstone &&
-    a.cc.valueLength === b.cc.valueLength &&
-    a.cc.hashes.length === b.cc.hashes.length &&
-    a.cc.hashes.every((h, i) => bytesEqual(h, b.cc.hashes[i]!)) &&
+    crossChecksumsEqual(a.cc, b.cc) &&
     certificatesEqual(a.cert, b.cert) &&
     layoutsEqual(a.layout, b.layout)
+  );
+}
+
+function crossChecksumsEqual(a: CrossChecksum, b: CrossChecksum): boolean {
+  return (
+    a.tombstone === b.tombstone &&
+    a.valueLength === b.valueLength &&
+    a.hashes.length === b.hashes.length &&
+    a.hashes.every((h, i) => bytesEqual(h, b.hashes[i]!))
   );
 }
 

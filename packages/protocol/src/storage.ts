@@ -64,6 +64,12 @@ export interface KeyRecord {
   /** The writes stored, oldest first, one per timestamp, from the key's own record (no entry is read). */
   index(): Promise<readonly WriteInfo[]>;
   /**
+   * Writes `entry` again over the stored entry of its timestamp and stripe, which the index
+   * lists, changing neither the index nor any charge: a repair of stored bytes found
+   * damaged (the caller has checked the entry is the one the index stands for).
+   */
+  restoreEntry(entry: HistoryEntry): Promise<void>;
+  /**
    * Garbage collection: removes `Hist[ts]`, every stripe of it, gives their bytes (and the
    * key's slot, if they held its last value) back to the owner once durable, and raises the
    * collected mark to `ts` (unless `mark` is `false`).
@@ -413,6 +419,7 @@ class Transaction {
       getEntryMeta: (ts, stripe = 0) => this.#guard(() => this.#getEntry(ts, stripe, false)),
       putEntry: (e, charge) => this.#guard(() => this.#putEntry(e, charge)),
       index: () => this.#guard(async () => (await this.#getState()).index),
+      restoreEntry: (e) => this.#guard(() => this.#restoreEntry(e)),
       deleteEntry: (ts, options) => this.#guard(() => this.#deleteEntry(ts, options?.mark ?? true)),
       getCollected: () => this.#guard(async () => (await this.#getState()).collected),
     };
@@ -517,6 +524,14 @@ class Transaction {
     else index.splice(at < 0 ? index.length : at, 0, info);
     this.#setState({ ...state, owner: charge.owner, index });
     return true;
+  }
+
+  async #restoreEntry(e: HistoryEntry): Promise<void> {
+    const write = (await this.#getState()).index.find((w) => timestampsEqual(w.ts, e.ts));
+    if (!write || (e.stripe === 0 ? !write.head : e.stripe > write.top)) {
+      throw new StorageError('STORAGE_CORRUPT', `restoreEntry: the index lists no stripe ${e.stripe} of ${timestampKey(e.ts)}`);
+    }
+    this.#written.set(entryId(e.ts, e.stripe), e);
   }
 
   async #deleteEntry(ts: Timestamp, mark: boolean): Promise<void> {

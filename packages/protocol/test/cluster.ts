@@ -84,7 +84,9 @@ export async function makeCluster(
 
   /** Runs `op`, delivering every message at once; resolves with the result or rejects with the step's error. */
   async function drive<R>(op: ClientOperation<R> & { stalled?(): Step<R> }): Promise<R> {
-    let queue: Outgoing[] = [...((await op.start()).send ?? [])];
+    const first = await op.start();
+    if (first.error) throw first.error;
+    let queue: Outgoing[] = [...(first.send ?? [])];
     // Nothing left to deliver: a real host's timer fires (a read asks more servers for fragments).
     const stalled = () => (queue.length === 0 ? (op.stalled?.().send ?? []) : []);
     while (queue.length > 0 || (queue.push(...stalled()), queue.length > 0)) {

@@ -285,6 +285,7 @@ describe('wire codec', () => {
       SUPERSEDED: 15,
       STRIPES_MISSING: 16,
       VALUE_CHANGED: 17,
+      INCONSISTENT_ENCODING: 18,
     });
     const frame = encodeMessage({ type: 'ERROR', key: 'k', opId: 1, code: 'QUOTA_EXCEEDED', message: 'full' });
     expect(frame[2 + 2 + 1 + 8]).toBe(11);

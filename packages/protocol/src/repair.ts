@@ -1,0 +1,145 @@
+/**
+ * Repair: how a server rebuilds its own fragment of a completed write from its peers —
+ * after it missed the write's STORE, lost its disk, or found a fragment that no longer
+ * matches its hash (scrub). Every fragment a server stores this way is proven, so a
+ * Byzantine peer can slow a repair but never make a correct server store what the writer
+ * did not write:
+ *
+ * - the candidate is valid (writer certificate and a store proof of `n − t` receipts).
+ *   Validity is timeless, so repair needs no admission checks and works for writes whose
+ *   grant has since expired or been revoked;
+ * - the fragments come from a read pinned to that candidate (`ReadOperation`): each is
+ *   checked against its hash in the cross-checksum the certificate signs, and `t + 1` of
+ *   them are decoded;
+ * - the decoded stripe is erasure-coded again and **all `n` fragment hashes** must equal
+ *   the signed cross-checksum (`entryCovered`). A writer that encoded inconsistently (no two
+ *   sets of `t + 1` fragments decode alike) is caught here and reported, never "repaired"
+ *   into something else;
+ * - the server stores the result under the write's own timestamp and certificate
+ *   ({@link Server.storeRepaired}), never as a new version, and signs no receipt for it.
+ *
+ * A striped value is repaired stripe by stripe: stripe 0 first (it brings the layout), kept
+ * until every other stripe is stored, and stored last, as a writer does.
+ */
+import type { ErasureCodec } from '@powerstore/erasure';
+import type { Candidate } from './candidate.js';
+import type { CertificateVerifier } from './certificate.js';
+import type { ClusterConfig } from './config.js';
+import { computeCrossChecksum } from './cross-checksum.js';
+import type { CryptoProvider } from './crypto.js';
+import { check, ProtocolError } from './errors.js';
+import type { ClientOperation, HistoryEntry, Reply, Step } from './messages.js';
+import { ReadOperation, type ReadResult } from './reader.js';
+import { entryCovered, type StripeLayout } from './stripes.js';
+
+/** What a repair needs. */
+export interface RepairOptions {
+  readonly config: ClusterConfig;
+  readonly crypto: CryptoProvider;
+  readonly codec: ErasureCodec;
+  readonly verifier: CertificateVerifier;
+  /** The repairing server's index: the fragment it rebuilds. */
+  readonly index: number;
+  /** Called when a peer is caught answering what no correct server would. */
+  readonly onEvidence?: (server: number, reason: string) => void;
+}
+
+/** What a finished repair of one stripe gives: the entry to store, and the value's layout (a striped value's). */
+export interface RepairResult {
+  readonly entry: HistoryEntry;
+  readonly layout: StripeLayout | undefined;
+}
+
+/**
+ * Rebuilds server `options.index`'s entry for stripe `stripe` of the write `candidate` of
+ * `key`. A host drives it like any client operation, sending to the other servers (asking
+ * itself is harmless: it answers without the entry). Ends with `VALUE_CHANGED` when the
+ * version was collected meanwhile (a newer write completed: repair that instead), with
+ * `UNAUTHENTICATED` when the candidate is not valid, and with `INCONSISTENT_ENCODING` when
+ * the writer's fragments do not re-encode to its own cross-checksum.
+ */
+export class RepairOperation implements ClientOperation<RepairResult> {
+  readonly key: string;
+  readonly opId: number;
+  readonly #options: RepairOptions;
+  readonly #candidate: Candidate;
+  readonly #read: ReadOperation;
+
+  constructor(
+    options: RepairOptions,
+    key: string,
+    candidate: Candidate,
+    opId: number,
+    target: { stripe?: number; layout?: StripeLayout } = {},
+  ) {
+    check(
+      Number.isInteger(options.index) && options.index >= 0 && options.index < options.config.n,
+      'index must be a server of the cluster',
+    );
+    this.key = key;
+    this.opId = opId;
+    this.#options = options;
+    this.#candidate = candidate;
+    const { config, crypto, codec, verifier, onEvidence } = options;
+    this.#read = new ReadOperation({ config, crypto, codec, verifier, ...(onEvidence ? { onEvidence } : {}) }, key, opId, {
+      pinned: candidate,
+      ...(target.stripe !== undefined ? { stripe: target.stripe } : {}),
+      ...(target.layout ? { layout: target.layout } : {}),
+    });
+  }
+
+  async start(): Promise<Step<RepairResult>> {
+    if (!(await this.#options.verifier.valid(this.key, this.#candidate))) {
+      return { error: new ProtocolError('UNAUTHENTICATED', 'the candidate to repair is not valid') };
+    }
+    return this.#map(await this.#read.start());
+  }
+
+  async onReply(from: number, reply: Reply): Promise<Step<RepairResult>> {
+    return this.#map(await this.#read.onReply(from, reply));
+  }
+
+  /** The host's fragment timer fired (see `ReadOperation.stalled`): more servers are asked; it never finishes the read. */
+  stalled(): Step<RepairResult> {
+    const { send, supplement } = this.#read.stalled();
+    return { ...(send ? { send } : {}), ...(supplement ? { supplement } : {}) };
+  }
+
+  /** Whether the host should arm its fragment timer (see `ReadOperation.awaitingFragments`). */
+  get awaitingFragments(): boolean {
+    return this.#read.awaitingFragments;
+  }
+
+  async #map(step: Step<ReadResult>): Promise<Step<RepairResult>> {
+    if (!step.result) {
+      const { send, supplement, error } = step;
+      return { ...(send ? { send } : {}), ...(supplement ? { supplement } : {}), ...(error ? { error } : {}) };
+    }
+    const { value, stripe = 0, layout, cert } = step.result;
+    check(cert !== undefined, 'a pinned read returns its certificate');
+    const { crypto, codec, index } = this.#options;
+    const tombstone = this.#candidate.cert.tombstone;
+    const bytes = value ?? new Uint8Array(0);
+    const fragments = codec.encode(bytes);
+    const cc = await computeCrossChecksum(crypto, fragments, bytes.length, tombstone);
+    // All n hashes, not only the fragments read: a writer whose fragments disagree with
+    // one another is found here, whichever t + 1 of them were read.
+    if (!entryCovered(crypto, cert, stripe, cc, layout)) {
+      return {
+        error: new ProtocolError(
+          'INCONSISTENT_ENCODING',
+          `the write's fragments of stripe ${stripe} decode to a value whose encoding its certificate does not sign: the writer encoded inconsistently`,
+        ),
+      };
+    }
+    const entry: HistoryEntry = {
+      ts: this.#candidate.ts,
+      stripe,
+      fragment: fragments[index]!,
+      cc,
+      cert,
+      ...(layout && stripe === 0 ? { layout } : {}),
+    };
+    return { result: { entry, layout } };
+  }
+}
