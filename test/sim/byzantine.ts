@@ -121,7 +121,7 @@ export class ByzantineServer {
       return reply;
     };
     if (req.type === 'LIST') {
-      const lie = await this.#listLie(behaviour, honest);
+      const lie = await this.#listLie(behaviour, req, honest);
       if (lie) return [{ reply: lie }];
     }
     switch (behaviour) {
@@ -260,17 +260,24 @@ export class ByzantineServer {
 
   /**
    * LIST answers that lie, for the behaviours that have a listing counterpart: hide every
-   * key (stale), name keys with other keys' candidates (forge-replay), inflate timestamps
+   * key (stale); claim to have read no further than the first key after the cursor, with
+   * nothing to list there, to hold the page back (claim-collected: "the rest is not here
+   * yet"); name keys with other keys' candidates (forge-replay), inflate timestamps
    * (forge-inflate), or misstate sizes (corrupt-cc). `undefined`: answer as the behaviour
    * answers anything else.
    */
-  async #listLie(behaviour: Behaviour, honest: () => Promise<Reply>): Promise<Reply | undefined> {
-    if (!['stale', 'forge-replay', 'forge-inflate', 'corrupt-cc'].includes(behaviour)) return undefined;
+  async #listLie(behaviour: Behaviour, req: Request & { type: 'LIST' }, honest: () => Promise<Reply>): Promise<Reply | undefined> {
+    if (!['stale', 'claim-collected', 'forge-replay', 'forge-inflate', 'corrupt-cc'].includes(behaviour)) return undefined;
     const reply = await honest();
     if (reply.type !== 'LIST_ACK') return reply;
     switch (behaviour) {
       case 'stale':
         return { ...reply, entries: [], more: false };
+      case 'claim-collected': {
+        // The smallest key in range: the prefix itself, or the cursor followed by U+0000.
+        const resumeAfter = compareKeys(req.key, req.after) > 0 ? req.key : `${req.after}\u0000`;
+        return { ...reply, entries: [], more: true, resumeAfter };
+      }
       case 'forge-replay': {
         // Every key this server lists, under the names of keys it may not hold: invented keys.
         const names = this.prng.shuffle([...this.ctx.keys]).sort(compareKeys);

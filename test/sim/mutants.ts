@@ -45,6 +45,13 @@ class ListsFromTPlusOne extends ListOperation {
   }
 }
 
+/** Ends a page where the answer that read furthest stopped: servers cut short before a completed key are outvoted by ones that never had it. */
+class ListsToFurthestHorizon extends ListOperation {
+  protected override answersSpared(answers: number): number {
+    return answers - 1;
+  }
+}
+
 /** A named broken variant. */
 export interface Mutant {
   readonly name: string;
@@ -325,6 +332,15 @@ export const MUTANTS: readonly Mutant[] = [
     lists: true,
     // Caught only when t + 1 answers all miss a write: likeliest past servers that hide every key.
     behaviours: ['stale'],
+  },
+  {
+    name: 'lister-furthest-horizon',
+    description:
+      'a listing ends its page where the answer that read furthest stopped, instead of where n − t answers all reached, so keys past a correct server’s horizon are left out',
+    protocol: { ...correctProtocol, lister: (o, prefix, after, limit, opId) => new ListsToFurthestHorizon(o, prefix, after, limit, opId) },
+    lists: true,
+    // Caught when the answers that reach furthest all miss a key a correct server cut short before it.
+    behaviours: ['stale', 'claim-collected'],
   },
   {
     name: 'reader-counts-metadata',

@@ -18,6 +18,7 @@ import {
   decodeMessage,
   encodeMessage,
   isRequest,
+  ListOperation,
   MemoryStorage,
   MIN_STRIPE_SIZE,
   ownerIdOf,
@@ -561,12 +562,20 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       client.crashed = true;
       return;
     }
+    await afterStep(client, run, reply.opId, s);
+  };
+
+  /** Sends what step `s` of `run` sends, arms its timer, and ends it with its result or error. */
+  const afterStep = async (client: Client, run: Running, opId: number, s: Step<unknown>) => {
     if (s.send) emit(client, run, s);
     if (client.crashed) return;
-    if (run.op instanceof ReadOperation && run.timerAt === undefined && run.op.awaitingFragments)
+    if (
+      run.timerAt === undefined &&
+      (run.op instanceof ReadOperation ? run.op.awaitingFragments : run.op instanceof ListOperation && run.op.awaitingAnswers)
+    )
       run.timerAt = network.now + FRAGMENT_TIMEOUT;
     if (s.error) {
-      client.running.delete(reply.opId);
+      client.running.delete(opId);
       if (run.assembly && s.error.code === 'VALUE_CHANGED') {
         // The version being read was collected before its other stripes were: the read
         // fails (as a streaming get does) and stays out of the history, like any failed read.
@@ -578,7 +587,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       else
         checker.writeFailed(client.name, run.record.key, s.error, allowedFailure(client, s.error.code, run, s.error.message, byzIndices));
     } else if (s.result) {
-      client.running.delete(reply.opId);
+      client.running.delete(opId);
       if (run.listing) checker.listDone(run.record, client.name, s.result as ListPage, keys);
       else if (client.role === 'reader') {
         if (await readStripes(client, run, s.result as ReadResult)) return;
@@ -632,7 +641,11 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       // Fired once per FILTER round; a restarted round may arm it again.
       timer.run.timerAt = undefined;
       if (timer.run.op instanceof ReadOperation) emit(timer.client, timer.run, timer.run.op.stalled());
-      else if (timer.run.refused) {
+      else if (timer.run.op instanceof ListOperation) {
+        const { client, run } = timer;
+        const opId = [...client.running].find(([, r]) => r === run)?.[0];
+        if (opId !== undefined) await afterStep(client, run, opId, (run.op as ListOperation).stalled());
+      } else if (timer.run.refused) {
         const { client, run } = timer;
         const refused = run.refused!;
         (run.op as { abandon?: () => void }).abandon?.();

@@ -247,6 +247,13 @@ export interface Progress {
 const PROGRESS_INTERVAL_MS = 100;
 /** Shortest wait for fragments a read asked for before it asks the other servers (see #armFragmentTimer). */
 const FRAGMENT_WAIT_MIN_MS = 20;
+/**
+ * Shortest wait of a listing for the answers beyond `n − t` when its page would come out
+ * thin (see #armFragmentTimer): only then does it wait, and a page returned without them
+ * may be held back by a Byzantine server to just past its cursor, so it waits longer than
+ * a read does for fragments.
+ */
+const LIST_WAIT_MIN_MS = 100;
 
 /** What `stat` reports about a key. */
 export interface KeyStat {
@@ -290,7 +297,8 @@ export interface ListResult {
   readonly keys: readonly ListedKey[];
   /**
    * Pass it as `cursor` for the next page; `undefined` once the listing is complete. A
-   * page may hold fewer than `limit` keys and still have a cursor.
+   * page may hold fewer than `limit` keys, even none, and still have a cursor: servers
+   * read at most `MAX_LIST_SCAN` keys per page, writes never completed included.
    */
   readonly cursor: string | undefined;
 }
@@ -447,7 +455,7 @@ interface InFlight {
   /** Set for operations whose timeout is per round (streamed writes): called as each round starts. */
   restartTimer: (() => void) | undefined;
   progressTimer: ReturnType<typeof setInterval> | undefined;
-  /** A read's wait for the servers it asked for fragments (see `ReadOperation.stalled`). */
+  /** A read's wait for the servers it asked for fragments, or a listing's for more answers (see `stalled` of either). */
   fragmentTimer: ReturnType<typeof setTimeout> | undefined;
   finish(result: unknown): void;
   fail(error: unknown): void;
@@ -1181,13 +1189,19 @@ class PowerStore implements Store {
   /**
    * A read that has `n − t` answers but waits on the servers it asked for fragments gives
    * them twice as long as the quorum took (at least {@link FRAGMENT_WAIT_MIN_MS}), then asks
-   * the others: a slow or dead server costs one timer, not the operation's timeout.
+   * the others; a listing that has `n − t` answers but waits for more (its page would come
+   * out thin and the answers disagree) gives the others four times as long (at least
+   * {@link LIST_WAIT_MIN_MS}), then returns the page without them. Either way a slow or
+   * dead server costs one timer, not the operation's timeout.
    */
   #armFragmentTimer(flight: InFlight): void {
     const op = flight.op;
     const round = flight.round;
-    if (!(op instanceof ReadOperation) || !op.awaitingFragments || flight.fragmentTimer !== undefined || !round) return;
-    const wait = Math.max(FRAGMENT_WAIT_MIN_MS, 2 * (performance.now() - round.started));
+    const list = op instanceof ListOperation;
+    const waits = (op instanceof ReadOperation && op.awaitingFragments) || (list && op.awaitingAnswers);
+    if (!waits || flight.fragmentTimer !== undefined || !round) return;
+    const took = performance.now() - round.started;
+    const wait = list ? Math.max(LIST_WAIT_MIN_MS, 4 * took) : Math.max(FRAGMENT_WAIT_MIN_MS, 2 * took);
     flight.fragmentTimer = setTimeout(() => {
       flight.chain = flight.chain.then(() => this.#apply(flight, op.stalled())).catch((e) => flight.fail(e));
     }, wait);

@@ -31,9 +31,9 @@ import {
 } from './wire.js';
 
 /**
- * The only version this code speaks. Version 4 added the pending number to CLOCK_ACK and
- * the basis to STORE (the timestamp window, `window.ts`); 3 (stripes), 2 and 1 (MAC
- * vectors) are refused.
+ * The only version this code speaks. Version 4 added the pending number to CLOCK_ACK, the
+ * basis to STORE (the timestamp window, `window.ts`) and LIST_ACK's resume key; 3
+ * (stripes), 2 and 1 (MAC vectors) are refused.
  */
 export const WIRE_VERSION = 4;
 /** FILTER's flags byte: bit 0 asks for the entry's fragment, bit 1 for no layout; other bits are invalid. */
@@ -43,8 +43,12 @@ const FILTER_WITHOUT_LAYOUT = 0x02;
 const ENTRY_NONE = 0;
 const ENTRY_WITH_FRAGMENT = 1;
 const ENTRY_METADATA_ONLY = 2;
-/** LIST_ACK's flags byte: bit 0 says the server has more keys; other bits are invalid. */
+/**
+ * LIST_ACK's flags byte: bit 0 says the server has more keys; bit 1 (only with bit 0) that
+ * the key its reading stopped at follows (`resumeAfter`); other bits are invalid.
+ */
 const LIST_MORE = 0x01;
+const LIST_RESUME = 0x02;
 /** Longest key name, in UTF-8 bytes. */
 export const MAX_KEY_LENGTH = 1024;
 /** Longest ERROR message, in UTF-8 bytes. */
@@ -121,7 +125,9 @@ export function encodeMessage(m: Message): Uint8Array {
       writeOptionalCandidate(w, m.candidate);
       break;
     case 'LIST_ACK':
-      w.u8(m.more ? LIST_MORE : 0);
+      if (m.resumeAfter !== undefined && !m.more) throw new ProtocolError('INVALID_ARGUMENT', 'resumeAfter needs more');
+      w.u8((m.more ? LIST_MORE : 0) | (m.resumeAfter !== undefined ? LIST_RESUME : 0));
+      if (m.resumeAfter !== undefined) w.string(m.resumeAfter, MAX_KEY_LENGTH, 'resumeAfter');
       if (m.entries.length > MAX_LIST_LIMIT) throw new ProtocolError('INVALID_ARGUMENT', 'too many list entries');
       w.u16(m.entries.length);
       for (const e of m.entries) writeListEntry(w, e);
@@ -267,7 +273,9 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
       return { type, key, opId, candidate: readOptionalCandidate(r) };
     case 'LIST_ACK': {
       const flags = r.u8('LIST_ACK flags');
-      if ((flags & ~LIST_MORE) !== 0) ByteReader.invalid(`unknown LIST_ACK flags 0x${flags.toString(16)}`);
+      if ((flags & ~(LIST_MORE | LIST_RESUME)) !== 0 || flags === LIST_RESUME)
+        ByteReader.invalid(`unknown LIST_ACK flags 0x${flags.toString(16)}`);
+      const resumeAfter = flags & LIST_RESUME ? r.string(MAX_KEY_LENGTH, 'resumeAfter') : undefined;
       const count = r.u16('entry count');
       if (count > MAX_LIST_LIMIT) ByteReader.invalid(`${count} list entries, at most ${MAX_LIST_LIMIT}`);
       const entries: ListEntry[] = [];
@@ -280,7 +288,8 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
         const layout = readOptionalSummary(r);
         entries.push(layout ? { key: entryKey, candidate, cc, layout } : { key: entryKey, candidate, cc });
       }
-      return { type, key, opId, entries, more: flags === LIST_MORE };
+      const more = (flags & LIST_MORE) !== 0;
+      return resumeAfter === undefined ? { type, key, opId, entries, more } : { type, key, opId, entries, more, resumeAfter };
     }
     case 'STORE_ACK': {
       const ts = readTs(r);

@@ -116,6 +116,7 @@ export {
   ListOperation,
   MAX_LIST_LIMIT,
   MAX_LIST_REPLY_BYTES,
+  MAX_LIST_SCAN,
   MIN_LIST_PAGE,
   type ListedKey,
   type ListOptions,
@@ -163,6 +164,8 @@ export {
   type Reservation,
   type ServerStorage,
   type StorageTotals,
+  type StoredKey,
+  type StoredKeys,
   type Usage,
 } from './storage.js';
 export { storageConformance, type ConformanceCheck, type StorageHarness, type StorageSupports } from './storage-conformance.js';

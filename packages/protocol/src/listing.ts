@@ -15,10 +15,29 @@
  *   key wins, so a completed delete hides a key that a lagging or lying server still
  *   lists.
  * - **Pages.** A server answers at most `limit` keys and at most {@link MAX_LIST_REPLY_BYTES},
- *   saying whether it has more. Merged answers are complete only up to the smallest last
- *   key of an answer that has more (beyond it, that server said nothing): the page stops
- *   there and its cursor continues from it. A server cutting its answer short must still
- *   carry {@link MIN_LIST_PAGE} keys (or `limit`), so a Byzantine one cannot stall paging.
+ *   having read at most {@link MAX_LIST_SCAN} key records, and says whether it has more.
+ *   An answer with more speaks for the keys up to its *horizon*: its last entry, or the
+ *   key its reading stopped at (`resumeAfter`), which may lie past many keys without `lc`
+ *   (writes never completed) and past every entry, if any. With `m` answers, any
+ *   `m − (n − t)` of them may be left out and the rest are still `n − t` servers, so they
+ *   still hold a correct server that completed any given write: the page is complete up
+ *   to the `(m − (n − t) + 1)`-th smallest horizon (with `n − t` answers, the smallest),
+ *   stops there, and its cursor continues from it (from the `limit`-th key when there are
+ *   more). Whatever horizons Byzantine servers name, `n − t` answers reach the page's
+ *   end, so a lie about a horizon cannot hide a completed write either.
+ * - **No stalled paging.** Every horizon lies after the cursor, so each page moves the
+ *   cursor forward, and an empty page with a cursor is not the end of the listing. An
+ *   answer cut short without `resumeAfter` must carry {@link MIN_LIST_PAGE} keys (or
+ *   `limit`); one with it may carry none (a correct server does, after reading past keys
+ *   without `lc`), so a Byzantine server could name a horizon just past the cursor, page
+ *   after page. A page that would come out *thin* (a cursor and fewer than
+ *   `MIN_LIST_PAGE` keys, or `limit`), when one more answer could take it further (the
+ *   answers disagree on how far they reach), therefore waits for more answers: until
+ *   every server has answered, or the host's timer calls {@link ListOperation.stalled}.
+ *   With all `n` answers the `t` smallest horizons are left out, so Byzantine servers
+ *   cannot hold pages back while the correct servers answer within the host's wait; only
+ *   a correct server slower than that wait, beside a Byzantine one, lets them (each page
+ *   still moves forward). Correct servers that agree never make a page wait.
  *
  * A listing is not linearizable with writes in flight: a key whose write completes during
  * the listing may or may not appear, as with S3's listings.
@@ -44,6 +63,16 @@ export const MAX_LIST_REPLY_BYTES = 1 << 20;
  * server always fits this many in {@link MAX_LIST_REPLY_BYTES}.
  */
 export const MIN_LIST_PAGE = 64;
+/**
+ * Most key records a server reads for one LIST, the keys it lists included. Keys holding
+ * only writes never completed (no `lc`) are read and skipped; without a bound, a LIST
+ * for one key could read every such key an identity left in its namespace. A full page
+ * of completed keys reads {@link MAX_LIST_LIMIT} + 1 records and is never cut by it; a
+ * LIST that reads this many records, whatever they hold, costs a server about what a
+ * full page does (a skipped record is decoded, a listed one decoded and its entry read
+ * too). A LIST stopped by it answers with the key it stopped at (`resumeAfter`).
+ */
+export const MAX_LIST_SCAN = 2 * MAX_LIST_LIMIT;
 
 /** Orders key names by code point, which is also the order of their UTF-8 bytes (LevelDB's). */
 export function compareKeys(a: string, b: string): number {
@@ -93,13 +122,16 @@ export interface ListOptions {
   readonly onEvidence?: (server: number, reason: string) => void;
 }
 
-/** One page of a listing: LIST to every server, `n − t` acceptable answers, merged. */
+/** One page of a listing: LIST to every server, `n − t` acceptable answers (more when they disagree), merged. */
 export class ListOperation implements ClientOperation<ListPage> {
   protected readonly options: ListOptions;
   readonly #answers = new Map<number, ListAck>();
   readonly #rejections = new Rejections();
+  /** Servers that answered, whether their answer was accepted, dropped or an ERROR. */
+  readonly #heard = new Set<number>();
   #done = false;
   #started = false;
+  #waiting = false;
 
   constructor(
     options: ListOptions,
@@ -125,24 +157,43 @@ export class ListOperation implements ClientOperation<ListPage> {
   async onReply(from: number, reply: Reply): Promise<Step<ListPage>> {
     const { config } = this.options;
     if (this.#done || !this.#started || reply.key !== this.prefix || reply.opId !== this.opId) return {};
-    if (from < 0 || from >= config.n || this.#answers.has(from) || this.#rejections.has(from)) return {};
+    if (from < 0 || from >= config.n || this.#heard.has(from)) return {};
     if (reply.type === 'ERROR') {
+      this.#heard.add(from);
       const failure = this.#rejections.add(config, from, reply);
-      if (!failure) return {};
+      if (!failure) return this.#settle();
       this.#done = true;
       return { error: failure };
     }
     if (reply.type !== 'LIST_ACK') return {};
+    this.#heard.add(from);
     const problem = await this.problem(reply);
     if (problem) {
       // Dropped whole: n − t correct servers still answer.
       this.options.onEvidence?.(from, problem);
-      return {};
+      return this.#settle();
     }
     this.#answers.set(from, reply);
-    if (this.#answers.size < this.answersNeeded()) return {};
+    return this.#settle();
+  }
+
+  /**
+   * The host's timer fired while the page waited for more answers (see
+   * {@link awaitingAnswers}): the page as the answers in so far make it.
+   */
+  stalled(): Step<ListPage> {
+    if (this.#done || !this.#waiting) return {};
     this.#done = true;
-    return { result: this.#merge() };
+    return { result: this.#merge().page };
+  }
+
+  /**
+   * Whether the page has the answers it needs but waits for more, because it would come out
+   * thin and the answers disagree on how far they reach (a server may be holding it back):
+   * when the host should arm the timer that calls {@link stalled}.
+   */
+  get awaitingAnswers(): boolean {
+    return !this.#done && this.#waiting;
   }
 
   /** `n − t`: any such set shares `t + 1` servers, one of them correct, with the `n − t` that completed a write. */
@@ -150,11 +201,26 @@ export class ListOperation implements ClientOperation<ListPage> {
     return quorum(this.options.config);
   }
 
+  /**
+   * How many of `answers` answers the page may leave out when it finds where it is complete
+   * up to: `answers − (n − t)`, so the rest still share a correct server with any `n − t`
+   * that completed a write.
+   */
+  protected answersSpared(answers: number): number {
+    return Math.max(0, answers - this.answersNeeded());
+  }
+
   /** What makes `reply` an answer no correct server sends, if anything. */
   protected async problem(reply: ListAck): Promise<string | undefined> {
     const { entries } = reply;
     if (entries.length > this.limit) return `listed ${entries.length} keys, more than the ${this.limit} asked for`;
-    if (reply.more && entries.length < Math.min(this.limit, MIN_LIST_PAGE)) {
+    const resume = reply.resumeAfter;
+    if (resume !== undefined) {
+      if (!reply.more) return 'named a key to resume after without having more';
+      if (!inListRange(resume, this.prefix, this.after)) return `resumes after ${JSON.stringify(resume)}, outside the range asked for`;
+      const last = entries.at(-1)?.key;
+      if (last !== undefined && compareKeys(resume, last) < 0) return `resumes after ${JSON.stringify(resume)}, before its last key`;
+    } else if (reply.more && entries.length < Math.min(this.limit, MIN_LIST_PAGE)) {
       return `cut its listing short after ${entries.length} keys`;
     }
     let previous = this.after;
@@ -171,13 +237,32 @@ export class ListOperation implements ClientOperation<ListPage> {
     return undefined;
   }
 
-  #merge(): ListPage {
-    // Complete up to the smallest last key of an answer that has more.
-    let horizon: string | undefined;
-    for (const a of this.#answers.values()) {
-      const last = a.entries.at(-1)?.key;
-      if (a.more && last !== undefined && (horizon === undefined || compareKeys(last, horizon) < 0)) horizon = last;
+  /** Finishes once the answers make a page worth returning, or no more answers can come. */
+  #settle(): Step<ListPage> {
+    if (this.#answers.size < this.answersNeeded()) return {};
+    const { page, thin, reachable } = this.#merge();
+    if (thin && reachable && this.#heard.size < this.options.config.n) {
+      this.#waiting = true;
+      return {};
     }
+    this.#done = true;
+    return { result: page };
+  }
+
+  /**
+   * The page the answers make. `thin`: it has a cursor and fewer than `MIN_LIST_PAGE` (or
+   * `limit`) keys; `reachable`: one more answer could take it further.
+   */
+  #merge(): { page: ListPage; thin: boolean; reachable: boolean } {
+    // Each answer speaks for the keys up to its horizon (`undefined`: to the end). Any
+    // `spare` of them may be left out and n − t remain, so the page is complete up to the
+    // (spare + 1)-th smallest horizon.
+    const horizons = [...this.#answers.values()]
+      .map((a) => (a.more ? (a.resumeAfter ?? a.entries.at(-1)?.key ?? this.after) : undefined))
+      .sort((a, b) => (a === undefined ? (b === undefined ? 0 : 1) : b === undefined ? -1 : compareKeys(a, b)));
+    const spare = this.answersSpared(this.#answers.size);
+    const horizon = horizons[spare];
+    const next = horizons[spare + 1];
     const best = new Map<string, { candidate: Candidate; sizes: Map<string, number> }>();
     for (const a of this.#answers.values()) {
       for (const e of a.entries) {
@@ -190,14 +275,18 @@ export class ListOperation implements ClientOperation<ListPage> {
     }
     const names = [...best.keys()].sort(compareKeys);
     const taken = names.slice(0, this.limit);
-    const cursor = names.length > this.limit || horizon !== undefined ? taken.at(-1) : undefined;
+    // Past the limit, the next page starts after the last key taken; otherwise after the
+    // horizon, which may lie beyond every key listed (servers read past keys without lc).
+    const cursor = names.length > this.limit ? taken.at(-1) : horizon;
     const keys: ListedKey[] = [];
     for (const key of taken) {
       const { candidate, sizes } = best.get(key)!;
       if (candidate.cert.tombstone) continue;
       keys.push({ key, candidate, size: sizes.get(candidateId(candidate)) });
     }
-    return { keys, cursor };
+    const thin = cursor !== undefined && taken.length < Math.min(this.limit, MIN_LIST_PAGE);
+    const reachable = horizon !== undefined && (next === undefined || compareKeys(next, horizon) > 0);
+    return { page: { keys, cursor }, thin, reachable };
   }
 }
 

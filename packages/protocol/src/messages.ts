@@ -156,8 +156,15 @@ export interface ListEntry {
 export interface ListAck extends Base {
   readonly type: 'LIST_ACK';
   readonly entries: readonly ListEntry[];
-  /** Set when the server has more keys after the last entry (the limit, or the reply's size, cut it short). */
+  /** Set when the server has more keys after the last entry (the limit, the reply's size or the records it may read cut it short). */
   readonly more: boolean;
+  /**
+   * Set only with `more`, when the server stopped at its bound on key records read in one
+   * LIST (`MAX_LIST_SCAN`): it has read every key up to and including this one (at or after
+   * the last entry) and listed each of them that has an `lc`, so the listing goes on after
+   * it. Without it, an answer with `more` speaks for the keys up to its last entry.
+   */
+  readonly resumeAfter?: string;
 }
 /** The request was rejected; `code` says why. */
 export interface ErrorReply extends Base {

@@ -692,23 +692,27 @@ export class Server {
 
   /**
    * LIST: the keys in range that have an `lc`, each with `lc` and its cross-checksum, up to
-   * the limit and {@link MAX_LIST_REPLY_BYTES}. Every `lc` was valid when it was set, so
-   * nothing is verified here; readers verify each one (see `listing.ts`).
+   * the limit and {@link MAX_LIST_REPLY_BYTES}, from at most `MAX_LIST_SCAN` key records
+   * read (`resumeAfter` says where that bound stopped it). Every `lc` was valid when it was
+   * set, so nothing is verified here; readers verify each one (see `listing.ts`).
    */
   protected async onList(req: ListRequest): Promise<Reply> {
-    const { keys, more } = await this.storage.list(req.key, req.after, req.limit);
+    const { keys, more, resumeAfter } = await this.storage.list(req.key, req.after, req.limit);
     const entries: ListEntry[] = [];
-    // The frame's header, the prefix included, is under 2 KiB.
-    let bytes = 2048;
+    // The frame's header with the prefix, and the key to resume after, are under 4 KiB.
+    let bytes = 4096;
     for (const k of keys) {
       const entry: ListEntry = k.layout
         ? { key: k.key, candidate: k.lc, cc: k.cc, layout: summarize(this.crypto, k.layout) }
         : { key: k.key, candidate: k.lc, cc: k.cc };
       bytes += listEntryBytes(entry);
+      // Cut short by its size, the answer speaks for the keys up to its last entry only.
       if (bytes > MAX_LIST_REPLY_BYTES) return { type: 'LIST_ACK', key: req.key, opId: req.opId, entries, more: true };
       entries.push(entry);
     }
-    return { type: 'LIST_ACK', key: req.key, opId: req.opId, entries, more };
+    return resumeAfter === undefined
+      ? { type: 'LIST_ACK', key: req.key, opId: req.opId, entries, more }
+      : { type: 'LIST_ACK', key: req.key, opId: req.opId, entries, more, resumeAfter };
   }
 
   /**

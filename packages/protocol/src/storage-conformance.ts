@@ -224,6 +224,30 @@ export function storageConformance(
         check((await s.list('p/', 'p/\u{10000}', 10)).keys.length === 0 && (await s.list('r', '', 10)).keys.length === 0, 'empty ranges');
       },
     ),
+    on('list: reads at most maxScan key records, with lc or not, and says which it read last', async ({ storage: s }) => {
+      // q/0 … q/9; only q/3 and q/7 completed a write, the others hold writes in progress.
+      for (let i = 0; i < 10; i++) {
+        await s.withKey(`q/${i}`, async (r) => {
+          await r.putEntry(entry(ts(i + 1)), charge('o', 1));
+          if (i === 3 || i === 7) await r.setLc(candidate(ts(i + 1)));
+        });
+      }
+      const names = (l: { keys: readonly { key: string }[] }) => l.keys.map((k) => k.key).join();
+      const first = await s.list('q/', '', 5, 4);
+      check(names(first) === 'q/3' && first.more && first.resumeAfter === 'q/3', `first 4 records: ${JSON.stringify(first)}`);
+      const second = await s.list('q/', 'q/3', 5, 3);
+      check(
+        names(second) === '' && second.more && second.resumeAfter === 'q/6',
+        `q/4 … q/6 hold no lc: ${names(second)}, ${second.resumeAfter}`,
+      );
+      const third = await s.list('q/', 'q/6', 5, 4);
+      check(names(third) === 'q/7' && !third.more && third.resumeAfter === undefined, `the rest: ${names(third)}, more=${third.more}`);
+      // The limit is reached before the bound: more, and no resume key (the last key listed is where to go on).
+      const limited = await s.list('q/', '', 1, 10);
+      check(names(limited) === 'q/3' && limited.more && limited.resumeAfter === undefined, `limit 1: ${JSON.stringify(limited)}`);
+      const everything = await s.list('q/', '', 5);
+      check(names(everything) === 'q/3,q/7' && !everything.more, 'the default bound reads these ten keys');
+    }),
     on('a callback reads its own writes, and deletes of its own puts', async ({ storage: s }) => {
       await s.withKey('k', async (r) => {
         await r.setLc(candidate(ts(1)));

@@ -19,7 +19,7 @@
 import type { Candidate } from './candidate.js';
 import type { CrossChecksum } from './cross-checksum.js';
 import { detached } from './bytes.js';
-import { compareKeys, inListRange } from './listing.js';
+import { compareKeys, inListRange, MAX_LIST_SCAN } from './listing.js';
 import { KeyedMutex } from './key-mutex.js';
 import type { HistoryEntry } from './messages.js';
 import type { Quota } from './policy.js';
@@ -93,16 +93,26 @@ export interface ServerStorage {
   /**
    * Keys with a completed write (`lc`) that start with `prefix` and sort after `after` (in
    * code point order, `compareKeys`), with `lc` and, when stored, `lc`'s cross-checksum:
-   * at most `limit` of them, in order, and whether there are more. Reads what is committed,
+   * at most `limit` of them, in order, and whether there are more. Reads at most `maxScan`
+   * key records (default `MAX_LIST_SCAN`), those without `lc` included; stopped by that,
+   * it says which key it read last (`resumeAfter`, with `more`). Reads what is committed,
    * key by key (not a snapshot of the whole store).
    */
-  list(prefix: string, after: string, limit: number): Promise<{ readonly keys: readonly StoredKey[]; readonly more: boolean }>;
+  list(prefix: string, after: string, limit: number, maxScan?: number): Promise<StoredKeys>;
   /**
    * Keys holding an upload without its stripe 0 (see `HistoryLimits.uploadIdleMs`), as
    * committed, in no particular order: what a host sweeps so an abandoned upload is deleted
    * even if its key is never written again.
    */
   unfinishedKeys(): AsyncIterable<string>;
+}
+
+/** What {@link ServerStorage.list} found. */
+export interface StoredKeys {
+  readonly keys: readonly StoredKey[];
+  readonly more: boolean;
+  /** Set when the bound on records read stopped the listing: the last key read, at or after the last of `keys`. */
+  readonly resumeAfter?: string;
 }
 
 /** One key as {@link ServerStorage.list} finds it. */
@@ -260,14 +270,19 @@ export abstract class AbstractStorage implements ServerStorage {
    */
   protected abstract readStates(prefix: string, after: string, limit: number): Promise<readonly (readonly [string, KeyState])[]>;
 
-  async list(prefix: string, after: string, limit: number): Promise<{ readonly keys: readonly StoredKey[]; readonly more: boolean }> {
+  async list(prefix: string, after: string, limit: number, maxScan = MAX_LIST_SCAN): Promise<StoredKeys> {
     if (this.#closing) throw new StorageError('STORAGE_CLOSED', 'storage is closing');
+    if (!Number.isSafeInteger(maxScan) || maxScan < 1) throw new RangeError(`maxScan must be a positive integer, got ${maxScan}`);
     const keys: StoredKey[] = [];
     let from = after;
-    // Keys holding only writes in progress have no `lc`: skip them, reading on in batches.
+    let read = 0;
+    let want = 0;
+    // Keys holding only writes in progress have no `lc`: skip them, reading on in batches
+    // (growing, so a long run of them takes few reads), at most `maxScan` records in all.
     for (;;) {
-      const want = limit + 1 - keys.length;
+      want = Math.min(maxScan - read, Math.max(limit + 1 - keys.length, 2 * want));
       const batch = await this.readStates(prefix, from, want);
+      read += batch.length;
       for (const [key, state] of batch) {
         if (!state.lc) continue;
         if (keys.length === limit) return { keys, more: true };
@@ -277,6 +292,7 @@ export abstract class AbstractStorage implements ServerStorage {
       }
       if (batch.length < want) return { keys, more: false };
       from = batch.at(-1)![0];
+      if (read >= maxScan) return { keys, more: true, resumeAfter: from };
     }
   }
 

@@ -110,14 +110,18 @@ export function message(n: number): fc.Arbitrary<Message> {
       ),
     }),
     fc.record({ type: fc.constant('LIST' as const), ...base, after: key, limit: fc.integer({ min: 1, max: MAX_LIST_LIMIT }) }),
-    fc.record({
-      type: fc.constant('LIST_ACK' as const),
-      ...base,
-      entries: fc.array(fc.record({ key, candidate: candidate(n), cc: fc.option(cc(n), { nil: undefined }), layout: summary }), {
-        maxLength: 3,
-      }),
-      more: fc.boolean(),
-    }),
+    fc
+      .record({
+        type: fc.constant('LIST_ACK' as const),
+        ...base,
+        entries: fc.array(fc.record({ key, candidate: candidate(n), cc: fc.option(cc(n), { nil: undefined }), layout: summary }), {
+          maxLength: 3,
+        }),
+        more: fc.boolean(),
+        resumeAfter: fc.option(key, { nil: undefined }),
+      })
+      // A key to resume after comes only with more.
+      .map(({ resumeAfter, ...m }) => (m.more && resumeAfter !== undefined ? { ...m, resumeAfter } : m)),
     fc.record({
       type: fc.constant('ERROR' as const),
       ...base,

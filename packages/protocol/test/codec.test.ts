@@ -10,6 +10,7 @@ import {
   encodeKeyRecord,
   encodeMessage,
   ERROR_CODE_NUMBERS,
+  MAX_KEY_LENGTH,
   ProtocolError,
   RECORD_VERSION,
   WIRE_VERSION,
@@ -196,6 +197,31 @@ describe('wire codec', () => {
     const bad = meta.slice();
     bad[entryAt] = 3;
     expect(() => decodeMessage(bad, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
+  });
+
+  it('LIST_ACK says whether the server has more and, with more, the key its reading stopped at; a resume key without more and unknown flags are INVALID_FRAME', () => {
+    const base = { type: 'LIST_ACK', key: 'p/', opId: 1, entries: [] } as const;
+    const flagsAt = 1 + 1 + 2 + 2 + 8; // version, type, key (u16 length + "p/"), opId
+    const plain = encodeMessage({ ...base, more: true });
+    const resuming = encodeMessage({ ...base, more: true, resumeAfter: 'p/zz' });
+    expect(decodeMessage(plain, { n: N })).toEqual({ ...base, more: true });
+    expect(decodeMessage(resuming, { n: N })).toEqual({ ...base, more: true, resumeAfter: 'p/zz' });
+    expect(decodeMessage(encodeMessage({ ...base, more: false }), { n: N })).toEqual({ ...base, more: false });
+    // Flag 2 announces the key (u16 length + UTF-8) right after the flags byte.
+    expect([plain[flagsAt], resuming[flagsAt]]).toEqual([1, 3]);
+    expect(resuming.length - plain.length).toBe(2 + 4);
+    expect(Buffer.from(resuming.subarray(flagsAt + 1, flagsAt + 7)).toString('latin1')).toBe('\x00\x04p/zz');
+    // The resume key fits the longest key and no longer one.
+    const longest = 'k'.repeat(MAX_KEY_LENGTH);
+    expect(decodeMessage(encodeMessage({ ...base, more: true, resumeAfter: longest }), { n: N })).toMatchObject({ resumeAfter: longest });
+    expect(() => encodeMessage({ ...base, more: true, resumeAfter: `${longest}k` })).toThrow(ProtocolError);
+    // A resume key is meaningless without more: neither side makes or takes one.
+    expect(() => encodeMessage({ ...base, more: false, resumeAfter: 'p/zz' })).toThrow(/resumeAfter/);
+    for (const flags of [2, 4, 5, 0x80]) {
+      const bad = resuming.slice();
+      bad[flagsAt] = flags;
+      expect(() => decodeMessage(bad, { n: N }), `flags ${flags}`).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
+    }
   });
 
   it('enforces cross-checksum lengths and candidate counts against n', () => {

@@ -1,17 +1,24 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  clusterConfig,
   compareKeys,
   decodeMessage,
   encodeMessage,
   MAX_LIST_LIMIT,
+  MAX_LIST_SCAN,
+  MemoryStorage,
   MIN_LIST_PAGE,
+  Server,
+  type KeyState,
   type ListAck,
   type ListOperation,
   type ListPage,
   type Reply,
+  type ServerStorage,
 } from '../src/index.js';
-import { makeCluster, own } from './cluster.js';
+import { entry, ts } from '../src/storage-conformance.js';
+import { crypto, makeCluster, own, testCluster } from './cluster.js';
 
 const text = (s: string) => new TextEncoder().encode(s);
 const utf8Order = (a: string, b: string) => Math.sign(Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8')));
@@ -36,6 +43,43 @@ async function listPage(c: Cluster, op: ListOperation, order: readonly number[],
 
 async function writeAll(c: Cluster, keys: readonly string[]) {
   for (const k of keys) await c.write(k, { kind: 'value', value: text(`value of ${k}`) });
+}
+
+/** Stores `keys` with a write in progress each (a STORE never completed: an entry, no `lc`). */
+async function putPending(storage: ServerStorage, keys: readonly string[]) {
+  for (let i = 0; i < keys.length; i += 1000) {
+    await Promise.all(
+      keys.slice(i, i + 1000).map((k) => storage.withKey(k, (r) => r.putEntry(entry(ts(1)), { owner: 'o', bytes: 1, quota: {} }))),
+    );
+  }
+}
+
+/**
+ * A MemoryStorage that counts the key records `list` reads. It sorts its keys once, when
+ * first listed (the plain one sorts them on every read, too slow for tens of thousands).
+ */
+class CountingStorage extends MemoryStorage {
+  read = 0;
+  #sorted: string[] | undefined;
+
+  protected override async readStates(prefix: string, after: string, limit: number): Promise<readonly (readonly [string, KeyState])[]> {
+    const keys = (this.#sorted ??= this.keys().sort(compareKeys));
+    // The first key after both `after` and everything before `prefix`.
+    const from = compareKeys(after, prefix) >= 0 ? after : undefined;
+    let lo = 0;
+    let hi = keys.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (from === undefined ? compareKeys(keys[mid]!, prefix) < 0 : compareKeys(keys[mid]!, from) <= 0) lo = mid + 1;
+      else hi = mid;
+    }
+    const out: (readonly [string, KeyState])[] = [];
+    for (let i = lo; i < keys.length && out.length < limit && keys[i]!.startsWith(prefix); i++) {
+      out.push([keys[i]!, (await this.readState(keys[i]!))!]);
+    }
+    this.read += out.length;
+    return out;
+  }
 }
 
 describe('compareKeys', () => {
@@ -64,7 +108,7 @@ describe('LIST on the wire', () => {
     const frame = encodeMessage(ack);
     // The flags byte follows the header: version, type, key (u16 length + bytes), opId.
     const flags = 1 + 1 + 2 + 0 + 8;
-    frame[flags] = 0x02;
+    frame[flags] = 0x04;
     expect(() => decodeMessage(frame, { n: 4 })).toThrow(/flags/);
   });
 });
@@ -199,6 +243,97 @@ describe('ListOperation', () => {
     expect(evidence).toEqual([[0, expect.stringMatching(/outside the range/)]]);
   });
 
+  it('a page held back by a server naming a horizon just past the cursor waits for the other answers, which outvote it; with none, it still moves forward', async () => {
+    const c = await makeCluster(1);
+    const keys = Array.from({ length: 5 }, (_, i) => own(c.owner, `k${i}`));
+    await writeAll(c, keys);
+    const prefix = own(c.owner, '');
+    // Server 0 claims to have read only up to the first key after the cursor, with nothing to list.
+    const stall: Tamper = (from, r) => (from === 0 ? { ...r, entries: [], more: true, resumeAfter: `${prefix}\u0000` } : undefined);
+    const evidence: [number, string][] = [];
+    const op = c.listOp(prefix, '', 100, (s, w) => evidence.push([s, w]));
+    const sent = (await op.start()).send ?? [];
+    const answer = async (to: number) => {
+      const reply = (await c.servers[to]!.handle(sent.find((m) => m.to === to)!.message)) as ListAck;
+      return op.onReply(to, stall(to, reply) ?? reply);
+    };
+    for (const to of [0, 1, 2]) expect(await answer(to)).toEqual({});
+    // n − t answers are in, but the page would be thin and one more answer could take it further.
+    expect(op.awaitingAnswers).toBe(true);
+    const step = await answer(3);
+    expect(step.result?.keys.map((k) => k.key)).toEqual(keys);
+    expect(step.result?.cursor).toBeUndefined();
+    // Nothing a correct server could not say: no evidence.
+    expect(evidence).toEqual([]);
+
+    // Server 3 is silent: the host's timer ends the wait with a thin page that still moves the cursor.
+    const alone = c.listOp(prefix, '', 100);
+    const out = (await alone.start()).send ?? [];
+    for (const to of [0, 1, 2]) {
+      const reply = (await c.servers[to]!.handle(out.find((m) => m.to === to)!.message)) as ListAck;
+      expect(await alone.onReply(to, stall(to, reply) ?? reply)).toEqual({});
+    }
+    const page = alone.stalled().result!;
+    expect(page).toEqual({ keys: [], cursor: `${prefix}\u0000` });
+    expect(compareKeys(page.cursor!, '')).toBeGreaterThan(0);
+    expect(alone.awaitingAnswers).toBe(false);
+  });
+
+  it('a resume key outside the range, before the last key listed, or without more is dropped and reported', async () => {
+    const c = await makeCluster(1);
+    const keys = Array.from({ length: 3 }, (_, i) => own(c.owner, `k${i}`));
+    await writeAll(c, keys);
+    const prefix = own(c.owner, '');
+    const cases: [string, Tamper, RegExp][] = [
+      ['outside the prefix', (_f, r) => ({ ...r, more: true, resumeAfter: 'elsewhere' }), /outside the range/],
+      ['at the cursor', (_f, r) => ({ ...r, entries: [], more: true, resumeAfter: keys[0]! }), /outside the range/],
+      ['before its last key', (_f, r) => ({ ...r, more: true, resumeAfter: keys[1]! }), /before its last key/],
+      ['without more', (_f, r) => ({ ...r, more: false, resumeAfter: keys[2]! }), /without having more/],
+    ];
+    for (const [name, bad, why] of cases) {
+      const evidence: [number, string][] = [];
+      const page = await listPage(
+        c,
+        c.listOp(prefix, keys[0], 3, (s, w) => evidence.push([s, w])),
+        [0, 1, 2, 3],
+        (from, r) => (from === 0 ? bad(from, r) : undefined),
+      );
+      expect(
+        page.keys.map((k) => k.key),
+        name,
+      ).toEqual(keys.slice(1));
+      expect(evidence, name).toEqual([[0, expect.stringMatching(why)]]);
+    }
+  });
+
+  it('pages across keys without lc: empty pages carry a cursor, and every completed key is listed once', async () => {
+    const c = await makeCluster(1);
+    const prefix = own(c.owner, '');
+    const done = ['a', 'm/2500x', 'z'].map((k) => own(c.owner, k));
+    await writeAll(c, done);
+    // 8,000 keys with writes never completed around the middle key, at every server; 3,000
+    // more at server 2 only, so its answers lag behind the others' (which outvote it).
+    const pending = Array.from({ length: 8000 }, (_, i) => own(c.owner, `m/${String(i).padStart(4, '0')}`));
+    const extra = Array.from({ length: 3000 }, (_, i) => own(c.owner, `q/${i}`));
+    for (const storage of c.storages) await putPending(storage, pending);
+    await putPending(c.storages[2]!, extra);
+    const seen: string[] = [];
+    const sizes: number[] = [];
+    let cursor = '';
+    for (let pages = 0; ; pages++) {
+      expect(pages).toBeLessThan(20);
+      const page = await c.drive(c.listOp(prefix, cursor, 1000));
+      seen.push(...page.keys.map((k) => k.key));
+      sizes.push(page.keys.length);
+      if (page.cursor === undefined) break;
+      expect(compareKeys(page.cursor, cursor)).toBeGreaterThan(0);
+      cursor = page.cursor;
+    }
+    expect(seen).toEqual(done);
+    // Pages cut by the servers' bound on records read (MAX_LIST_SCAN), two with no key at all.
+    expect(sizes).toEqual([1, 1, 0, 0, 1]);
+  });
+
   it('more than t refusals fail the listing with their code', async () => {
     const c = await makeCluster(1);
     const op = c.listOp('');
@@ -206,5 +341,38 @@ describe('ListOperation', () => {
     const refuse = (from: number) => op.onReply(from, { type: 'ERROR', key: '', opId: op.opId, code: 'INTERNAL', message: 'no' });
     expect(await refuse(0)).toEqual({});
     expect((await refuse(1)).error?.code).toBe('INTERNAL');
+  });
+});
+
+describe('the work of one LIST is bounded', () => {
+  it('LIST(limit 1) over 20,000 keys without lc reads at most MAX_LIST_SCAN key records and answers where to resume', async () => {
+    const storage = new CountingStorage();
+    const pending = Array.from({ length: 20_000 }, (_, i) => `p/${String(i).padStart(5, '0')}`);
+    await putPending(storage, pending);
+    const listed = await storage.list('p/', '', 1);
+    expect(storage.read).toBeLessThanOrEqual(MAX_LIST_SCAN);
+    expect(listed).toEqual({ keys: [], more: true, resumeAfter: pending[storage.read - 1] });
+
+    // Through the server: one 50-byte request, bounded work, an empty answer that says where to go on.
+    const { cluster, serverSigners } = await testCluster(1);
+    const server = new Server({ config: clusterConfig(1), index: 0, crypto, storage, cluster, signer: serverSigners[0]!, now: () => 0 });
+    storage.read = 0;
+    const reply = await server.handle({ type: 'LIST', key: 'p/', opId: 1, after: '', limit: 1 });
+    expect(storage.read).toBeLessThanOrEqual(MAX_LIST_SCAN);
+    expect(reply).toMatchObject({ type: 'LIST_ACK', entries: [], more: true, resumeAfter: pending[storage.read - 1] });
+    expect(decodeMessage(encodeMessage(reply), { n: 4 })).toEqual(reply);
+
+    // Resuming after it pages through all 20,000: 10 answers of MAX_LIST_SCAN records, and
+    // one more that finds nothing after them.
+    let after = (reply as ListAck).resumeAfter!;
+    let answers = 1;
+    for (;;) {
+      const next = (await server.handle({ type: 'LIST', key: 'p/', opId: 1, after, limit: 1 })) as ListAck;
+      answers++;
+      expect(next.entries).toEqual([]);
+      if (!next.more) break;
+      after = next.resumeAfter!;
+    }
+    expect(answers).toBe(pending.length / MAX_LIST_SCAN + 1);
   });
 });

@@ -1,6 +1,7 @@
 /**
  * Admission control: the one place that decides whether a connection may open and whether
- * a request may start, from how much memory clients already make the server hold.
+ * a request may start, from how much memory clients already make the server hold and, for
+ * LISTs, how many are being handled ({@link ListSlots}).
  *
  * Every byte a client can make the server keep is counted against one budget
  * (`maxBufferedBytes`) and against its address's share of it (`maxBufferedBytesPerAddress`):
@@ -176,5 +177,93 @@ export class Admission {
 
   #forget(address: string, a: AddressState): void {
     if (a.connections === 0 && a.held === 0) this.#addresses.delete(address);
+  }
+}
+
+/** Counters of {@link ListSlots}, read by the metrics at scrape time. */
+export interface ListSlotStats {
+  /** LISTs being handled. */
+  readonly running: number;
+  /** Connections holding LISTs that wait for a slot. */
+  readonly waiting: number;
+}
+
+/**
+ * The CPU budget of LISTs. A LIST reads up to `MAX_LIST_SCAN` key records and decodes each
+ * on the main thread: from a few to a few hundred milliseconds of CPU for a 16-byte
+ * request, which no memory budget sees. At most `maxLists` LISTs are handled at once over
+ * all connections, and at most one per client address. A LIST that cannot start waits
+ * (its connection goes on with its other requests), and when one finishes the slot goes to
+ * the next address in turn: addresses take turns in the order they began waiting, and one
+ * that still waits after its turn goes to the back. So an address that keeps many LISTs
+ * queued, over any number of connections, gets one handled at a time like every other,
+ * and another client's LIST waits for at most one LIST of each address ahead of it.
+ */
+export class ListSlots {
+  readonly #max: number;
+  /** Addresses with a LIST being handled (one each). */
+  readonly #running = new Set<string>();
+  /** Users with LISTs waiting, by address; addresses in the order of their turns. */
+  readonly #waiting = new Map<string, Set<BudgetUser>>();
+  #waking = false;
+
+  constructor(maxLists: number) {
+    this.#max = maxLists;
+  }
+
+  /** Whether a LIST of `address` may start now. */
+  canStart(address: string): boolean {
+    return this.#running.size < this.#max && !this.#running.has(address);
+  }
+
+  /** Takes the slot {@link canStart} said is free. */
+  start(address: string): void {
+    this.#running.add(address);
+  }
+
+  /** A LIST of `address` was handled: gives its slot to the next address in turn. */
+  finish(address: string): void {
+    this.#running.delete(address);
+    this.#wake();
+  }
+
+  /** Registers `user`, holding a LIST of `address` that could not start, to be told when it may. */
+  wait(address: string, user: BudgetUser): void {
+    let users = this.#waiting.get(address);
+    if (!users) this.#waiting.set(address, (users = new Set()));
+    users.add(user);
+  }
+
+  /** Stops telling `user` (it closed). */
+  stopWaiting(address: string, user: BudgetUser): void {
+    const users = this.#waiting.get(address);
+    if (!users) return;
+    users.delete(user);
+    if (users.size === 0) this.#waiting.delete(address);
+  }
+
+  stats(): ListSlotStats {
+    let waiting = 0;
+    for (const users of this.#waiting.values()) waiting += users.size;
+    return { running: this.#running.size, waiting };
+  }
+
+  #wake(): void {
+    // A retry can finish nothing synchronously (handling is async), but stay safe.
+    if (this.#waking) return;
+    this.#waking = true;
+    try {
+      for (const [address, users] of [...this.#waiting]) {
+        if (this.#running.size >= this.#max) break;
+        if (this.#running.has(address)) continue;
+        // Its turn: out of the line, one LIST started, and back in at the end if more wait.
+        this.#waiting.delete(address);
+        const rest = [...users];
+        while (rest.length > 0 && !this.#running.has(address)) rest.shift()!.retry();
+        for (const user of rest) this.wait(address, user);
+      }
+    } finally {
+      this.#waking = false;
+    }
   }
 }

@@ -154,6 +154,12 @@ function buildCli(): Command {
       integer(1),
       DEFAULT_LIMITS.maxInFlightPerConnection,
     )
+    .option(
+      '--max-lists <n>',
+      'LISTs handled at once, at most one per client address; others wait their turn, address by address',
+      integer(1),
+      DEFAULT_LIMITS.maxLists,
+    )
     .option('--max-connections <n>', 'open WebSocket connections; more get HTTP 503', integer(1), DEFAULT_LIMITS.maxConnections)
     .option(
       '--max-connections-per-address <n>',
@@ -247,6 +253,7 @@ interface StartFlags {
   maxSendBufferBytes: number;
   sendTimeoutMs: number;
   maxInflightPerConnection: number;
+  maxLists: number;
   maxConnections: number;
   maxConnectionsPerAddress: number;
   idleTimeoutMs: number;
@@ -281,6 +288,7 @@ async function runStart(o: StartFlags): Promise<void> {
     maxSendBufferBytes: o.maxSendBufferBytes,
     sendTimeoutMs: o.sendTimeoutMs,
     maxInFlightPerConnection: o.maxInflightPerConnection,
+    maxLists: o.maxLists,
     maxConnections: o.maxConnections,
     maxConnectionsPerAddress: o.maxConnectionsPerAddress,
     idleTimeoutMs: o.idleTimeoutMs,

@@ -6,14 +6,17 @@
  * The socket is read only while the connection has no request waiting to start, fewer
  * than `maxInFlightPerConnection` requests unanswered, less than `maxSendBufferBytes` of
  * replies unsent, and the server's budget has room. Otherwise TCP backpressure holds the
- * client's next bytes in its own buffers, not ours. A connection is closed when its
+ * client's next bytes in its own buffers, not ours. A LIST also needs one of the server's
+ * LIST slots ({@link ListSlots}): until it gets one it is set aside (its bytes counted in
+ * the budget, and counted as unanswered) and the requests behind it go on, so a client's
+ * reads and writes never wait behind its LIST's turn. A connection is closed when its
  * replies make no progress for `sendTimeoutMs` (it stopped reading), when a frame takes
  * longer than `frameTimeoutMs` to arrive whole (slowloris), or when it sends nothing for
  * `idleTimeoutMs` while nothing is pending.
  */
 import type { Socket } from 'node:net';
 import type { RawData, WebSocket } from 'ws';
-import type { Admission, BudgetUser } from './admission.js';
+import type { Admission, BudgetUser, ListSlots } from './admission.js';
 import type { ServerLimits } from './limits.js';
 
 /** Why the server closed a connection on its own. */
@@ -26,8 +29,11 @@ export type PauseReason = 'in_flight' | 'send_buffer' | 'budget' | 'shutdown';
 export interface ConnectionHost {
   readonly limits: ServerLimits;
   readonly admission: Admission;
+  readonly lists: ListSlots;
   /** Room to reserve for the reply to `frame`, beyond the frame's own bytes. */
   replyRoom(frame: Uint8Array): number;
+  /** Whether `frame` is a LIST, which needs one of the server's LIST slots. */
+  isList(frame: Uint8Array): boolean;
   /** Handles one request; resolves to the reply and never rejects. */
   handle(frame: Uint8Array, isBinary: boolean): Promise<Uint8Array>;
   /** Called when the server closes the connection for `reason`, before the close event. */
@@ -49,6 +55,8 @@ export class ClientConnection implements BudgetUser {
   readonly #host: ConnectionHost;
   readonly #limits: ServerLimits;
   readonly #pending: Pending[] = [];
+  /** LISTs set aside until a LIST slot is free, in arrival order; their frames' bytes are counted under `requests`. */
+  readonly #lists: Pending[] = [];
   /** Requests started whose reply has not been sent. */
   #inFlight = 0;
   #unsent = 0;
@@ -92,14 +100,19 @@ export class ClientConnection implements BudgetUser {
   get pausedFor(): PauseReason | undefined {
     if (this.#reading || this.#closed) return undefined;
     if (this.#stopped) return 'shutdown';
-    if (this.#inFlight >= this.#limits.maxInFlightPerConnection) return 'in_flight';
+    if (this.#unanswered >= this.#limits.maxInFlightPerConnection) return 'in_flight';
     if (this.#unsent >= this.#limits.maxSendBufferBytes) return 'send_buffer';
     return 'budget';
   }
 
   /** Requests received and not yet answered, started or not. */
   get busy(): boolean {
-    return this.#inFlight > 0 || this.#pending.length > 0;
+    return this.#inFlight > 0 || this.#pending.length > 0 || this.#lists.length > 0;
+  }
+
+  /** Started or set aside: what `maxInFlightPerConnection` bounds. */
+  get #unanswered(): number {
+    return this.#inFlight + this.#lists.length;
   }
 
   /** Shutdown: read nothing more; what was received is still answered. */
@@ -156,13 +169,23 @@ export class ClientConnection implements BudgetUser {
 
   #pump(): void {
     const admission = this.#host.admission;
+    this.#startLists();
     while (
       !this.#closed &&
       this.#pending.length > 0 &&
-      this.#inFlight < this.#limits.maxInFlightPerConnection &&
+      this.#unanswered < this.#limits.maxInFlightPerConnection &&
       this.#unsent < this.#limits.maxSendBufferBytes
     ) {
       const next = this.#pending[0]!;
+      if (this.#host.isList(next.frame)) {
+        // Set aside for a LIST slot; its bytes are already held, so counted unchecked.
+        this.#pending.shift();
+        admission.add(this.address, 'requests', next.frame.length);
+        this.#requestsHeld += next.frame.length;
+        this.#lists.push(next);
+        this.#startLists();
+        continue;
+      }
       const room = next.frame.length + this.#host.replyRoom(next.frame);
       if (!admission.tryReserve(this.address, 'requests', room)) {
         admission.wait(this);
@@ -171,13 +194,39 @@ export class ClientConnection implements BudgetUser {
       this.#pending.shift();
       this.#requestsHeld += room;
       this.#inFlight++;
-      void this.#run(next, room);
+      void this.#run(next, room, false);
     }
     this.#updateReading();
   }
 
-  async #run(request: Pending, room: number): Promise<void> {
+  /** Starts the LISTs set aside, in order, while a LIST slot is free and their replies' room fits. */
+  #startLists(): void {
+    const admission = this.#host.admission;
+    const lists = this.#host.lists;
+    while (!this.#closed && this.#lists.length > 0 && this.#unsent < this.#limits.maxSendBufferBytes) {
+      if (!lists.canStart(this.address)) {
+        lists.wait(this.address, this);
+        return;
+      }
+      const next = this.#lists[0]!;
+      const reply = this.#host.replyRoom(next.frame);
+      if (!admission.tryReserve(this.address, 'requests', reply)) {
+        admission.wait(this);
+        return;
+      }
+      lists.start(this.address);
+      this.#lists.shift();
+      this.#requestsHeld += reply;
+      this.#inFlight++;
+      void this.#run(next, next.frame.length + reply, true);
+    }
+    if (this.#lists.length === 0) lists.stopWaiting(this.address, this);
+  }
+
+  async #run(request: Pending, room: number, list: boolean): Promise<void> {
     const reply = await this.#host.handle(request.frame, request.isBinary);
+    // The slot is free once the LIST is handled, whether or not its reply can be sent.
+    if (list) this.#host.lists.finish(this.address);
     if (this.#closed) return;
     const admission = this.#host.admission;
     // The reply takes the place of the room reserved for it: count it before giving the
@@ -208,7 +257,7 @@ export class ClientConnection implements BudgetUser {
     const own =
       !this.#stopped &&
       this.#pending.length === 0 &&
-      this.#inFlight < this.#limits.maxInFlightPerConnection &&
+      this.#unanswered < this.#limits.maxInFlightPerConnection &&
       this.#unsent < this.#limits.maxSendBufferBytes;
     const read = own && !this.#host.admission.full;
     // Paused only because the server's budget is spent: ask to be told when it has room.
@@ -224,7 +273,9 @@ export class ClientConnection implements BudgetUser {
     this.#closed = true;
     const admission = this.#host.admission;
     admission.stopWaiting(this);
+    this.#host.lists.stopWaiting(this.address, this);
     this.#pending.length = 0;
+    this.#lists.length = 0;
     const partial = this.#partial;
     const requests = this.#requestsHeld;
     const replies = this.#repliesHeld;

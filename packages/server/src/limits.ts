@@ -21,6 +21,12 @@ export interface ServerLimits {
   /** Requests of one connection being handled (decoded, not yet answered) at once; more wait unread. */
   readonly maxInFlightPerConnection: number;
   /**
+   * LISTs handled at once over all connections, at most one per client address; others
+   * wait their turn, address by address (see `ListSlots`). A LIST costs up to a few hundred
+   * milliseconds of CPU that no memory budget sees.
+   */
+  readonly maxLists: number;
+  /**
    * The memory budget: bytes of requests being handled, replies not yet sent and frames
    * partly received, over all connections. A request starts only if its bytes and room for
    * its reply fit; otherwise it waits and its socket is not read (backpressure).
@@ -53,6 +59,7 @@ export interface ServerLimits {
 export const DEFAULT_LIMITS: ServerLimits = Object.freeze({
   maxFrameBytes: DEFAULT_MAX_FRAME_BYTES,
   maxInFlightPerConnection: 32,
+  maxLists: 2,
   maxBufferedBytes: 256 * 1024 * 1024,
   maxBufferedBytesPerAddress: 64 * 1024 * 1024,
   maxSendBufferBytes: 8 * 1024 * 1024,
@@ -79,6 +86,7 @@ export function resolveLimits(partial: Partial<ServerLimits> = {}): ServerLimits
   for (const name of [
     'maxFrameBytes',
     'maxInFlightPerConnection',
+    'maxLists',
     'maxBufferedBytes',
     'maxBufferedBytesPerAddress',
     'maxSendBufferBytes',

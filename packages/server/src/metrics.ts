@@ -4,7 +4,7 @@
  * counters, base units (seconds, bytes).
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { AdmissionStats } from './admission.js';
+import type { AdmissionStats, ListSlotStats } from './admission.js';
 
 /** Where the gauges of stored data come from. */
 export interface StorageStats {
@@ -19,6 +19,8 @@ export interface MetricSources {
   readonly storage: () => StorageStats | undefined;
   /** The memory budget's counters. */
   readonly admission?: () => AdmissionStats;
+  /** The LIST slots' counters. */
+  readonly lists?: () => ListSlotStats;
   /** Requests started and not yet answered, over all connections. */
   readonly inFlight?: () => number;
   /** Connections not being read, by reason. */
@@ -135,6 +137,22 @@ export function createMetrics(sources: MetricSources): ServerMetrics {
     collect() {
       this.reset();
       for (const [reason, n] of sources.paused?.() ?? []) this.set({ reason }, n);
+    },
+  });
+  new Gauge({
+    name: 'powerstore_lists_running',
+    help: 'LISTs being handled (at most --max-lists, one per client address)',
+    registers,
+    collect() {
+      this.set(sources.lists?.().running ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'powerstore_lists_waiting_connections',
+    help: 'Connections holding LISTs that wait for their turn (--max-lists, one per client address)',
+    registers,
+    collect() {
+      this.set(sources.lists?.().waiting ?? 0);
     },
   });
   new Gauge({

@@ -22,6 +22,7 @@ import {
   encodeMessage,
   encodePublicKey,
   frameType,
+  MAX_KEY_LENGTH,
   MAX_LIST_REPLY_BYTES,
   Server,
   type AbstractStorage,
@@ -30,13 +31,16 @@ import {
   type WritePolicy,
 } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
-import { Admission } from './admission.js';
+import { Admission, ListSlots } from './admission.js';
 import { ClientConnection, type ConnectionHost } from './connection.js';
 import { ServerError } from './errors.js';
 import { LevelStorage } from './level-storage.js';
 import { FRAME_OVERHEAD_BYTES, resolveLimits, type ServerLimits } from './limits.js';
 import { createMetrics, type ServerMetrics } from './metrics.js';
 import { httpRoutes } from './routes.js';
+
+/** The longest LIST frame that can decode: header, prefix and `after` of the longest keys, and the limit. */
+const MAX_LIST_FRAME_BYTES = 1 + 1 + (2 + MAX_KEY_LENGTH) + 8 + (2 + MAX_KEY_LENGTH) + 2;
 
 /** What {@link startServer} needs. */
 export interface StartServerOptions {
@@ -94,11 +98,13 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   const log = options.logger ?? pino({ level: 'info' });
   const connections = new Set<ClientConnection>();
   const admission = new Admission(limits);
+  const lists = new ListSlots(limits.maxLists);
   // Metrics exist before the storage opens (its commits feed them), so they read it late.
   const opened: { storage?: AbstractStorage } = {};
   const metrics = createMetrics({
     storage: () => opened.storage,
     admission: () => admission.stats(),
+    lists: () => lists.stats(),
     inFlight: () => [...connections].reduce((sum, c) => sum + c.inFlight, 0),
     paused: () => {
       const counts = new Map<string, number>();
@@ -152,6 +158,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   const host: ConnectionHost = {
     limits,
     admission,
+    lists,
     replyRoom(frame) {
       // A FILTER's reply carries one fragment, at most the longest stored; a LIST's is kept
       // under MAX_LIST_REPLY_BYTES; every other reply is a header, a candidate or an error.
@@ -159,6 +166,10 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
       if (type === 'LIST') return MAX_LIST_REPLY_BYTES + FRAME_OVERHEAD_BYTES;
       if (type !== 'FILTER') return FRAME_OVERHEAD_BYTES;
       return Math.min(limits.maxFrameBytes, store.largestFragmentBytes + FRAME_OVERHEAD_BYTES);
+    },
+    isList(frame) {
+      // A frame longer than any LIST fails to decode, cheaply: it needs no slot.
+      return frame.length <= MAX_LIST_FRAME_BYTES && frameType(frame) === 'LIST';
     },
     handle: (frame, isBinary) =>
       // handle answers every failure itself; this catch is the last line against a bug

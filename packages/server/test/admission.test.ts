@@ -1,10 +1,10 @@
 /**
  * The admission rules on their own, without sockets: connection caps per server and per
  * address, the memory budget and the address share, progress for a lone large request,
- * and waiting users told when room comes back.
+ * and waiting users told when room comes back; LIST slots taken in turns by address.
  */
 import { describe, expect, it } from 'vitest';
-import { Admission, type BudgetUser } from '../src/admission.js';
+import { Admission, ListSlots, type BudgetUser } from '../src/admission.js';
 
 const limits = { maxConnections: 3, maxConnectionsPerAddress: 2, maxBufferedBytes: 1000, maxBufferedBytesPerAddress: 600 };
 
@@ -70,5 +70,63 @@ describe('Admission', () => {
     a.release('x', 'replies', 100);
     expect(told).toEqual(['first', 'second']);
     expect(a.stats().waiting).toBe(0);
+  });
+});
+
+describe('ListSlots', () => {
+  /** A connection of `address` holding `lists` LISTs, starting one whenever it is told it may. */
+  function connection(slots: ListSlots, address: string, lists: number, log: string[]) {
+    const user: BudgetUser & { left: number } = {
+      left: lists,
+      retry() {
+        while (user.left > 0) {
+          if (!slots.canStart(address)) return slots.wait(address, user);
+          slots.start(address);
+          user.left--;
+          log.push(address);
+        }
+      },
+    };
+    user.retry();
+    return user;
+  }
+
+  it('runs at most the limit at once and one per address; waiting addresses take turns, so a busy one gets no more than the others', () => {
+    const slots = new ListSlots(2);
+    const log: string[] = [];
+    // The attacker's 16 LISTs over two connections, then three other clients' one each.
+    connection(slots, 'attacker', 8, log);
+    connection(slots, 'attacker', 8, log);
+    for (const name of ['alice', 'bob', 'carol']) connection(slots, name, 1, log);
+    // One of the attacker's runs, and alice's; the attacker's other 15 wait, as do bob and carol.
+    expect(log).toEqual(['attacker', 'alice']);
+    expect(slots.stats()).toEqual({ running: 2, waiting: 4 });
+    expect(slots.canStart('dave')).toBe(false);
+    // Alice's slot goes to bob: the attacker, first in line, already has one running.
+    slots.finish('alice');
+    expect(log.slice(2)).toEqual(['bob']);
+    // The attacker's LIST ends: its turn (it waited first), then it goes to the back, behind carol.
+    slots.finish('attacker');
+    expect(log.slice(3)).toEqual(['attacker']);
+    slots.finish('bob');
+    expect(log.slice(4)).toEqual(['carol']);
+    slots.finish('carol');
+    // With only the attacker left, its LISTs run one at a time.
+    expect(slots.stats()).toEqual({ running: 1, waiting: 2 });
+    for (let i = 0; i < 14; i++) slots.finish('attacker');
+    expect(log.filter((a) => a === 'attacker')).toHaveLength(16);
+    slots.finish('attacker');
+    expect(slots.stats()).toEqual({ running: 0, waiting: 0 });
+  });
+
+  it('forgets a user that stops waiting (its connection closed)', () => {
+    const slots = new ListSlots(1);
+    const log: string[] = [];
+    connection(slots, 'a', 1, log);
+    const gone = connection(slots, 'b', 1, log);
+    connection(slots, 'c', 1, log);
+    slots.stopWaiting('b', gone);
+    slots.finish('a');
+    expect(log).toEqual(['a', 'c']);
   });
 });
