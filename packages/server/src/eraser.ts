@@ -29,10 +29,10 @@
  *      live: a reader (an iterator, a get) pins the tables it reads, which LevelDB deletes
  *      only at its next compaction; the pass waits and writes the memtable out again
  *      (which deletes obsolete files) a few times, then gives up and retries next time.
- * Entries an open snapshot may still read are kept by compactions: only batches durable
- * `graceMs` before a pass starts count as covered by it, so only a read (which takes a
- * snapshot) running that long across a delete could leave its bytes to LevelDB's own
- * compactions; reads here take milliseconds.
+ * A compaction keeps whatever an open snapshot can still read, and classic-level takes
+ * one for every get, getMany and iterator: a pass covers the deletes durable `graceMs`
+ * before it starts, and first waits (at most `graceMs`) for every read that began before
+ * then to finish; a read running longer fails the pass, which is retried.
  *
  * Which keys are pending survives restarts: every batch that deletes a key's records also
  * writes a marker record naming the key (in the same atomic batch), and markers are
@@ -98,6 +98,52 @@ export function pastPrefix(prefix: string): string {
   return prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
 }
 
+/**
+ * Wraps `db`'s read methods to know when the oldest read still running began: each holds a
+ * LevelDB snapshot (classic-level takes one per get and getMany, and per iterator until it
+ * is closed), through which compactions keep what it can see.
+ */
+function trackReads(db: ClassicLevel<string, Uint8Array>): () => number | undefined {
+  const running = new Map<object, number>();
+  const methods = db as unknown as Record<string, (...args: unknown[]) => unknown>;
+  const tracked = <T>(start: () => T, settle: (result: T, done: () => void) => T): T => {
+    const token = {};
+    running.set(token, Date.now());
+    const done = () => running.delete(token);
+    try {
+      return settle(start(), done);
+    } catch (err) {
+      done();
+      throw err;
+    }
+  };
+  for (const name of ['get', 'getMany']) {
+    const read = methods[name]!.bind(db);
+    methods[name] = (...args) =>
+      tracked(
+        () => read(...args) as Promise<unknown>,
+        (p, done) => p.finally(done),
+      );
+  }
+  for (const name of ['iterator', 'keys', 'values']) {
+    const open = methods[name]!.bind(db);
+    methods[name] = (...args) =>
+      tracked(
+        () => open(...args) as { close(): Promise<void> },
+        (it, done) => {
+          const close = it.close.bind(it);
+          it.close = () => close().finally(done);
+          return it;
+        },
+      );
+  }
+  return () => {
+    let oldest: number | undefined;
+    for (const t of running.values()) if (oldest === undefined || t < oldest) oldest = t;
+    return oldest;
+  };
+}
+
 /** LevelDB's `EscapeString`, as `leveldb.sstables` prints user keys. */
 function escaped(key: string): string {
   let out = '';
@@ -134,9 +180,12 @@ export class Eraser {
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   #closed = false;
+  /** When the oldest read still running began. */
+  readonly #oldestRead: () => number | undefined;
 
   constructor(options: EraserOptions) {
     this.#o = options;
+    this.#oldestRead = trackReads(options.db);
     this.#delayMs = options.withinMs / 2;
     this.#graceMs = Math.min(options.withinMs / 4, 1000);
   }
@@ -245,10 +294,18 @@ export class Eraser {
     };
     const t0 = performance.now();
     try {
+      // Reads begun before the cutoff may hold snapshots older than the deletes covered.
+      for (const until = Date.now() + this.#graceMs; (this.#oldestRead() ?? Infinity) <= cutoff; await sleep(10)) {
+        if (Date.now() > until)
+          throw new Error(`a read running since ${new Date(this.#oldestRead()!).toISOString()} holds a snapshot from before the deletes`);
+      }
       await this.#compact(all ? this.#o.all : mergeRanges(keys.flatMap((k) => this.#o.ranges(k))));
     } catch (err) {
       if (err instanceof Aborted || this.#closed) return;
-      // Still pending (markers kept): the next pass tries again.
+      // Still pending (markers kept): a pass half a bound later tries again (not at once:
+      // a reader that pinned files may still be reading).
+      const now = Date.now();
+      for (const p of all ? [this.#all] : keys.map((k) => this.#pending.get(k))) if (p) p.since = Math.max(p.since, now);
       this.#o.onPass?.({ keys: keys.length, all, seconds: (performance.now() - t0) / 1000, error: err as Error });
       return;
     }

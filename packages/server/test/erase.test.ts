@@ -9,9 +9,9 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import type { HistoryEntry, Timestamp } from '@powerstore/protocol';
+import type { HistoryEntry, KeyChanges, Timestamp } from '@powerstore/protocol';
 import { ClassicLevel } from 'classic-level';
-import { LevelStorage, mergeRanges, type ErasePass, type LevelStorageOptions } from '../src/index.js';
+import { Eraser, LevelStorage, mergeRanges, type ErasePass, type LevelStorageOptions } from '../src/index.js';
 
 const root = mkdtempSync(join(tmpdir(), 'powerstore-erase-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -249,6 +249,54 @@ describe('deletes erase within a stated time (LevelStorage)', () => {
     const again = await open(path);
     expect(await goneWithin(path, markers, WITHIN_MS)).toBeLessThanOrEqual(WITHIN_MS);
     await again.close();
+  }, 60_000);
+
+  it('a read begun before the deletes holds the pass off (its snapshot would keep them through compaction); it runs once the read ends', async () => {
+    const path = join(root, `db-${dirs++}`);
+    const db = new ClassicLevel<string, Uint8Array>(path, { valueEncoding: 'view' });
+    await db.open();
+    const passes: ErasePass[] = [];
+    const eraser: Eraser = new Eraser({
+      db,
+      path,
+      withinMs: WITHIN_MS,
+      maxKeys: 8,
+      ranges: (k) => [[`x:${k}:`, `x:${k};`]],
+      all: [['x:', 'x;']],
+      marker: 'e:',
+      async commit(ops) {
+        const extra = eraser.prepare([]);
+        await db.batch([...ops, ...extra.ops]);
+        extra.done();
+      },
+      onPass: (p) => passes.push(p),
+    });
+    const markers = newMarkers(1);
+    await db.put('x:k:1', fragmentWith(markers[0]!));
+    const reader = db.iterator();
+    await reader.next();
+    const changes: KeyChanges = {
+      key: 'k',
+      state: undefined,
+      puts: [],
+      deletes: [{ ts: ts(1), stripe: 0 }],
+      usage: [],
+      keys: 0,
+      entries: 0,
+    };
+    const extra = eraser.prepare([changes]);
+    await db.batch([{ type: 'del', key: 'x:k:1' }, ...extra.ops]);
+    extra.done();
+    await until(() => passes.length > 0);
+    expect(passes[0]?.error?.message).toMatch(/holds a snapshot from before the deletes/);
+    expect(foundIn(path, markers).size).toBe(1);
+    await reader.close();
+    // The retry comes half a bound after the failure.
+    expect(await goneWithin(path, markers, WITHIN_MS)).toBeLessThanOrEqual(WITHIN_MS);
+    await until(() => passes.length > 1);
+    expect(passes[1]?.error).toBeUndefined();
+    await eraser.close();
+    await db.close();
   }, 60_000);
 
   it('merges ranges that overlap or touch', () => {
