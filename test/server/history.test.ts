@@ -1,8 +1,10 @@
 /**
  * Bounded history on real server processes: thousands of versions of one key leave each
  * server a bounded history and a bounded data directory, and a completed delete leaves no
- * fragment of the deleted value on any server's disk (scanned after compaction, with the
- * value's marker as the probe and the same scan before the delete as the control).
+ * fragment of the deleted value, nor of any earlier version, in any file of any server's
+ * data directory within `--erase-within` (scanned while the servers run, without a manual
+ * compaction, with the values' markers as the probe and the same scan before the delete
+ * as the control).
  */
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
@@ -14,6 +16,8 @@ import { CliCluster, collectLc, ensureBuilt, metricValue } from './harness.js';
 
 const KEEP = 2;
 const VERSIONS = 10_000;
+/** `--erase-within`, in seconds. */
+const ERASE_WITHIN = 1;
 const WRITERS = 10;
 let cluster: CliCluster;
 let stores: Store[] = [];
@@ -22,7 +26,15 @@ beforeAll(async () => {
   await ensureBuilt();
   // No fsync: this is about what is kept, not about durability, and 10,000 synced writes
   // would take minutes on a shared disk.
-  cluster = await CliCluster.create(1, ['--unsafe-no-fsync', '--history-keep', String(KEEP), '--log-level', 'warn']);
+  cluster = await CliCluster.create(1, [
+    '--unsafe-no-fsync',
+    '--history-keep',
+    String(KEEP),
+    '--erase-within',
+    String(ERASE_WITHIN),
+    '--log-level',
+    'warn',
+  ]);
   await cluster.startAll();
   const admin = await Identity.fromJSON(JSON.parse(readFileSync(join(cluster.dir, 'admin.json'), 'utf8')));
   stores = await Promise.all(
@@ -35,15 +47,57 @@ afterAll(async () => {
   await cluster?.stop();
 });
 
-/** Compacts server `id`'s LevelDB (stopped) and returns every byte of its files. */
-async function compactedFiles(id: number): Promise<{ bytes: number; contents: Buffer[] }> {
+/**
+ * Compacts server `id`'s LevelDB (stopped) and returns every byte of its files, and the
+ * sizes of its data (tables and log) and of LevelDB's own bookkeeping (`LOG`, `LOG.old`,
+ * `MANIFEST-*`, `CURRENT`), which grows with every compaction and flush (erase passes
+ * included) until the database is next opened.
+ */
+async function compactedFiles(id: number): Promise<{ bytes: number; bookkeeping: number; contents: Buffer[] }> {
   const dir = join(cluster.dir, `data-${id}`);
   const db = new ClassicLevel(dir);
   await db.open();
   await db.compactRange('\u0000', '\uffff');
   await db.close();
   const contents = readdirSync(dir).map((f) => readFileSync(join(dir, f)));
-  return { bytes: readdirSync(dir).reduce((sum, f) => sum + statSync(join(dir, f)).size, 0), contents };
+  const size = (data: boolean) =>
+    readdirSync(dir)
+      .filter((f) => /\.(ldb|log)$/.test(f) === data)
+      .reduce((sum, f) => sum + statSync(join(dir, f)).size, 0);
+  return { bytes: size(true), bookkeeping: size(false), contents };
+}
+
+/** For each server (1 … 4), the indices of `markers` some file of its data directory holds. */
+function scanServers(markers: readonly Buffer[]): Set<number>[] {
+  return [1, 2, 3, 4].map((id) => {
+    const dir = join(cluster.dir, `data-${id}`);
+    for (;;) {
+      try {
+        const found = new Set<number>();
+        for (const f of readdirSync(dir)) {
+          const bytes = readFileSync(join(dir, f));
+          for (const [i, m] of markers.entries()) if (bytes.includes(m)) found.add(i);
+        }
+        return found;
+      } catch (err) {
+        // LevelDB deleted a file between the listing and the read: scan again.
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      }
+    }
+  });
+}
+
+/**
+ * Polls (running servers, no compaction of ours) until no server's data directory holds
+ * any of `markers` but those of `allowed`, for at most `ms`; returns what the last scan found.
+ */
+async function scanUntilOnly(markers: readonly Buffer[], allowed: ReadonlySet<number>, ms: number): Promise<Set<number>[]> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const found = scanServers(markers);
+    if (found.every((f) => [...f].every((i) => allowed.has(i))) || Date.now() > deadline) return found;
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 async function allConnected(store: Store): Promise<void> {
@@ -59,11 +113,11 @@ async function allConnected(store: Store): Promise<void> {
  * entry: a write completes at n − t servers, so reads (which write back) are repeated for
  * the last one.
  */
-async function everyServerAt(key: string, num: number, store: Store): Promise<void> {
+async function everyServerAt(key: string, num: number | 'latest', store: Store): Promise<void> {
   const deadline = Date.now() + 30_000;
   for (;;) {
     const states = await Promise.all(cluster.urls.map(async (url) => (await collectLc(url, key, cluster.config.n))?.ts.num ?? 0));
-    if (states.every((n) => n === num)) return;
+    if (states.every((n) => n === (num === 'latest' ? Math.max(...states) : num))) return;
     if (Date.now() > deadline) throw new Error(`servers' lc of ${key}: ${states.join(', ')}, expected ${num}`);
     await store.get(key);
     await new Promise((r) => setTimeout(r, 200));
@@ -93,14 +147,17 @@ describe('bounded history', () => {
     }
     await cluster.stop(false);
     for (let id = 1; id <= 4; id++) {
-      const { bytes } = await compactedFiles(id);
+      const { bytes, bookkeeping } = await compactedFiles(id);
       // Without collection: 10,000 entries of ~1 KiB each (fragment, cc, certificate).
       expect(bytes, `server ${id}: ${bytes} bytes`).toBeLessThan(1024 * 1024);
+      // LevelDB's LOG gains ~3 KiB and its MANIFEST ~0.4 KiB per erase pass (one per
+      // half --erase-within at most: a few hundred here).
+      expect(bookkeeping, `server ${id}: ${bookkeeping} bytes of LevelDB's own files`).toBeLessThan(4 * 1024 * 1024);
     }
     await cluster.startAll();
   }, 600_000);
 
-  it('a completed delete leaves no fragment of the deleted value on any server; the same scan finds it before the delete', async () => {
+  it(`a completed delete leaves no fragment of the deleted value in any server's files within --erase-within ${ERASE_WITHIN} s, without a manual compaction; the same scan finds it before the delete`, async () => {
     const store = stores[0]!;
     const key = `${store.namespace}secret`;
     const marker = `MARKER-${randomBytes(8).toString('hex')}`;
@@ -123,15 +180,81 @@ describe('bounded history', () => {
     await allConnected(store);
     await store.delete(key);
     expect(await store.get(key)).toBeUndefined();
-    // Every server has the delete as its lc (reads write it back), so every one collected.
+    // Every server has the delete as its lc (reads write it back), so every one collected,
+    // and at most ERASE_WITHIN s ago: the bytes leave the running servers' files by then.
     await everyServerAt(key, 2, store);
+    const probe = [Buffer.from(marker)];
+    const after = await scanUntilOnly(probe, new Set(), ERASE_WITHIN * 1000);
+    for (const [i, f] of after.entries()) expect(f.size, `server ${i + 1} still holds the marker`).toBe(0);
+    // Nor do they come back from a log replayed at the next start.
     await cluster.stop(false);
-    const after = await Promise.all([1, 2, 3, 4].map((id) => compactedFiles(id)));
-    for (const [i, f] of after.entries())
-      expect(
-        f.contents.some((c) => c.includes(marker)),
-        `server ${i + 1} still holds the marker`,
-      ).toBe(false);
     await cluster.startAll();
+    for (const [i, f] of scanServers(probe).entries()) expect(f.size, `server ${i + 1} holds the marker after a restart`).toBe(0);
+  }, 240_000);
+
+  it(`300 versions of a key: within --erase-within, only the kept ones are in any server's files; after a delete, none, also across restarts`, async () => {
+    const store = stores[0]!;
+    const key = `${store.namespace}versions`;
+    await allConnected(store);
+    // A random marker per version (random bytes: Snappy stores them as they are, where it
+    // would encode a repeated text as a back-reference), at 10 % and 70 % of random bytes,
+    // so each data fragment (half of the value) holds it.
+    const markers = Array.from({ length: 300 }, () => randomBytes(16));
+    for (const m of markers) {
+      const value = new Uint8Array(randomBytes(2000));
+      value.set(m, 200);
+      value.set(m, 1400);
+      await store.put(key, value, { public: true });
+    }
+    await everyServerAt(key, 'latest', store);
+    // Control: the scan finds what is kept (lc and the δ entries below it), and only that.
+    const last = markers.length - 1;
+    const kept = new Set(Array.from({ length: KEEP + 1 }, (_, i) => last - i));
+    const before = await scanUntilOnly(markers, kept, ERASE_WITHIN * 1000);
+    for (const f of before) expect([...f].filter((i) => !kept.has(i))).toEqual([]);
+    // Servers 1 and 2 hold the data fragments in plain (the code is systematic), 3 and 4 parity.
+    expect(before.map((f) => f.has(last))).toEqual([true, true, false, false]);
+    await store.delete(key);
+    expect(await store.get(key)).toBeUndefined();
+    await everyServerAt(key, 'latest', store);
+    const after = await scanUntilOnly(markers, new Set(), ERASE_WITHIN * 1000);
+    expect(after.map((f) => f.size)).toEqual([0, 0, 0, 0]);
+    // Every server ran erase passes, and none failed.
+    for (let id = 1; id <= 4; id++) {
+      const text = await cluster.metrics(id);
+      expect(metricValue(text, 'powerstore_storage_compactions_total', { scope: 'keys', result: 'ok' })).toBeGreaterThan(0);
+      expect(metricValue(text, 'powerstore_storage_compactions_total', { scope: 'keys', result: 'failed' })).toBe(0);
+    }
+    for (let restart = 0; restart < 2; restart++) {
+      await cluster.stop(false);
+      expect(scanServers(markers).map((f) => f.size)).toEqual([0, 0, 0, 0]);
+      await cluster.startAll();
+      expect(scanServers(markers).map((f) => f.size)).toEqual([0, 0, 0, 0]);
+    }
+  }, 240_000);
+
+  it('a server killed (kill -9) before its erase pass erases within the bound once restarted', async () => {
+    const store = stores[0]!;
+    const key = `${store.namespace}killed`;
+    // Server 1 (which holds a data fragment) with a bound long enough that no pass comes.
+    await cluster.signal(1, 'SIGTERM');
+    await cluster.start(1, ['--erase-within', '3600']);
+    await allConnected(store);
+    const markers = Array.from({ length: 20 }, () => randomBytes(16));
+    for (const m of markers) {
+      const value = new Uint8Array(randomBytes(2000));
+      value.set(m, 200);
+      value.set(m, 1400);
+      await store.put(key, value, { public: true });
+    }
+    await store.delete(key);
+    await everyServerAt(key, 'latest', store);
+    // Control: the others erased everything; server 1 collected it too but still holds it.
+    const found = await scanUntilOnly(markers, new Set(), ERASE_WITHIN * 1000);
+    expect(found.map((f) => f.size > 0)).toEqual([true, false, false, false]);
+    await cluster.signal(1, 'SIGKILL');
+    await cluster.start(1);
+    const after = await scanUntilOnly(markers, new Set(), ERASE_WITHIN * 1000);
+    expect(after.map((f) => f.size)).toEqual([0, 0, 0, 0]);
   }, 240_000);
 });

@@ -12,6 +12,7 @@ import { DEFAULT_QUOTA, initCluster, loadClusterFile, loadPolicy, loadServerConf
 import { runDev, type DevFlags } from './dev.js';
 import { ServerError } from './errors.js';
 import { DEFAULT_LIMITS, type ServerLimits } from './limits.js';
+import { DEFAULT_ERASE_WITHIN_MS } from './level-storage.js';
 import { startServer } from './server.js';
 
 function integer(min: number, max = Number.MAX_SAFE_INTEGER) {
@@ -205,6 +206,12 @@ function buildCli(): Command {
       DEFAULT_LIMITS.shutdownTimeoutMs,
     )
     .option('--heartbeat-ms <ms>', 'WebSocket ping interval; 0 disables', integer(0), DEFAULT_LIMITS.heartbeatMs)
+    .option(
+      '--erase-within <seconds>',
+      'erase what garbage collection deletes (overwritten and deleted values) from the data directory within this long, by compacting its key ranges; 0 leaves it to LevelDB',
+      integer(0, 86_400),
+      DEFAULT_ERASE_WITHIN_MS / 1000,
+    )
     .addOption(new Option('--log-level <level>', 'pino log level').choices(LOG_LEVELS).default('info'))
     .action(async (o: StartFlags) => {
       await runStart(o);
@@ -264,6 +271,7 @@ interface StartFlags {
   maxPendingPerKey: number;
   maxPendingPerWriter: number;
   uploadIdleMs: number;
+  eraseWithin: number;
   logLevel: string;
 }
 
@@ -312,6 +320,7 @@ async function runStart(o: StartFlags): Promise<void> {
       maxPendingPerWriter: o.maxPendingPerWriter,
       uploadIdleMs: o.uploadIdleMs,
     },
+    eraseWithinMs: o.eraseWithin * 1000,
     logger,
     // Binds the database to this server and key: starting server 2 on server 1's data,
     // or on data of another cluster, fails instead of serving the wrong state.

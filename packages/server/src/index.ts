@@ -20,8 +20,10 @@ export {
   type SecretFileWarning,
   type ServerFile,
 } from './config.js';
+export { Eraser, mergeRanges, pastPrefix, type EraserOptions, type ErasePass, type KeyRange } from './eraser.js';
 export { ConfigError, ServerError, SERVER_ERROR_CODES, type ServerErrorCode } from './errors.js';
 export {
+  DEFAULT_ERASE_WITHIN_MS,
   GroupCommitter,
   LEVELDB_TUNING,
   LevelStorage,

@@ -28,6 +28,8 @@
  *                                certificate, fragment length, a striped value's layout)
  *   `f:<len>:<key>:<num>:<wid>`  Hist[ts]'s fragment, as is
  *   `h:…:<wid>#<s>`, `f:…#<s>`   the same for stripe s ≥ 1 of a striped value
+ *   `e:<key>`                    empty: garbage collection deleted records of the key that
+ *                                the {@link Eraser} has not yet erased from the files
  * Checks that need only metadata (a retried STORE) never read a fragment, and a fragment
  * is written from the request's bytes without being copied into a record first.
  */
@@ -48,6 +50,7 @@ import {
   type Timestamp,
   type Usage,
 } from '@powerstore/protocol';
+import { Eraser, pastPrefix, type ErasePass } from './eraser.js';
 import { ServerError } from './errors.js';
 
 /**
@@ -78,7 +81,21 @@ export interface LevelStorageOptions {
   readonly stateCacheKeys?: number;
   /** LevelDB's memtable and table-file sizes; default {@link LEVELDB_TUNING}. */
   readonly leveldb?: LevelTuning;
+  /**
+   * Records garbage collection deletes are erased from the data directory's files (by
+   * compacting their key ranges) within this many ms of the delete being durable, as long
+   * as a compaction pass takes at most a quarter of it. Default {@link DEFAULT_ERASE_WITHIN_MS};
+   * 0 leaves it to LevelDB's own compactions, which may never run on a quiet server.
+   */
+  readonly eraseWithinMs?: number;
+  /** Keys a pass compacts one by one; with more pending, it compacts every history record. Default 64. */
+  readonly eraseMaxKeys?: number;
+  /** Called after every erase pass (metrics, logs); a failed pass carries `error` and is retried. */
+  readonly onErase?: (info: ErasePass) => void;
 }
+
+/** Default bound on erasing collected records from the files: 60 s. */
+export const DEFAULT_ERASE_WITHIN_MS = 60_000;
 
 /** LevelDB sizes that matter for fragment-sized values. */
 export interface LevelTuning {
@@ -122,10 +139,10 @@ interface Waiter<D> {
 
 /**
  * Turns the data of every commit in one batch into extra operations written with it
- * (e.g. totals), and undoes its own bookkeeping if the batch fails. Batches are prepared
- * in the order they are written.
+ * (e.g. totals), and undoes its own bookkeeping if the batch fails (`done` runs once it is
+ * durable). Batches are prepared in the order they are written.
  */
-export type PrepareBatch<D> = (data: readonly D[]) => { readonly ops: readonly Put[]; undo(): void };
+export type PrepareBatch<D> = (data: readonly D[]) => { readonly ops: readonly Put[]; undo(): void; done?(): void };
 
 /**
  * Accumulates batches from concurrent callbacks and writes them as one synced LevelDB
@@ -189,6 +206,7 @@ export class GroupCommitter<D = never> {
     this.#writing = this.db.batch(ops, { sync: this.sync }).then(
       () => {
         this.onCommit?.({ callbacks: waiters.length, operations: ops.length, bytes, seconds: (performance.now() - started) / 1000 });
+        extra?.done?.();
         for (const w of waiters) w.resolve();
       },
       (err: unknown) => {
@@ -222,12 +240,46 @@ export class LevelStorage extends AbstractStorage {
   readonly #committer: GroupCommitter<KeyChanges>;
   /** The totals as of the last batch handed to LevelDB (what the disk says once it is durable). */
   readonly #written: Totals = { keys: 0, entries: 0, largest: 0, owners: new Map() };
+  readonly #eraser: Eraser | undefined;
 
   private constructor(db: ClassicLevel<string, Uint8Array>, options: LevelStorageOptions) {
     super({ stateCacheKeys: options.stateCacheKeys ?? 10_000 });
     this.#db = db;
     this.#n = options.n;
-    this.#committer = new GroupCommitter(db, options.sync ?? true, options.onCommit, (changes) => this.#totalsFor(changes));
+    const withinMs = options.eraseWithinMs ?? DEFAULT_ERASE_WITHIN_MS;
+    this.#eraser =
+      withinMs > 0
+        ? new Eraser({
+            db,
+            path: options.path,
+            withinMs,
+            maxKeys: options.eraseMaxKeys ?? 64,
+            // A key's entries and fragments: `h:<len>:<key>:` and `f:<len>:<key>:` (see #entryKey).
+            ranges: (key) => (['f', 'h'] as const).map((p) => this.#prefixRange(`${p}:${key.length}:${key}:`)),
+            all: [this.#prefixRange('f:'), this.#prefixRange('h:')],
+            marker: 'e:',
+            commit: (ops) => this.#committer.commit(ops),
+            onPass: options.onErase,
+          })
+        : undefined;
+    this.#committer = new GroupCommitter(db, options.sync ?? true, options.onCommit, (changes) => {
+      const totals = this.#totalsFor(changes);
+      const erase = this.#eraser?.prepare(changes);
+      if (!erase) return totals;
+      return {
+        ops: [...totals.ops, ...erase.ops],
+        undo: () => {
+          totals.undo();
+          erase.undo();
+        },
+        done: () => erase.done(),
+      };
+    });
+  }
+
+  /** The keys that start with `prefix`, as an inclusive range: `prefix` and `pastPrefix(prefix)` name no record. */
+  #prefixRange(prefix: string): readonly [string, string] {
+    return [prefix, pastPrefix(prefix)];
   }
 
   /**
@@ -254,12 +306,15 @@ export class LevelStorage extends AbstractStorage {
         { cause: err },
       );
     }
+    let storage: LevelStorage | undefined;
     try {
-      const storage = new LevelStorage(db, options);
+      storage = new LevelStorage(db, options);
       await storage.#checkMeta(options);
       await storage.#load(options.path);
+      await storage.#eraser?.load();
       return storage;
     } catch (err) {
+      if (storage) await storage.#eraser?.close();
       await db.close();
       throw err;
     }
@@ -520,6 +575,7 @@ export class LevelStorage extends AbstractStorage {
   }
 
   protected async closeBackend(): Promise<void> {
+    await this.#eraser?.close();
     await this.#committer.idle();
     await this.#db.close();
   }

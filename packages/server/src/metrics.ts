@@ -57,6 +57,10 @@ export interface ServerMetrics {
   readonly commitSeconds: Histogram;
   /** Requests whose writes shared one synced batch. */
   readonly commitGroup: Histogram;
+  /** Erase passes (compactions of what garbage collection deleted), by scope (`keys`, `all`) and result (`ok`, `failed`). */
+  readonly compactions: Counter<'scope' | 'result'>;
+  /** Wall time of one erase pass. */
+  readonly compactionSeconds: Histogram;
 }
 
 /** Creates the metrics; `sources` feed the gauges at scrape time. */
@@ -220,6 +224,18 @@ export function createMetrics(sources: MetricSources): ServerMetrics {
       name: 'powerstore_storage_commit_group_size',
       help: 'Requests made durable by one synced batch (group commit)',
       buckets: [1, 2, 4, 8, 16, 32, 64, 128],
+      registers,
+    }),
+    compactions: new Counter({
+      name: 'powerstore_storage_compactions_total',
+      help: 'Erase passes: LevelDB compactions of the key ranges garbage collection deleted records from (--erase-within), by scope (keys: the ranges of up to 64 keys; all: every history record) and result (ok, failed: retried by the next pass)',
+      labelNames: ['scope', 'result'],
+      registers,
+    }),
+    compactionSeconds: new Histogram({
+      name: 'powerstore_storage_compaction_duration_seconds',
+      help: 'Wall time of one erase pass (--erase-within holds while passes take at most a quarter of it)',
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
       registers,
     }),
   };

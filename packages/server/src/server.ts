@@ -34,7 +34,7 @@ import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { Admission, ListSlots } from './admission.js';
 import { ClientConnection, type ConnectionHost } from './connection.js';
 import { ServerError } from './errors.js';
-import { LevelStorage } from './level-storage.js';
+import { DEFAULT_ERASE_WITHIN_MS, LevelStorage } from './level-storage.js';
 import { FRAME_OVERHEAD_BYTES, resolveLimits, type ServerLimits } from './limits.js';
 import { createMetrics, type ServerMetrics } from './metrics.js';
 import { httpRoutes } from './routes.js';
@@ -73,6 +73,11 @@ export interface StartServerOptions {
   readonly logger?: Logger;
   /** Stored in the database and checked on every open; see {@link LevelStorageOptions.identity}. */
   readonly identity?: string;
+  /**
+   * Records garbage collection deletes leave the files of `dataDir` within this many ms
+   * (`--erase-within`); see {@link LevelStorageOptions.eraseWithinMs}. Default 60 000; 0 = off.
+   */
+  readonly eraseWithinMs?: number;
 }
 
 /** A listening server. */
@@ -134,6 +139,20 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
       onCommit(info) {
         metrics.commitSeconds.observe(info.seconds);
         metrics.commitGroup.observe(info.callbacks);
+      },
+      eraseWithinMs: options.eraseWithinMs ?? DEFAULT_ERASE_WITHIN_MS,
+      onErase(pass) {
+        const scope = pass.all ? 'all' : 'keys';
+        metrics.compactions.inc({ scope, result: pass.error ? 'failed' : 'ok' });
+        metrics.compactionSeconds.observe(pass.seconds);
+        const withinMs = options.eraseWithinMs ?? DEFAULT_ERASE_WITHIN_MS;
+        if (pass.error) log.error({ err: pass.error, keys: pass.keys, scope }, 'erase pass failed; the next pass retries it');
+        else if (pass.seconds * 1000 > withinMs / 4) {
+          log.warn(
+            { seconds: pass.seconds, keys: pass.keys, scope, eraseWithinMs: withinMs },
+            'erase pass took more than a quarter of --erase-within: collected records may outlive the bound',
+          );
+        } else log.debug({ seconds: pass.seconds, keys: pass.keys, scope }, 'erase pass');
       },
     }));
   opened.storage = store;
