@@ -37,7 +37,7 @@ let completed: string[];
 
 beforeAll(async () => {
   const build = ensureBuiltProjects(['packages/cli']);
-  const init = await initCluster({ t: 1, dir: join(root, 'cluster'), basePort: await freeBasePort(4) });
+  const init = await initCluster({ t: 1, dir: join(root, 'cluster'), basePort: await freeBasePort(4), writers: 'open' });
   clusterFile = init.clusterFile;
   cluster = JSON.parse(readFileSync(clusterFile, 'utf8')) as typeof cluster;
   identity = await Identity.generate();

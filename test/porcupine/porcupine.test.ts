@@ -84,6 +84,6 @@ describe('Porcupine cross-check', () => {
       );
       expect([...ours.values()].filter((ok) => ok).length).toBeGreaterThan(60);
     },
-    300_000,
+    600_000,
   );
 });
