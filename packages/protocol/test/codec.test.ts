@@ -217,7 +217,7 @@ describe('wire codec', () => {
     );
     const frame = encodeMessage({ type: 'COMPLETE_ACK', key: 'k', opId: 1, ts: { num: 5, writerId: new Uint8Array(32) } });
     const huge = frame.slice();
-    huge.set([0xff, 0xff, 0xff, 0xff], 2 + 2 + 1 + 8); // high word of num: beyond 2^53
+    huge.set([0xff, 0xff, 0xff, 0xff], 2 + 2 + 1 + 8 + 4); // high word of num (after the epoch): beyond 2^53
     expect(() => decodeMessage(huge, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
     const store = encodeMessage({
       type: 'STORE',
@@ -286,11 +286,14 @@ describe('wire codec', () => {
       STRIPES_MISSING: 16,
       VALUE_CHANGED: 17,
       INCONSISTENT_ENCODING: 18,
+      CLUSTER_OUTDATED: 19,
+      SERVER_OUTDATED: 20,
     });
     const frame = encodeMessage({ type: 'ERROR', key: 'k', opId: 1, code: 'QUOTA_EXCEEDED', message: 'full' });
-    expect(frame[2 + 2 + 1 + 8]).toBe(11);
+    // version, type, key (u16 length + 1 byte), opId, epoch.
+    expect(frame[2 + 2 + 1 + 8 + 4]).toBe(11);
     const unknown = frame.slice();
-    unknown[2 + 2 + 1 + 8] = 200;
+    unknown[2 + 2 + 1 + 8 + 4] = 200;
     expect(() => decodeMessage(unknown, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
   });
 });

@@ -82,6 +82,13 @@ export interface RunningServer {
   /** Replaces the write policy (after the operator edited the cluster file); affects new STOREs only. */
   setPolicy(policy: WritePolicy): void;
   /**
+   * Applies a reloaded cluster file (see `reloadClusterFile`): its policy and, when it adds
+   * key epochs (a server was replaced), the new current epoch, whose requests alone the
+   * server then answers. Throws `INVALID_ARGUMENT` when this server's own key is not its key
+   * in the new epoch (it was replaced: stop it); nothing changes then.
+   */
+  setCluster(cluster: Cluster): void;
+  /**
    * Graceful shutdown: refuses new connections and stops reading requests, finishes the
    * ones in flight (up to `shutdownTimeoutMs`), closes the connections and the database.
    */
@@ -381,15 +388,22 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     log.info('stopped');
   }
 
+  const setPolicy = (policy: WritePolicy) => {
+    protocol.setPolicy(policy);
+    log.info({ writers: policy.writers, revoked: policy.revokedKeys.length + policy.revokedGrants.length }, 'write policy reloaded');
+  };
   return {
     url,
     port,
     metrics,
     storage: store,
     limits,
-    setPolicy(policy) {
-      protocol.setPolicy(policy);
-      log.info({ writers: policy.writers, revoked: policy.revokedKeys.length + policy.revokedGrants.length }, 'write policy reloaded');
+    setPolicy,
+    setCluster(cluster) {
+      const before = protocol.epoch;
+      protocol.setCluster(cluster.identity);
+      if (protocol.epoch !== before) log.info({ epoch: protocol.epoch, previous: before }, 'key epoch changed: answering requests of the new epoch only');
+      setPolicy(cluster.policy);
     },
     close() {
       closing ??= shutdown();
