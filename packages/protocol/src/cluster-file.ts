@@ -247,7 +247,16 @@ export function parseClusterFile(input: unknown): Cluster {
     return own.length > 1 ? { ...json, keys: own.map((k) => ({ epoch: k.from, publicKey: encodePublicKey(k.key) })) } : json;
   });
   const { policy, json } = parsePolicy(o.policy ?? { writers: 'open' });
-  const file: ClusterFile = { version: 2, id: toBase32(id), admin: encodePublicKey(admin), t, n, ...(epoch ? { epoch } : {}), servers, policy: json };
+  const file: ClusterFile = {
+    version: 2,
+    id: toBase32(id),
+    admin: encodePublicKey(admin),
+    t,
+    n,
+    ...(epoch ? { epoch } : {}),
+    servers,
+    policy: json,
+  };
   const rotated = history.some((h) => h.length > 1);
   const identity = { id, admin, servers: keys, ...(epoch ? { epoch } : {}), ...(rotated ? { history } : {}) };
   return { config: clusterConfig(t), identity, servers, policy, file };

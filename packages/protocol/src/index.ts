@@ -42,16 +42,7 @@ export {
   type PolicyJson,
   type ServerKeyJson,
 } from './cluster-file.js';
-export {
-  currentEpoch,
-  epochRefusal,
-  epochsProblem,
-  extensionProblem,
-  MAX_EPOCH,
-  receiptKey,
-  withEpoch,
-  type ServerKey,
-} from './epochs.js';
+export { currentEpoch, epochRefusal, epochsProblem, extensionProblem, MAX_EPOCH, receiptKey, withEpoch, type ServerKey } from './epochs.js';
 export {
   decodeHeader,
   decodeMessage,

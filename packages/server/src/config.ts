@@ -305,7 +305,8 @@ export async function rotateServerKey(options: RotateKeyOptions): Promise<Rotate
   try {
     next = parseClusterFile({ ...current.file, epoch, servers });
   } catch (err) {
-    if (err instanceof ClusterFileError) throw new ConfigError('CONFIG_INVALID', options.url ? '--url' : clusterFile, undefined, err.detail);
+    if (err instanceof ClusterFileError)
+      throw new ConfigError('CONFIG_INVALID', options.url ? '--url' : clusterFile, undefined, err.detail);
     throw err;
   }
   // The one change a running server accepts: an epoch added, nothing published changed.
@@ -313,7 +314,14 @@ export async function rotateServerKey(options: RotateKeyOptions): Promise<Rotate
   if (problem) throw new ConfigError('CONFIG_INVALID', clusterFile, undefined, problem);
   const serverFile = join(options.dir, serverFileName(id));
   const listen = listenAddress(serverFile, next.file.servers[id - 1]!.url, options.url !== undefined);
-  const file: ServerFile = { version: 2, id, host: listen.host, port: listen.port, cluster: listen.cluster, secretKey: encodeBase64urlSeed(seed) };
+  const file: ServerFile = {
+    version: 2,
+    id,
+    host: listen.host,
+    port: listen.port,
+    cluster: listen.cluster,
+    secretKey: encodeBase64urlSeed(seed),
+  };
   // Written beside the targets, then renamed over them: a crash leaves the old pair or the new cluster file.
   const tmp = (f: string) => join(dirname(f), `.${basename(f)}.${randomBytes(6).toString('hex')}.tmp`);
   const serverTmp = tmp(serverFile);
@@ -460,7 +468,9 @@ export function loadClusterFile(file: string): Cluster {
 export function reloadClusterFile(file: string, current: Cluster): Cluster {
   const fresh = loadClusterFile(file);
   const problem =
-    fresh.config.t !== current.config.t ? `t changed from ${current.config.t} to ${fresh.config.t}` : extensionProblem(current.identity, fresh.identity);
+    fresh.config.t !== current.config.t
+      ? `t changed from ${current.config.t} to ${fresh.config.t}`
+      : extensionProblem(current.identity, fresh.identity);
   if (problem) {
     throw new ConfigError(
       'CONFIG_INVALID',

@@ -402,7 +402,8 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     setCluster(cluster) {
       const before = protocol.epoch;
       protocol.setCluster(cluster.identity);
-      if (protocol.epoch !== before) log.info({ epoch: protocol.epoch, previous: before }, 'key epoch changed: answering requests of the new epoch only');
+      if (protocol.epoch !== before)
+        log.info({ epoch: protocol.epoch, previous: before }, 'key epoch changed: answering requests of the new epoch only');
       setPolicy(cluster.policy);
     },
     close() {
