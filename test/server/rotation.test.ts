@@ -6,9 +6,9 @@
  * new writes are signed under the new key epoch, clients with the old cluster file and
  * writes signed under the old epoch are refused, and the retired server file cannot start.
  */
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, Identity, type Store } from '@powerstore/client';
 import {
@@ -165,6 +165,25 @@ describe('replacing a lost server', () => {
     await cluster.start(1);
     expect((await health(1)).epoch).toBe(1);
     expect(decode(await fresh.get(key(0)))).toBe('rewritten');
+
+    // A server never goes back to the retired epoch: server 3 given the old cluster file
+    // (a stale copy on its host) refuses to start, and starts with the current one.
+    const oldClusterFile = join(dirname(retiredFile), 'cluster.json');
+    writeFileSync(oldClusterFile, JSON.stringify(before));
+    await cluster.signal(3, 'SIGTERM');
+    const back = cli([
+      'start',
+      '--config',
+      join(cluster.dir, 'server-3.json'),
+      '--cluster',
+      oldClusterFile,
+      '--data',
+      join(cluster.dir, 'data-3'),
+    ]);
+    expect(back.status).toBe(2);
+    expect(back.stderr).toMatch(/was at key epoch 1 .* the cluster file is at epoch 0/);
+    await cluster.start(3);
+    expect(decode(await fresh.get(key(2)))).toBe('value 2');
   }, 120_000);
 });
 

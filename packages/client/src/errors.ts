@@ -35,8 +35,8 @@ export type PowerStoreErrorCode =
   | 'QUOTA_EXCEEDED'
   /**
    * The servers have moved to a newer cluster file than the one this store was given: a
-   * server was replaced and has a new key (a new key epoch). Nothing was done; load
-   * `cluster.json` again and `connect` with it.
+   * server was replaced and has a new receipt key (a new epoch of server keys). Nothing
+   * was done; load `cluster.json` again and `connect` with it.
    */
   | 'CLUSTER_OUTDATED'
   /** More than `t` servers refused the request for another reason (the message lists them). */

@@ -100,7 +100,10 @@ export interface ServerOptions {
   readonly index: number;
   readonly crypto: CryptoProvider;
   readonly storage: ServerStorage;
-  /** The cluster's id, admin key and server keys: fixed for its life, part of every candidate's validity. */
+  /**
+   * The cluster's id, admin key and server keys by key epoch: part of every candidate's
+   * validity; a newer identity may only add epochs ({@link Server.setCluster}).
+   */
   readonly cluster: ClusterIdentity;
   /** This server's key: signs the receipts in STORE acknowledgements. Its public key is `cluster.servers[index]`. */
   readonly signer: Signer;

@@ -343,14 +343,18 @@ async function runStart(o: StartFlags): Promise<void> {
     identity: `server-${config.id}:${firstKey(config.cluster.file.servers[config.index]!)}`,
   });
   let cluster = config.cluster;
+  let reloading = Promise.resolve();
   process.on('SIGHUP', () => {
-    try {
-      const next = reloadClusterFile(config.clusterFile, cluster);
-      server.setCluster(next);
-      cluster = next;
-    } catch (err) {
-      logger.error({ err: (err as Error).message }, 'cluster file not reloaded; the previous one stays');
-    }
+    // One reload at a time, in the order the signals came.
+    reloading = reloading.then(async () => {
+      try {
+        const next = reloadClusterFile(config.clusterFile, cluster);
+        await server.setCluster(next);
+        cluster = next;
+      } catch (err) {
+        logger.error({ err: (err as Error).message }, 'cluster file not reloaded; the previous one stays');
+      }
+    });
   });
   let stopping = false;
   const stop = (reason: string) => {

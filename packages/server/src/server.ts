@@ -18,11 +18,15 @@ import type { Duplex } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
 import {
+  bytesEqual,
+  currentEpoch,
   DEFAULT_HISTORY,
   encodeMessage,
+  extensionProblem,
   encodePublicKey,
   frameType,
   MAX_LIST_REPLY_BYTES,
+  ProtocolError,
   Server,
   type AbstractStorage,
   type Cluster,
@@ -84,10 +88,11 @@ export interface RunningServer {
   /**
    * Applies a reloaded cluster file (see `reloadClusterFile`): its policy and, when it adds
    * key epochs (a server was replaced), the new current epoch, whose requests alone the
-   * server then answers. Throws `INVALID_ARGUMENT` when this server's own key is not its key
-   * in the new epoch (it was replaced: stop it); nothing changes then.
+   * server then answers (recorded in its data directory first, so it never starts at an
+   * older one again). Rejects with `INVALID_ARGUMENT` when this server's own key is not its
+   * key in the new epoch (it was replaced: stop it); nothing changes then.
    */
-  setCluster(cluster: Cluster): void;
+  setCluster(cluster: Cluster): Promise<void>;
   /**
    * Graceful shutdown: refuses new connections and stops reading requests, finishes the
    * ones in flight (up to `shutdownTimeoutMs`), closes the connections and the database.
@@ -138,6 +143,22 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
       },
     }));
   opened.storage = store;
+  // A server never goes back to an older key epoch: it would answer clients of a retired one.
+  const epoch = currentEpoch(options.cluster.identity);
+  if (store instanceof LevelStorage) {
+    const seen = await store.keyEpoch().catch(async (err: unknown) => {
+      await store.close();
+      throw err;
+    });
+    if (seen > epoch) {
+      await store.close();
+      throw new ServerError(
+        'CONFIG_INVALID',
+        `this server was at key epoch ${seen} on ${options.dataDir ?? 'its data directory'}, and the cluster file is at epoch ${epoch}: start it with the current cluster.json`,
+      );
+    }
+    await store.recordKeyEpoch(epoch);
+  }
   const protocol = new Server({
     config,
     index: options.index,
@@ -399,11 +420,16 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     storage: store,
     limits,
     setPolicy,
-    setCluster(cluster) {
+    async setCluster(cluster) {
       const before = protocol.epoch;
+      const next = currentEpoch(cluster.identity);
+      // Checked before anything is recorded: an identity the server would refuse changes nothing.
+      const problem = extensionProblem(protocol.cluster, cluster.identity);
+      if (problem) throw new ProtocolError('INVALID_ARGUMENT', `not a newer identity of this cluster: ${problem}`);
+      if (next !== before && store instanceof LevelStorage && bytesEqual(cluster.identity.servers[options.index]!, signer.publicKey))
+        await store.recordKeyEpoch(next);
       protocol.setCluster(cluster.identity);
-      if (protocol.epoch !== before)
-        log.info({ epoch: protocol.epoch, previous: before }, 'key epoch changed: answering requests of the new epoch only');
+      if (next !== before) log.info({ epoch: next, previous: before }, 'key epoch changed: answering requests of the new epoch only');
       setPolicy(cluster.policy);
     },
     close() {
