@@ -80,7 +80,9 @@ async function plant(signer: Signer, grant: Grant, key: string, value: Uint8Arra
     tombstone: false,
     grant,
   });
-  const replies = await Promise.all(fragments.map((fragment, i) => ask(i, { type: 'STORE', key, opId: opId++, ts, stripe: 0, fragment, cc, cert })));
+  const replies = await Promise.all(
+    fragments.map((fragment, i) => ask(i, { type: 'STORE', key, opId: opId++, ts, stripe: 0, fragment, cc, cert })),
+  );
   const proof: StoreReceipt[] = [];
   for (const [i, r] of replies.entries()) if (r.type === 'STORE_ACK') proof.push({ server: i, signature: r.receipt });
   const candidate: Candidate = { ts, nonce, cert, proof: proof.slice(0, cluster.config.n - cluster.config.t) };
@@ -116,7 +118,9 @@ async function untilRefused(write: () => Promise<unknown>, code: string): Promis
 async function usage(owner: string): Promise<{ bytes: number; keys: number }[]> {
   return Promise.all(
     cluster.urls.map(async (_, i) => {
-      const u = (await (await fetch(`${cluster.http(i + 1)}/usage`)).json()) as { owners: { owner: string; bytes: number; keys: number }[] };
+      const u = (await (await fetch(`${cluster.http(i + 1)}/usage`)).json()) as {
+        owners: { owner: string; bytes: number; keys: number }[];
+      };
       return u.owners.find((o) => o.owner === owner) ?? { bytes: 0, keys: 0 };
     }),
   );
@@ -128,7 +132,11 @@ describe('a revoked or expired grantee cannot bring its planted writes back', ()
     const bob = await identity(72);
     const ns = namespacePrefix(ownerIdOf(crypto, alice.publicKey));
     const owner = await TestClient.open(cluster, alice);
-    const grant = await signGrant(crypto, cluster.cluster.identity, alice, { grantee: bob.publicKey, prefix: ns, expiresAt: Date.now() + 3_600_000 });
+    const grant = await signGrant(crypto, cluster.cluster.identity, alice, {
+      grantee: bob.publicKey,
+      prefix: ns,
+      expiresAt: Date.now() + 3_600_000,
+    });
     const grantee = await TestClient.open(cluster, bob, [grant]);
     const key = `${ns}diary`;
     await owner.write(key, { kind: 'value', value: text('v1') });
@@ -139,7 +147,8 @@ describe('a revoked or expired grantee cannot bring its planted writes back', ()
     }
     // What the grantee can still plant: numbers inside its window, and writes that fill the owner's quota.
     const planted: { key: string; candidate: Candidate }[] = [];
-    for (const num of [5, W / 2, W]) planted.push({ key, candidate: (await plant(bob, grant, key, text(`planted ${num}`), num)).candidate });
+    for (const num of [5, W / 2, W])
+      planted.push({ key, candidate: (await plant(bob, grant, key, text(`planted ${num}`), num)).candidate });
     for (let i = 0; i < 7; i++) {
       const k = `${ns}filler-${i}`;
       planted.push({ key: k, candidate: (await plant(bob, grant, k, rand(200 * 1024), 1)).candidate });
