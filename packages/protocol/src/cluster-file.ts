@@ -213,7 +213,7 @@ export function parseClusterFile(input: unknown): Cluster {
   const epoch = o.epoch === undefined ? 0 : int(o.epoch, 'epoch', 0, MAX_EPOCH);
   const keys: Uint8Array[] = [];
   // Every key any server has had, and whose it was: no key serves two servers, ever.
-  const seen: { key: Uint8Array; field: string; server: number }[] = [];
+  const seen: { key: Uint8Array; server: number }[] = [];
   const history: ServerKey[][] = [];
   const servers = o.servers.map((s: unknown, i: number): ClusterServer => {
     const field = `servers[${i}]`;
@@ -239,7 +239,7 @@ export function parseClusterFile(input: unknown): Cluster {
       if (same && same.server !== i) fail(f, `is also a key of servers[${same.server}]: every server needs receipt keys of its own`);
       if (same) fail(f, `is listed twice: a retired key is never used again`);
       if (bytesEqual(key, admin)) fail(f, 'is the admin key: a server must hold no key that can write');
-      seen.push({ key, field: f, server: i });
+      seen.push({ key, server: i });
     }
     keys.push(publicKey);
     history.push(own);
