@@ -289,11 +289,11 @@ export function requestOnce(ws: WebSocket, m: Message, n: number): Promise<Messa
   return reply;
 }
 
-/** Server `url`'s `lc` of `key`, by a COLLECT over a connection of its own. */
-export async function collectLc(url: string, key: string, n: number): Promise<Candidate | undefined> {
+/** Server `url`'s `lc` of `key`, by a COLLECT (naming key epoch `epoch`) over a connection of its own. */
+export async function collectLc(url: string, key: string, n: number, epoch = 0): Promise<Candidate | undefined> {
   const ws = await openWebSocket(url);
   try {
-    const m = await requestOnce(ws, { type: 'COLLECT', key, opId: 1 }, n);
+    const m = await requestOnce(ws, { type: 'COLLECT', key, opId: 1, ...(epoch ? { epoch } : {}) }, n);
     return m.type === 'COLLECT_ACK' ? m.candidate : undefined;
   } finally {
     ws.close();

@@ -1,5 +1,5 @@
 /**
- * `pnpm sim -- --seeds N [--t T] [--seed S] [--first F] [--mutant NAME] [--hostile] [--contention] [--lists] [--verbose]`
+ * `pnpm sim -- --seeds N [--t T] [--seed S] [--first F] [--mutant NAME] [--hostile] [--contention] [--lists] [--stripes] [--rotate] [--verbose]`
  *
  * Runs seeded simulations and ends with `N passed, M failed`. A failure prints its seed
  * and the command that replays it exactly.
@@ -21,6 +21,7 @@ const { values } = parseArgs({
     contention: { type: 'boolean', default: false },
     lists: { type: 'boolean', default: false },
     stripes: { type: 'boolean', default: false },
+    rotate: { type: 'boolean', default: false },
     verbose: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
   },
@@ -42,6 +43,9 @@ if (values.help) {
                  one read in four), checked for invented and hidden keys
   --stripes      about half the writes are striped (2–4 stripes of 64 KiB, otherwise a
                  few), read stripe by stripe; checked for mixed values
+  --rotate       a correct server's key is replaced mid-run (a new key epoch): the other
+                 servers and the clients take the new cluster file each at its own time,
+                 and a thief tries the retired key; everything is checked as always
   --mutant NAME  run against a deliberately broken server: ${MUTANTS.map((m) => m.name).join(', ')}
   --verbose      with --seed: print the options and the whole history`);
   process.exit(0);
@@ -79,8 +83,8 @@ if (seed !== undefined && values.verbose) {
     ...(values.contention ? { contention: true } : {}),
     ...(values.lists || mutant?.lists ? { lists: true } : {}),
     ...(values.stripes || mutant?.stripes ? { stripes: true } : {}),
+    ...(values.rotate || mutant?.rotate ? { rotate: true } : {}),
     ...(mutant?.behaviours ? { behaviours: mutant.behaviours } : {}),
-    ...(mutant?.deleteRate !== undefined ? { deleteRate: mutant.deleteRate } : {}),
     ...(mutant?.deleteRate !== undefined ? { deleteRate: mutant.deleteRate } : {}),
   });
   console.log(report.options);
@@ -95,6 +99,7 @@ const result = await runBatch({
   ...(values.contention ? { contention: true } : {}),
   ...(values.lists || mutant?.lists ? { lists: true } : {}),
   ...(values.stripes || mutant?.stripes ? { stripes: true } : {}),
+  ...(values.rotate || mutant?.rotate ? { rotate: true } : {}),
   ...(mutant?.behaviours ? { behaviours: mutant.behaviours } : {}),
   ...(mutant?.deleteRate !== undefined ? { deleteRate: mutant.deleteRate } : {}),
   onFailure(report, replay) {
@@ -120,6 +125,10 @@ if (result.lists > 0) console.log(`listing pages: ${result.lists}`);
 console.log(
   `striped writes: ${result.stripedWrites} (${result.stripedWritesDone} completed, ${result.crashedMidStripe} crashed mid-upload); striped values read whole: ${result.stripedReads}; reads ending in VALUE_CHANGED: ${result.valueChanged}`,
 );
+if (values.rotate)
+  console.log(
+    `key rotations: ${result.passed + result.failed} (${result.rotatedEmpty} on an empty disk); operations refused by servers of another key epoch: ${result.staleOps}`,
+  );
 console.log(`heavy contention on one key in ${result.contentionRuns} runs: reads ${rounds(result.contentionReadRounds)}`);
 console.log(`failed writes: ${list(result.failedWrites)}`);
 console.log(`hostile attacks mounted: ${list(result.attacks)}`);

@@ -79,7 +79,11 @@ export type Attack = (typeof ATTACKS)[number];
 
 /** What correct servers must do with a crafted request. */
 export type Expectation =
-  { readonly kind: 'refuse'; readonly attack: Attack } | { readonly kind: 'not-selected'; readonly attack: Attack; readonly ts: Timestamp };
+  | { readonly kind: 'refuse'; readonly attack: Attack | RotationAttack }
+  | { readonly kind: 'not-selected'; readonly attack: Attack | RotationAttack; readonly ts: Timestamp };
+
+/** The attack a `rotate` run mounts (`simulate.ts`): a replaced server's retired key, in a thief's hands. */
+export type RotationAttack = 'retired-key';
 
 export interface HostileContext {
   readonly config: ClusterConfig;

@@ -20,6 +20,7 @@ export async function huntMutant(
           hostile: true,
           ...(mutant.lists ? { lists: true } : {}),
           ...(mutant.stripes ? { stripes: true } : {}),
+          ...(mutant.rotate ? { rotate: true } : {}),
           ...(mutant.behaviours ? { behaviours: mutant.behaviours } : {}),
           ...(mutant.deleteRate !== undefined ? { deleteRate: mutant.deleteRate } : {}),
         })
@@ -33,7 +34,12 @@ export async function huntMutant(
         t,
         tried: seed - first + 1,
         violations,
-        replay: replayCommand(seed, t, { mutant: mutant.name, lists: mutant.lists ?? false, stripes: mutant.stripes ?? false }),
+        replay: replayCommand(seed, t, {
+          mutant: mutant.name,
+          lists: mutant.lists ?? false,
+          stripes: mutant.stripes ?? false,
+          rotate: mutant.rotate ?? false,
+        }),
       };
   }
   return undefined;

@@ -66,6 +66,20 @@ export interface Mutant {
   readonly behaviours?: readonly Behaviour[];
   /** Chance an operation is a delete, instead of the usual (a mutant that breaks what deletes do). */
   readonly deleteRate?: number;
+  /** Runs with a server's key replaced mid-run (the mutant breaks key epochs). */
+  readonly rotate?: boolean;
+}
+
+/** Answers requests of any key epoch, judging them by its own: parties with other keys mix in one operation. */
+class AnswersAnyEpoch extends Server {
+  protected override checkEpoch(): void {}
+}
+
+/** Admits writes whose certificate names a retired key epoch: it signs receipts a retired key can complete. */
+class AdmitsRetiredEpoch extends Server {
+  protected override refusal(key: string, cert: WriteCertificate): Refusal | undefined {
+    return super.refusal(key, { ...cert, epoch: this.epoch });
+  }
 }
 
 /** FILTER answers without writing the candidate back to `lc`. */
@@ -359,5 +373,17 @@ export const MUTANTS: readonly Mutant[] = [
     protocol: withReader((o, key, opId, target) => new AnyStripe(o, key, opId, target)),
     stripes: true,
     behaviours: ['wrong-stripe'],
+  },
+  {
+    name: 'server-any-epoch',
+    description: 'a server answers requests of another key epoch than its own (clients with an older or newer cluster file)',
+    protocol: withServer((o) => new AnswersAnyEpoch(o)),
+    rotate: true,
+  },
+  {
+    name: 'server-admits-retired-epoch',
+    description: 'a server stores, and signs receipts for, writes whose certificate names a retired key epoch',
+    protocol: withServer((o) => new AdmitsRetiredEpoch(o)),
+    rotate: true,
   },
 ];

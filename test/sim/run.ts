@@ -18,6 +18,8 @@ export interface BatchOptions {
   readonly lists?: boolean;
   /** Many more striped writes (see `SimOptions.stripes`). */
   readonly stripes?: boolean;
+  /** A server's key replaced mid-run (see `SimOptions.rotate`). */
+  readonly rotate?: boolean;
   /** Byzantine servers draw only these behaviours (a mutant's focus). */
   readonly behaviours?: readonly Behaviour[];
   /** Chance an operation is a delete, instead of the usual (a mutant that breaks what deletes do). */
@@ -56,6 +58,9 @@ export interface BatchResult {
   crashedMidStripe: number;
   stripedReads: number;
   valueChanged: number;
+  /** Runs that replaced a server's key on an empty disk, and operations refused by servers of another key epoch. */
+  rotatedEmpty: number;
+  staleOps: number;
 }
 
 // Array.isArray narrows a readonly array to any[]; this keeps its element type.
@@ -94,6 +99,8 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     crashedMidStripe: 0,
     stripedReads: 0,
     valueChanged: 0,
+    rotatedEmpty: 0,
+    staleOps: 0,
   };
   for (let seed = options.first; seed < options.first + options.count; seed++) {
     const t = options.t ?? tForSeed(seed);
@@ -107,6 +114,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
         ...(options.contention ? { contention: true } : {}),
         ...(options.lists ? { lists: true } : {}),
         ...(options.stripes ? { stripes: true } : {}),
+        ...(options.rotate ? { rotate: true } : {}),
         ...(options.behaviours ? { behaviours: options.behaviours } : {}),
         ...(options.deleteRate !== undefined ? { deleteRate: options.deleteRate } : {}),
       });
@@ -124,6 +132,8 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     result.crashedMidStripe += report.crashedMidStripe ?? 0;
     result.stripedReads += report.stripedReads ?? 0;
     result.valueChanged += report.valueChanged ?? 0;
+    result.staleOps += report.staleOps ?? 0;
+    if (report.rotation?.includes('empty')) result.rotatedEmpty++;
     add(result.failedWrites, report.failedWrites);
     add(result.refusals, report.refusals);
     add(result.attacks, report.attacks);
@@ -144,6 +154,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
       contention: options.contention ?? false,
       lists: options.lists ?? false,
       stripes: options.stripes ?? false,
+      rotate: options.rotate ?? false,
     });
     result.failures.push({ seed, t, violations: report.violations, replay });
     options.onFailure?.(report, replay);

@@ -60,6 +60,17 @@ describe('simulation', () => {
     expect(result.crashedMidStripe).toBeGreaterThan(0);
   }, 600_000);
 
+  it('60 runs replacing a server’s key mid-run (a new key epoch reaching servers and clients at different times) all pass', async () => {
+    const result = await runBatch({ first: 4_000_001, count: 60, rotate: true });
+    expect(result.failures.map((f) => `seed ${f.seed}: ${f.violations.join('; ')}\n  replay: ${f.replay}`)).toEqual([]);
+    // The runs must reach the interesting states: replacements on an empty disk, operations
+    // refused by servers of another epoch, and the retired key's forgeries refused.
+    expect(result.rotatedEmpty).toBeGreaterThan(6);
+    expect(result.staleOps).toBeGreaterThan(60);
+    expect(result.refusals.CLUSTER_OUTDATED ?? 0).toBeGreaterThan(60);
+    expect(result.reads).toBeGreaterThan(240);
+  }, 600_000);
+
   it('replays a seed exactly', async () => {
     const a = await simulate({ seed: 4242, t: 2 });
     const b = await simulate({ seed: 4242, t: 2 });

@@ -7,7 +7,8 @@
  * stripes), striped values read stripe by stripe, and an adversarial network
  * (`network.ts`). Every message crosses the real wire codec; correct servers run the same
  * frame handler as `powerstore-server`. One seed fixes everything; the checks are in
- * `checkers.ts`, the run's shape in `options.ts`.
+ * `checkers.ts`, the run's shape in `options.ts`. With `rotate`, a correct server's key is
+ * replaced mid-run (`epochs.ts`) while everything else goes on.
  */
 import { createReferenceCodec } from '@powerstore/erasure/reference';
 import type { ErasureCodec } from '@powerstore/erasure';
@@ -15,19 +16,26 @@ import {
   CertificateVerifier,
   clusterConfig,
   compareTimestamps,
+  computeCrossChecksum,
+  crossChecksumDigest,
   decodeMessage,
   encodeMessage,
   isRequest,
   ListOperation,
   MemoryStorage,
   MIN_STRIPE_SIZE,
+  namespacePrefix,
+  nonceHash,
   ownerIdOf,
   ProtocolError,
   ReadOperation,
+  receiptMessage,
+  signCertificate,
   toHex,
   WriterSession,
   type ClientOperation,
   type ClusterConfig,
+  type ClusterIdentity,
   type CryptoProvider,
   type Grant,
   type ListPage,
@@ -80,6 +88,16 @@ export interface SimOptions {
    * 64 KiB, read stripe by stripe. Off by default to keep `npm test` fast.
    */
   readonly stripes?: boolean;
+  /**
+   * A correct server's receipt key is replaced mid-run (key epoch 1, `epochs.ts`): a new
+   * server takes its place (on an empty disk when fewer than `t` servers are Byzantine, so
+   * the lost data stays within `t` faults; else keeping its data, as for a leaked key), the
+   * other servers reload the new cluster file and the clients switch to it, each at its own
+   * moment; a thief then tries the retired key. Operations refused by servers of another
+   * epoch may fail (`CLUSTER_OUTDATED`, `SERVER_OUTDATED`); everything else is checked as
+   * always. Off by default, so other runs keep their seeds' schedules.
+   */
+  readonly rotate?: boolean;
 }
 
 /** Share of value writes that are striped without, and with, `SimOptions.stripes`. */
@@ -126,6 +144,9 @@ export interface SimReport {
   readonly stripedReads: number;
   /** Reads that gave up with VALUE_CHANGED while fetching further stripes (allowed, counted). */
   readonly valueChanged: number;
+  /** With `rotate`: what was replaced when, and operations that ended refused by servers of another key epoch. */
+  readonly rotation: string | undefined;
+  readonly staleOps: number;
 }
 
 /**
@@ -197,6 +218,12 @@ interface Running {
   refused?: ProtocolError;
   /** A read's timer (virtual time): armed while it waits on fragments it asked for, as a real client's is. */
   timerAt?: number;
+  /**
+   * With `rotate`: when a server of another key epoch refused it, the time its client gives
+   * up unless it ended (it may neither reach `n − t` answers nor `t + 1` refusals).
+   */
+  giveUpAt?: number;
+  epochRefusal?: ProtocolError;
 }
 
 /** How long a simulated reader waits on the servers it asked for fragments before asking the others. */
@@ -207,8 +234,9 @@ const WRITE_TIMEOUT = 2000;
 interface Client {
   readonly name: string;
   readonly role: Role | 'reader';
-  readonly session: WriterSession | undefined;
-  readonly verifier: CertificateVerifier;
+  /** Replaced when the client loads a new cluster file (`rotate`). */
+  session: WriterSession | undefined;
+  verifier: CertificateVerifier;
   readonly plan: Planned[];
   readonly running: Map<number, Running>;
   nextOpId: number;
@@ -244,12 +272,16 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   const byzIndices = new Set(prng.shuffle(Array.from({ length: n }, (_, i) => i)).slice(0, opts.adversary.byzantineServers));
   const storages: MemoryStorage[] = [];
   const servers: (Server | ByzantineServer)[] = [];
+  /** The protocol servers, Byzantine ones' too (what a cluster file reload reaches). */
+  const inners: Server[] = [];
+  const skews: number[] = [];
   const byzantine: string[] = [];
   const adversary = { config, crypto, codec, clusterId: cast.cluster.id, now: () => step, keys };
   for (let i = 0; i < n; i++) {
     const storage = new MemoryStorage();
     storages.push(storage);
     const skew = prng.range(-opts.network.clockSkew, opts.network.clockSkew);
+    skews.push(skew);
     const server = protocol.server({
       config,
       index: i,
@@ -261,6 +293,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       now: () => time() + skew,
       history: { keep: opts.storage.historyKeep },
     });
+    inners.push(server);
     if (byzIndices.has(i)) {
       const behaviour: Behaviour = advRng.pick(opts.adversary.behaviours);
       byzantine.push(`s${i}:${behaviour}`);
@@ -349,6 +382,126 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   const attackTimes = opts.adversary.attacks.map((a) => ({ at: prng.range(0, 1500), attack: a })).sort((a, b) => a.at - b.at);
 
   const send = (from: string, to: string, message: Message, slow = false) => network.send(from, to, encodeMessage(message), slow);
+
+  // Key rotation: its own stream, so every other draw of the seed stays as it was.
+  const events: { at: number; run: () => Promise<void> | void }[] = [];
+  let rotation: string | undefined;
+  let staleOps = 0;
+  if (options.rotate) {
+    const rotateRng = new Prng(seed * 15_485_863 + 11);
+    const j = rotateRng.pick([...Array(n).keys()].filter((i) => !byzIndices.has(i)));
+    const retired = cast.servers[j]!;
+    const signer = await crypto.signerFromSeed(rotateRng.bytes(32));
+    const next: ClusterIdentity = {
+      ...cast.cluster,
+      epoch: 1,
+      servers: cast.cluster.servers.map((k, i) => (i === j ? signer.publicKey : k)),
+      history: cast.cluster.servers.map((key, i) =>
+        i === j
+          ? [
+              { from: 0, key },
+              { from: 1, key: signer.publicKey },
+            ]
+          : [{ from: 0, key }],
+      ),
+    };
+    // Its disk is lost too only while that keeps the faults within t.
+    const lost = byzIndices.size < t;
+    const at = rotateRng.range(100, 1200);
+    rotation = `s${j} replaced at ${at}${lost ? ' with an empty disk' : ', keeping its data'}`;
+    events.push({
+      at,
+      run: () => {
+        const storage = lost ? new MemoryStorage() : storages[j]!;
+        storages[j] = storage;
+        const server = protocol.server({
+          config,
+          index: j,
+          crypto,
+          storage: checker.watch(`s${j}`, storage),
+          cluster: next,
+          signer,
+          policy: cast.policy,
+          now: () => time() + skews[j]!,
+          history: { keep: opts.storage.historyKeep },
+        });
+        servers[j] = server;
+        inners[j] = server;
+      },
+    });
+    // The other servers reload the cluster file (SIGHUP), Byzantine ones too.
+    for (let i = 0; i < n; i++) if (i !== j) events.push({ at: at + rotateRng.range(0, 300), run: () => inners[i]!.setCluster(next) });
+    // Clients load the new file, each when it does: operations already running keep their old one.
+    for (const c of clients) {
+      events.push({
+        at: at + rotateRng.range(0, 600),
+        run: () => {
+          if (c.role === 'reader') c.verifier = new CertificateVerifier(crypto, next);
+          else {
+            const { signer: who, grants } = identities[c.role];
+            c.session = new WriterSession({ crypto, cluster: next, signer: who, instance: rotateRng.bytes(16), grants });
+            c.verifier = c.session.verifier;
+          }
+        },
+      });
+    }
+    // Once every server reloaded, a thief holding the retired key tries it with the
+    // Byzantine servers' keys, for a certificate of the retired epoch and of the new one.
+    events.push({ at: at + 301, run: () => tryRetiredKey(retired, j, rotateRng) });
+    events.sort((a, b) => a.at - b.at);
+  }
+
+  /**
+   * Mallory, with the retired key of server `j` and every Byzantine server's key: STOREs
+   * an epoch-0 certificate naming epoch 1 (correct servers must refuse it), then offers
+   * candidates whose proofs hold every receipt it can sign, in COMPLETE and FILTER.
+   */
+  const tryRetiredKey = async (retired: Signer, j: number, rng: Prng) => {
+    const key = `${namespacePrefix(ownerIdOf(crypto, cast.mallory.publicKey))}thief`;
+    const writerId = new WriterSession({ crypto, cluster: cast.cluster, signer: cast.mallory, instance: rng.bytes(16) }).writerId;
+    const bytes = new TextEncoder().encode('signed with a retired key');
+    const fragments = codec.encode(bytes);
+    const cc = await computeCrossChecksum(crypto, fragments, bytes.length, false);
+    const refuse: Expectation = { kind: 'refuse', attack: 'retired-key' };
+    let opId = 3_000_000;
+    for (const epoch of [0, 1]) {
+      const ts = { num: 1 + epoch, writerId };
+      const nonce = rng.bytes(32);
+      const cert = await signCertificate(crypto, cast.cluster.id, cast.mallory, {
+        key,
+        ts,
+        nonceHash: nonceHash(crypto, nonce),
+        ccDigest: crossChecksumDigest(crypto, cc),
+        tombstone: false,
+        grant: undefined,
+        epoch,
+      });
+      if (epoch === 0) {
+        const id = opId++;
+        expectations.set(id, refuse);
+        for (let i = 0; i < n; i++)
+          send('mallory', `s${i}`, { type: 'STORE', key, opId: id, epoch: 1, ts, stripe: 0, fragment: fragments[i]!, cc, cert });
+      }
+      const signers = [...byzIndices].map((i) => ({ server: i, by: cast.servers[i]! }));
+      const proof = await Promise.all(
+        [{ server: j, by: retired }, ...signers]
+          .sort((a, b) => a.server - b.server)
+          .map(async ({ server, by }) => ({
+            server,
+            signature: await by.sign(receiptMessage(crypto, cast.cluster.id, key, ts, cert, server)),
+          })),
+      );
+      const candidate = { ts, nonce, cert, proof };
+      const complete = opId++;
+      expectations.set(complete, refuse);
+      const filter = opId++;
+      expectations.set(filter, { kind: 'not-selected', attack: 'retired-key', ts });
+      for (let i = 0; i < n; i++) {
+        send('mallory', `s${i}`, { type: 'COMPLETE', key, opId: complete, epoch: 1, candidate });
+        send('mallory', `s${i}`, { type: 'FILTER', key, opId: filter, epoch: 1, stripe: 0, fragment: true, candidates: [candidate] });
+      }
+    }
+  };
 
   /** Puts a client operation's messages on the network, crashing the writer part-way through a round if planned. */
   const emit = (client: Client, run: Running, s: Step<unknown>) => {
@@ -535,7 +688,13 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     const client = clients.find((c) => c.name === m.to)!;
     const run = client.running.get(reply.opId);
     if (client.crashed || !run) return;
-    if (reply.type === 'ERROR' && run.stripes && allowedFailure(client, reply.code, run)) {
+    if (reply.type === 'ERROR' && options.rotate && EPOCH_CODES.has(reply.code)) {
+      // A server of another key epoch: the operation may still get n − t answers of its own
+      // epoch, or fail with t + 1 refusals; if neither (a silent Byzantine server), a real
+      // client's timeout ends it, and so does this timer.
+      run.epochRefusal ??= new ProtocolError(reply.code, reply.message);
+      run.giveUpAt ??= network.now + WRITE_TIMEOUT;
+    } else if (reply.type === 'ERROR' && run.stripes && allowedFailure(client, reply.code, run)) {
       // One straggler's refusal need not end a striped write: the operation fails at t + 1
       // refusals. If it can get neither n − t acknowledgements nor t + 1 refusals (a silent
       // Byzantine server), a real client's timeout ends it: so does this timer.
@@ -580,12 +739,23 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
         // The version being read was collected before its other stripes were: the read
         // fails (as a streaming get does) and stays out of the history, like any failed read.
         checker.valueChanged++;
+      } else if (client.role === 'reader' && options.rotate && epochFailure(s.error, byzIndices)) {
+        // Refused by servers of another key epoch: it fails, as it must, and stays out of the history.
+        staleOps++;
       } else if (client.role === 'reader')
         checker.violations.push(
           `${client.name}'s ${run.listing ? 'listing' : `read of ${run.record.key}`} failed: ${s.error.code}: ${s.error.message}`,
         );
-      else
-        checker.writeFailed(client.name, run.record.key, s.error, allowedFailure(client, s.error.code, run, s.error.message, byzIndices));
+      else {
+        const stale = options.rotate === true && epochFailure(s.error, byzIndices);
+        if (stale) staleOps++;
+        checker.writeFailed(
+          client.name,
+          run.record.key,
+          s.error,
+          stale || allowedFailure(client, s.error.code, run, s.error.message, byzIndices),
+        );
+      }
     } else if (s.result) {
       client.running.delete(opId);
       if (run.listing) checker.listDone(run.record, client.name, s.result as ListPage, keys);
@@ -616,13 +786,18 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     }
     const attackAt = attackTimes[0]?.at;
     let timer: { run: Running; client: Client } | undefined;
+    let giveUp: { run: Running; client: Client } | undefined;
     for (const c of clients) {
       if (c.crashed) continue;
-      for (const run of c.running.values())
+      for (const run of c.running.values()) {
         if (run.timerAt !== undefined && (!timer || run.timerAt < timer.run.timerAt!)) timer = { run, client: c };
+        if (run.giveUpAt !== undefined && (!giveUp || run.giveUpAt < giveUp.run.giveUpAt!)) giveUp = { run, client: c };
+      }
     }
     const timerAt = timer?.run.timerAt;
-    const times = [message?.at, starter?.nextStart, attackAt, timerAt].filter((x): x is number => x !== undefined);
+    const giveUpAt = giveUp?.run.giveUpAt;
+    const eventAt = events[0]?.at;
+    const times = [message?.at, starter?.nextStart, attackAt, timerAt, giveUpAt, eventAt].filter((x): x is number => x !== undefined);
     if (times.length === 0) {
       if (network.heal()) continue;
       break;
@@ -635,6 +810,20 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     }
     if (attackAt === at) {
       mallory.launch(attackTimes.shift()!.attack);
+      continue;
+    }
+    if (eventAt === at) {
+      await events.shift()!.run();
+      continue;
+    }
+    if (giveUp && giveUpAt === at) {
+      // Refused by a server of another key epoch and still not ended: the client times out.
+      const { client, run } = giveUp;
+      (run.op as { abandon?: () => void }).abandon?.();
+      for (const [id, r] of client.running) if (r === run) client.running.delete(id);
+      staleOps++;
+      if (client.role !== 'reader') checker.writeFailed(client.name, run.record.key, run.epochRefusal!, true);
+      if (client.nextStart === undefined) scheduleNext(client, false);
       continue;
     }
     if (timer && timerAt === at) {
@@ -709,7 +898,27 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     crashedMidStripe,
     stripedReads: checker.stripedReads,
     valueChanged: checker.valueChanged,
+    rotation,
+    staleOps,
   };
+}
+
+/** Refusals by servers of another key epoch than the client's (`rotate`). */
+const EPOCH_CODES: ReadonlySet<string> = new Set(['CLUSTER_OUTDATED', 'SERVER_OUTDATED']);
+
+/**
+ * Whether an operation's failure is the refusal of servers of another key epoch: its code,
+ * or t + 1 refusals of different codes (`INTERNAL`), every correct server's among them an
+ * epoch refusal or one the run allows anyway.
+ */
+function epochFailure(error: ProtocolError, byzantine: ReadonlySet<number>): boolean {
+  if (EPOCH_CODES.has(error.code)) return true;
+  if (error.code !== 'INTERNAL') return false;
+  const codes = [...error.message.matchAll(/s(\d+): ([A-Z_]+) \(/g)].filter((m) => !byzantine.has(Number(m[1]) - 1)).map((m) => m[2]!);
+  return (
+    codes.some((c) => EPOCH_CODES.has(c)) &&
+    codes.every((c) => EPOCH_CODES.has(c) || ['GRANT_EXPIRED', 'SUPERSEDED', 'STRIPES_MISSING'].includes(c))
+  );
 }
 
 /** Garbage collection kept what it must and no more: below `lc`, at most δ entries, none below a completed delete. */
@@ -780,13 +989,15 @@ export function replayCommand(
     contention,
     lists,
     stripes,
-  }: { mutant?: string; hostile?: boolean; contention?: boolean; lists?: boolean; stripes?: boolean } = {},
+    rotate,
+  }: { mutant?: string; hostile?: boolean; contention?: boolean; lists?: boolean; stripes?: boolean; rotate?: boolean } = {},
 ): string {
   // A mutant always runs hostile, so its replay needs no flag for it.
   const flags =
     (mutant ? ` --mutant ${mutant}` : hostile ? ' --hostile' : '') +
     (contention ? ' --contention' : '') +
     (lists ? ' --lists' : '') +
-    (stripes ? ' --stripes' : '');
+    (stripes ? ' --stripes' : '') +
+    (rotate ? ' --rotate' : '');
   return `pnpm sim -- --seed ${seed} --t ${t}${flags}`;
 }

@@ -59,6 +59,7 @@ const EXIT_BY_CODE: Record<string, number> = {
   QUORUM_UNREACHABLE: EXIT.UNREACHABLE,
   ABORTED: EXIT.INTERRUPTED,
   NO_IDENTITY: EXIT.CONFIG,
+  CLUSTER_OUTDATED: EXIT.CONFIG,
   NOT_AUTHORIZED: EXIT.NOT_AUTHORIZED,
   GRANT_EXPIRED: EXIT.NOT_AUTHORIZED,
   REVOKED: EXIT.NOT_AUTHORIZED,
@@ -434,7 +435,7 @@ export function program(): Command {
         `A ${DEFAULT_DIR}/identity.json in the current directory is someone's, who can read what is written with it: it is used\n` +
         `only if you have no identity of your own and the cluster file is ${DEFAULT_DIR}/cluster.json beside it, and then with a warning.\n` +
         `Exit codes: ${EXIT.OK} ok, ${EXIT.FAILED} failed, ${EXIT.USAGE} usage error, ${EXIT.NOT_FOUND} key not found (get, stat),\n` +
-        `            ${EXIT.UNREACHABLE} quorum of servers unreachable, ${EXIT.CONFIG} cluster or identity file problem,\n` +
+        `            ${EXIT.UNREACHABLE} quorum of servers unreachable, ${EXIT.CONFIG} cluster or identity file problem (or an outdated cluster file),\n` +
         `            ${EXIT.NOT_AUTHORIZED} not allowed to write the key (no grant, grant expired, revoked, owner not admitted) or no key to decrypt it (no --cap covering it),\n` +
         `            ${EXIT.QUOTA} quota exceeded, ${EXIT.TAMPERED} value failed authentication (tampered),\n` +
         `            ${EXIT.CHANGED} value overwritten again and again while get streamed it (run get again), ${EXIT.INTERRUPTED} interrupted.`,

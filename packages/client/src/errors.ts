@@ -33,6 +33,12 @@ export type PowerStoreErrorCode =
   | 'REVOKED'
   /** The key's owner has no room left under its quota; nothing was stored. */
   | 'QUOTA_EXCEEDED'
+  /**
+   * The servers have moved to a newer cluster file than the one this store was given: a
+   * server was replaced and has a new receipt key (a new epoch of server keys). Nothing
+   * was done; load `cluster.json` again and `connect` with it.
+   */
+  | 'CLUSTER_OUTDATED'
   /** More than `t` servers refused the request for another reason (the message lists them). */
   | 'REJECTED'
   /**

@@ -45,6 +45,13 @@ const STORE_REFUSALS_EXCUSED: ReadonlySet<string> = new Set([
   'SUPERSEDED',
 ]);
 
+/**
+ * Refusals of any request a correct server gives while others accept it: its cluster file
+ * is of another key epoch than this client's (a server was replaced, and the new file has
+ * not reached every server yet, or the other servers not yet this server's).
+ */
+const EPOCH_REFUSALS: ReadonlySet<string> = new Set(['CLUSTER_OUTDATED', 'SERVER_OUTDATED']);
+
 /** One round of one operation: one request per server under one wire `opId`. */
 export class Round<F> {
   readonly id: number;
@@ -130,6 +137,7 @@ export class Round<F> {
   refusalEvidence(server: number, reply: ErrorReply, quorum: number): string | undefined {
     const others = this.acked.size - (this.acked.has(server) ? 1 : 0);
     if (others < quorum || (this.request === 'STORE' && STORE_REFUSALS_EXCUSED.has(reply.code))) return undefined;
+    if (EPOCH_REFUSALS.has(reply.code)) return undefined;
     const message = reply.message.length > QUOTED_MESSAGE_CHARS ? `${reply.message.slice(0, QUOTED_MESSAGE_CHARS)}…` : reply.message;
     return `refused a ${this.request} that ${others} other servers accepted (${reply.code}: ${message})`;
   }

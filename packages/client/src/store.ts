@@ -479,7 +479,14 @@ interface StoreParts {
 }
 
 /** Protocol codes the client reports as they are; the rest are `REJECTED`. */
-const PASSED_THROUGH: ReadonlySet<string> = new Set(['NOT_AUTHORIZED', 'GRANT_EXPIRED', 'REVOKED', 'QUOTA_EXCEEDED', 'VALUE_CHANGED']);
+const PASSED_THROUGH: ReadonlySet<string> = new Set([
+  'NOT_AUTHORIZED',
+  'GRANT_EXPIRED',
+  'REVOKED',
+  'QUOTA_EXCEEDED',
+  'VALUE_CHANGED',
+  'CLUSTER_OUTDATED',
+]);
 
 function toClientError(err: unknown): Error {
   if (!(err instanceof ProtocolError)) return err instanceof Error ? err : new Error(String(err));

@@ -10,14 +10,16 @@
  *   write-once), so a proof shows that at least `t + 1` correct servers hold the write.
  *
  * `valid(c)` ≜ `c.ts > ts0 ∧ H(c.N) = c.cert.Nbar ∧` the certificate is valid for the key
- * and timestamp `∧` the proof holds `n − t` receipts of distinct servers.
+ * and timestamp `∧` the proof holds `n − t` receipts of distinct servers, each checked
+ * against the server's key in the certificate's key epoch (`epochs.ts`).
  *
  * **Validity is timeless.** It depends only on the candidate's bytes, the key and the
- * cluster's fixed identity (id, admin key, server keys): signatures and the *structure*
- * of the signer's authority (own namespace, admin, or a grant from the namespace owner
- * or the admin). Expiry, revocation, admission and quotas are checked on STORE only, so
- * no clock and no later policy change can turn a completed write invalid, and a
- * candidate is valid at every correct server or at none.
+ * cluster's identity (id, admin key, and the server keys of the certificate's epoch, which
+ * never change once published): signatures and the *structure* of the signer's authority
+ * (own namespace, admin, or a grant from the namespace owner or the admin). Expiry,
+ * revocation, admission, quotas and the current epoch are checked on STORE only, so no
+ * clock, no later policy change and no key rotation can turn a completed write invalid,
+ * and a candidate is valid at every correct party that knows its epoch or at none.
  *
  * The proof is what makes "valid" imply "stored", whatever the writer does: the paper's
  * writers were trusted to reveal `N` only after their STORE round, but a writer here may
@@ -31,7 +33,8 @@ import { bytesEqual, concatBytes, lengthPrefixed, toHex, u32, u64, utf8 } from '
 import { DOMAIN, HASH_LENGTH, domain, keyField, nonceHash, type CryptoProvider, type Signer } from './crypto.js';
 import { grantDigest, grantMessage, mayGrant, type ClusterIdentity, type Grant } from './grant.js';
 import { namespaceOf, ownerIdOf, writerTagOf } from './identity.js';
-import type { ProtocolErrorCode } from './errors.js';
+import { epochsProblem, extensionProblem, receiptKey } from './epochs.js';
+import { ProtocolError, type ProtocolErrorCode } from './errors.js';
 import { writerTagPart, type Timestamp } from './timestamp.js';
 
 /** What a writer signs for one write, and the signature. */
@@ -51,6 +54,12 @@ export interface WriteCertificate {
    * cross-checksum says otherwise, so every valid candidate's flag tells the truth.
    */
   readonly tombstone: boolean;
+  /**
+   * The key epoch the writer wrote under (`epochs.ts`); absent is 0. Receipts for the write
+   * are checked against this epoch's server keys, and correct servers admit only their
+   * current epoch. Signed, so nobody can move a write to another epoch's keys.
+   */
+  readonly epoch?: number;
   /** Ed25519 signature of {@link certificateMessage}. */
   readonly signature: Uint8Array;
 }
@@ -73,6 +82,9 @@ const NO_GRANT = new Uint8Array(HASH_LENGTH);
  * exists: the same fields under another domain, with the stripe index, and `ccDigest` the
  * stripe's own cross-checksum digest. A stripe certificate lets a server check the
  * stripe's authority and charge its owner; it never makes a candidate valid.
+ *
+ * A certificate of epoch 0 signs exactly what it did before key epochs existed; one of a
+ * later epoch appends the epoch (`u32`) to the same bytes.
  */
 export function certificateMessage(
   crypto: CryptoProvider,
@@ -94,7 +106,13 @@ export function certificateMessage(
     Uint8Array.of(cert.tombstone ? 1 : 0),
     cert.signer,
     cert.grant ? grantDigest(crypto, cert.grant) : NO_GRANT,
+    ...epochField(cert.epoch),
   );
+}
+
+/** The epoch's bytes in what is signed and hashed: nothing for epoch 0, so those bytes stay as they were. */
+function epochField(epoch: number | undefined): Uint8Array[] {
+  return epoch ? [u32(epoch)] : [];
 }
 
 /** A digest of every field of a certificate: what receipts sign. */
@@ -107,6 +125,7 @@ export function certificateDigest(crypto: CryptoProvider, cert: WriteCertificate
     cert.signer,
     cert.signature,
     cert.grant ? grantDigest(crypto, cert.grant) : NO_GRANT,
+    ...epochField(cert.epoch),
   ]);
 }
 
@@ -143,6 +162,8 @@ export async function signCertificate(
     readonly tombstone: boolean;
     readonly grant: Grant | undefined;
     readonly stripe?: number;
+    /** The key epoch written under (the cluster file's current one); absent or 0 for epoch 0. */
+    readonly epoch?: number;
   },
 ): Promise<WriteCertificate> {
   const unsigned = {
@@ -151,6 +172,7 @@ export async function signCertificate(
     tombstone: write.tombstone,
     signer: signer.publicKey,
     grant: write.grant,
+    ...(write.epoch ? { epoch: write.epoch } : {}),
   };
   return { ...unsigned, signature: await signer.sign(certificateMessage(crypto, clusterId, write.key, write.ts, unsigned, write.stripe)) };
 }
@@ -217,7 +239,7 @@ export async function isValidCandidate(crypto: CryptoProvider, c: CandidateField
  */
 export class CertificateVerifier {
   readonly #crypto: CryptoProvider;
-  readonly #cluster: ClusterIdentity;
+  #cluster: ClusterIdentity;
   readonly #quorum: number;
   readonly #verified = new Set<string>();
   /** Fingerprints of whole candidates found valid, so a repeated one costs one hash. */
@@ -225,6 +247,8 @@ export class CertificateVerifier {
   readonly #cacheSize: number;
 
   constructor(crypto: CryptoProvider, cluster: ClusterIdentity, cacheSize = 16_384) {
+    const problem = epochsProblem(cluster);
+    if (problem) throw new ProtocolError('INVALID_ARGUMENT', `cluster identity: ${problem}`);
     this.#crypto = crypto;
     this.#cluster = cluster;
     // n = 3t + 1 servers; a proof needs n − t receipts.
@@ -236,6 +260,17 @@ export class CertificateVerifier {
   /** The cluster this verifier checks for. */
   get cluster(): ClusterIdentity {
     return this.#cluster;
+  }
+
+  /**
+   * Moves to a newer identity of the same cluster that only adds key epochs (a replaced
+   * server's key, see `epochs.ts`); throws `INVALID_ARGUMENT` for anything else. What was
+   * verified stays verified: no epoch already known changes.
+   */
+  update(next: ClusterIdentity): void {
+    const problem = extensionProblem(this.#cluster, next);
+    if (problem) throw new ProtocolError('INVALID_ARGUMENT', `not a newer identity of this cluster: ${problem}`);
+    this.#cluster = next;
   }
 
   /** Signatures and authority of `cert` for `key` at `ts`. */
@@ -267,9 +302,12 @@ export class CertificateVerifier {
     return this.checkSignatures(key, ts, cert, stripe);
   }
 
-  /** Whether `signature` is server `server`'s receipt for this write. */
+  /**
+   * Whether `signature` is server `server`'s receipt for this write, by the server's key in
+   * the certificate's epoch (never valid for an epoch this verifier does not know).
+   */
   receiptValid(key: string, ts: Timestamp, cert: WriteCertificate, server: number, signature: Uint8Array): Promise<boolean> {
-    const publicKey = this.#cluster.servers[server];
+    const publicKey = receiptKey(this.#cluster, cert.epoch ?? 0, server);
     if (!publicKey) return Promise.resolve(false);
     return this.#verify(publicKey, receiptMessage(this.#crypto, this.#cluster.id, key, ts, cert, server), signature);
   }
@@ -357,6 +395,8 @@ function candidateFields(key: string, c: CandidateFields): Uint8Array[] {
   ];
   // Fixed-length fields above; the grant's prefix is length-prefixed.
   if (g) parts.push(g.issuer, g.grantee, ...lengthPrefixed(utf8(g.prefix)), u64(g.expiresAt), g.signature);
+  // The signature covers the epoch too: a candidate moved to another epoch must not pass.
+  parts.push(u32(c.cert.epoch ?? 0));
   parts.push(u32(c.proof.length));
   for (const r of c.proof) parts.push(Uint8Array.of(r.server), r.signature);
   return parts;

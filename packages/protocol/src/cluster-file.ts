@@ -9,12 +9,23 @@
  *               "quotas": { "default": { "bytes": 1073741824, "keys": 100000 }, "owners": {} } } }
  * ```
  *
- * `id`, `admin` and the servers' public keys are fixed for the cluster's life (they are
- * part of every candidate's validity); `url`s may change; `policy` may be edited (servers
- * reload it on SIGHUP) and only affects which new writes are admitted.
+ * `id` and `admin` are fixed for the cluster's life; the servers' public keys are fixed per
+ * **key epoch** (`epochs.ts`; they are part of every candidate's validity). Replacing a
+ * server's key (`powerstore-server rotate-key`) adds an epoch: `epoch` (left out while it
+ * is 0) is the current one, and a server whose key was replaced lists every key it has
+ * had with the epoch it started in, its current one last:
+ *
+ * ```json
+ * { "version": 2, …, "epoch": 1, "servers": [{ "id": 1, "url": "…", "publicKey": "K1" },
+ *   { "id": 2, "url": "…", "publicKey": "K2'", "keys": [{ "epoch": 0, "publicKey": "K2" }, { "epoch": 1, "publicKey": "K2'" }] }, …] }
+ * ```
+ *
+ * `url`s may change; `policy` may be edited (servers reload it on SIGHUP) and only affects
+ * which new writes are admitted.
  */
 import { bytesEqual } from './bytes.js';
 import { clusterConfig, MAX_SERVERS, type ClusterConfig } from './config.js';
+import { MAX_EPOCH, type ServerKey } from './epochs.js';
 import { ProtocolError } from './errors.js';
 import { CLUSTER_ID_LENGTH, type ClusterIdentity } from './grant.js';
 import { decodePublicKey, fromBase32, isOwnerId, toBase32, encodePublicKey } from './identity.js';
@@ -29,7 +40,22 @@ export interface ClusterServer {
   readonly id: number;
   /** `ws://host:port` or `wss://host:port`. */
   readonly url: string;
-  /** The server's receipt key (base64url): what its signatures in store proofs are checked against. */
+  /**
+   * The server's receipt key (base64url) in the current epoch: what its signatures in store
+   * proofs of writes of that epoch are checked against, and the key its server file holds.
+   */
+  readonly publicKey: string;
+  /**
+   * Every receipt key the server has had, oldest first, each with the epoch it started in:
+   * the first at 0, the last `publicKey`. Left out while it has had only `publicKey`.
+   */
+  readonly keys?: readonly ServerKeyJson[];
+}
+
+/** One receipt key a server has had, as the cluster file lists it. */
+export interface ServerKeyJson {
+  /** The first epoch of this key; it holds until the next key's `epoch`. */
+  readonly epoch: number;
   readonly publicKey: string;
 }
 
@@ -48,6 +74,8 @@ export interface ClusterFile {
   readonly admin: string;
   readonly t: number;
   readonly n: number;
+  /** The current key epoch (`epochs.ts`); left out while it is 0. */
+  readonly epoch?: number;
   readonly servers: readonly ClusterServer[];
   readonly policy: PolicyJson;
 }
@@ -147,9 +175,11 @@ export function parsePolicy(x: unknown, field = 'policy'): { policy: WritePolicy
  * Checks a parsed `cluster.json`; throws {@link ClusterFileError} naming the field. The
  * rules are exact, because servers and clients must agree on every file: a 16-byte
  * cluster id, 32-byte Ed25519 public keys (admin, servers, revoked keys), `n = 3t + 1`
- * servers listed in order with distinct keys none of which is the admin's, `ws://` or
- * `wss://` URLs of host and port. `version: 1` files (MAC-authenticated clusters) are
- * refused with a message saying so.
+ * servers listed in order with distinct keys none of which is the admin's (nor any key a
+ * server ever had: a retired key is never used again), key histories that start at epoch 0,
+ * go up, end with the current key and at most at the current `epoch`, `ws://` or `wss://`
+ * URLs of host and port. `version: 1` files (MAC-authenticated clusters) are refused with
+ * a message saying so.
  */
 export function parseClusterFile(input: unknown): Cluster {
   const o = object(input, undefined);
@@ -180,7 +210,11 @@ export function parseClusterFile(input: unknown): Cluster {
   if (!Array.isArray(o.servers) || o.servers.length !== n) {
     fail('servers', `must list ${n} servers, got ${Array.isArray(o.servers) ? o.servers.length : typeof o.servers}`);
   }
+  const epoch = o.epoch === undefined ? 0 : int(o.epoch, 'epoch', 0, MAX_EPOCH);
   const keys: Uint8Array[] = [];
+  // Every key any server has had, and whose it was: no key serves two servers, ever.
+  const seen: { key: Uint8Array; server: number }[] = [];
+  const history: ServerKey[][] = [];
   const servers = o.servers.map((s: unknown, i: number): ClusterServer => {
     const field = `servers[${i}]`;
     const so = object(s, field);
@@ -194,16 +228,67 @@ export function parseClusterFile(input: unknown): Cluster {
     } catch {
       fail(`${field}.publicKey`, "must be the server's public key (43 base64url characters)");
     }
+    const own = serverKeys(so.keys, `${field}.keys`, publicKey, epoch);
     // One key per server: a store proof counts receipts of n − t distinct servers, and two
-    // entries sharing a key would let one machine sign for both. And no server holds the
-    // admin's key: servers must hold no write power.
-    const same = keys.findIndex((k) => bytesEqual(k, publicKey));
-    if (same >= 0) fail(`${field}.publicKey`, `is also the key of servers[${same}]: every server needs a receipt key of its own`);
-    if (bytesEqual(publicKey, admin)) fail(`${field}.publicKey`, 'is the admin key: a server must hold no key that can write');
+    // entries sharing a key would let one machine sign for both; a retired key is never
+    // used again (it may be in other hands). And no server holds the admin's key: servers
+    // must hold no write power.
+    for (const [k, { key }] of own.entries()) {
+      const f = so.keys === undefined ? `${field}.publicKey` : `${field}.keys[${k}].publicKey`;
+      const same = seen.find((x) => bytesEqual(x.key, key));
+      if (same && same.server !== i) fail(f, `is also a key of servers[${same.server}]: every server needs receipt keys of its own`);
+      if (same) fail(f, `is listed twice: a retired key is never used again`);
+      if (bytesEqual(key, admin)) fail(f, 'is the admin key: a server must hold no key that can write');
+      seen.push({ key, server: i });
+    }
     keys.push(publicKey);
-    return { id: i + 1, url: so.url, publicKey: encodePublicKey(publicKey) };
+    history.push(own);
+    const json = { id: i + 1, url: so.url, publicKey: encodePublicKey(publicKey) };
+    return own.length > 1 ? { ...json, keys: own.map((k) => ({ epoch: k.from, publicKey: encodePublicKey(k.key) })) } : json;
   });
   const { policy, json } = parsePolicy(o.policy ?? { writers: 'open' });
-  const file: ClusterFile = { version: 2, id: toBase32(id), admin: encodePublicKey(admin), t, n, servers, policy: json };
-  return { config: clusterConfig(t), identity: { id, admin, servers: keys }, servers, policy, file };
+  const file: ClusterFile = {
+    version: 2,
+    id: toBase32(id),
+    admin: encodePublicKey(admin),
+    t,
+    n,
+    ...(epoch ? { epoch } : {}),
+    servers,
+    policy: json,
+  };
+  const rotated = history.some((h) => h.length > 1);
+  const identity = { id, admin, servers: keys, ...(epoch ? { epoch } : {}), ...(rotated ? { history } : {}) };
+  return { config: clusterConfig(t), identity, servers, policy, file };
+}
+
+/**
+ * A server's `keys` (its key history), checked: the first from epoch 0, going up, the last
+ * `current` (its `publicKey`) and from at most the file's `epoch`. Left out: `current` alone.
+ */
+function serverKeys(x: unknown, field: string, current: Uint8Array, epoch: number): ServerKey[] {
+  if (x === undefined) return [{ from: 0, key: current }];
+  if (!Array.isArray(x) || x.length === 0) fail(field, 'must be a non-empty list of { "epoch", "publicKey" }');
+  const keys = x.map((e: unknown, k): ServerKey => {
+    const o = object(e, `${field}[${k}]`);
+    for (const name of Object.keys(o)) {
+      if (name !== 'epoch' && name !== 'publicKey') fail(`${field}[${k}].${name}`, 'unknown field (a key has "epoch" and "publicKey")');
+    }
+    const from = int(o.epoch, `${field}[${k}].epoch`, 0, MAX_EPOCH);
+    let key: Uint8Array;
+    try {
+      key = decodePublicKey(o.publicKey);
+    } catch {
+      fail(`${field}[${k}].publicKey`, 'must be a public key (43 base64url characters)');
+    }
+    return { from, key };
+  });
+  if (keys[0]!.from !== 0) fail(`${field}[0].epoch`, 'must be 0: the first key is the one the cluster started with');
+  for (let k = 1; k < keys.length; k++) {
+    if (keys[k]!.from <= keys[k - 1]!.from) fail(`${field}[${k}].epoch`, `must be above the previous key's epoch ${keys[k - 1]!.from}`);
+  }
+  const last = keys.at(-1)!;
+  if (last.from > epoch) fail(`${field}[${keys.length - 1}].epoch`, `is after the current epoch ${epoch} (field "epoch")`);
+  if (!bytesEqual(last.key, current)) fail(`${field}[${keys.length - 1}].publicKey`, 'must be the current key (the server\'s "publicKey")');
+  return keys;
 }

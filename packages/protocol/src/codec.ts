@@ -1,6 +1,6 @@
 /**
- * Binary wire format, version 4: the one module that owns what a frame looks like.
- * `version u8 | type u8 | key (u16 length + UTF-8) | opId u64 | body`; integers are
+ * Binary wire format, version 5: the one module that owns what a frame looks like.
+ * `version u8 | type u8 | key (u16 length + UTF-8) | opId u64 | epoch u32 | body`; integers are
  * big-endian, variable fields are length-prefixed, and every length and count is bounded
  * before use (`wire.ts`). The decoder returns fragments as views into the frame.
  */
@@ -31,11 +31,12 @@ import {
 } from './wire.js';
 
 /**
- * The only version this code speaks. Version 4 added the pending number to CLOCK_ACK, the
- * basis to STORE (the timestamp window, `window.ts`) and LIST_ACK's resume key; 3
- * (stripes), 2 and 1 (MAC vectors) are refused.
+ * The only version this code speaks. Version 5 added the sender's key epoch to every
+ * frame's header and certificates of epochs ≥ 1 (`epochs.ts`); 4 added the pending number
+ * to CLOCK_ACK, the basis to STORE (the timestamp window, `window.ts`) and LIST_ACK's
+ * resume key; 4, 3 (stripes), 2 and 1 (MAC vectors) are refused.
  */
-export const WIRE_VERSION = 4;
+export const WIRE_VERSION = 5;
 /** FILTER's flags byte: bit 0 asks for the entry's fragment, bit 1 for no layout; other bits are invalid. */
 const FILTER_WANTS_FRAGMENT = 0x01;
 const FILTER_WITHOUT_LAYOUT = 0x02;
@@ -87,6 +88,7 @@ export function encodeMessage(m: Message): Uint8Array {
   w.u8(TYPE_CODES[m.type]);
   w.string(m.key, MAX_KEY_LENGTH, 'key');
   w.u64(m.opId, 'opId');
+  w.u32(m.epoch ?? 0, 'epoch');
   switch (m.type) {
     case 'CLOCK':
     case 'COLLECT':
@@ -226,9 +228,10 @@ export function decodeMessage(frame: Uint8Array, options: DecodeOptions): Messag
   if (!type) throw new ProtocolError('UNKNOWN_TYPE', `unknown message type 0x${code.toString(16)}`);
   const key = r.string(MAX_KEY_LENGTH, 'key');
   const opId = r.u64('opId');
+  const epoch = r.u32('epoch');
   const m = decodeBody(r, type, key, opId);
   r.end();
-  return m;
+  return epoch ? { ...m, epoch } : m;
 }
 
 function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: number): Message {

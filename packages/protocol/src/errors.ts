@@ -65,6 +65,17 @@ export const ERROR_CODE_NUMBERS = {
    * send it.
    */
   INCONSISTENT_ENCODING: 18,
+  /**
+   * The request (or a STORE's certificate) names an older key epoch than the server's: a
+   * server was replaced and the cluster file has a new epoch (`epochs.ts`). Load the
+   * cluster file again and retry; nothing was done.
+   */
+  CLUSTER_OUTDATED: 19,
+  /**
+   * The request names a newer key epoch than the server's: the server still runs an older
+   * cluster file (its operator has not reloaded it yet). Nothing was done.
+   */
+  SERVER_OUTDATED: 20,
 } as const;
 
 /** One of the stable codes. */

@@ -6,6 +6,7 @@
  */
 import { bytesEqual, concatBytes, lengthPrefixed, u64, utf8 } from './bytes.js';
 import { DOMAIN, PUBLIC_KEY_LENGTH, SIGNATURE_LENGTH, domain, type CryptoProvider, type Signer } from './crypto.js';
+import type { ServerKey } from './epochs.js';
 import { check } from './errors.js';
 import {
   decodeBase64url,
@@ -25,14 +26,31 @@ export const MAX_PREFIX_LENGTH = 1024;
 /** Latest expiry a grant can carry: the year 9999 ("never", in practice). */
 export const MAX_EXPIRY = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
-/** What binds certificates, grants and store receipts to one cluster; fixed for the cluster's life. */
+/**
+ * What binds certificates, grants and store receipts to one cluster. The id and the admin
+ * key are fixed for the cluster's life; the servers' receipt keys are fixed per **key
+ * epoch** (`epochs.ts`): a newer identity may only add epochs, never change one.
+ */
 export interface ClusterIdentity {
   /** Random, fixed at `init`; signed into every certificate, grant and receipt. */
   readonly id: Uint8Array;
   /** The admin public key: may write any key and grant any prefix. */
   readonly admin: Uint8Array;
-  /** Each server's public key, by protocol index: what store receipts are checked against. */
+  /**
+   * Each server's receipt key in the current epoch, by protocol index: what receipts for
+   * certificates of that epoch are checked against.
+   */
   readonly servers: readonly Uint8Array[];
+  /**
+   * The current key epoch (absent: 0): writers sign it into their certificates, correct
+   * servers admit writes of it only, and answer only requests that name it.
+   */
+  readonly epoch?: number;
+  /**
+   * Each server's receipt keys over the epochs, by protocol index, oldest first: the first
+   * from epoch 0, the last {@link servers}`[i]`. Absent: no server's key was ever replaced.
+   */
+  readonly history?: readonly (readonly ServerKey[])[];
 }
 
 /** A signed permission to write keys starting with `prefix`. */

@@ -40,7 +40,9 @@ export {
   type ClusterFile,
   type ClusterServer,
   type PolicyJson,
+  type ServerKeyJson,
 } from './cluster-file.js';
+export { currentEpoch, epochRefusal, epochsProblem, extensionProblem, MAX_EPOCH, receiptKey, withEpoch, type ServerKey } from './epochs.js';
 export {
   decodeHeader,
   decodeMessage,

@@ -48,8 +48,9 @@ import { quorum, type ClusterConfig } from './config.js';
 import { certificateCovers } from './cross-checksum.js';
 import { layoutCovered } from './stripes.js';
 import type { CryptoProvider } from './crypto.js';
+import { currentEpoch, withEpoch } from './epochs.js';
 import { check } from './errors.js';
-import type { ClientOperation, ListAck, ListEntry, Outgoing, Reply, Step } from './messages.js';
+import type { ClientOperation, ListAck, ListEntry, ListRequest, Outgoing, Reply, Step } from './messages.js';
 import { Rejections } from './rejections.js';
 import { compareTimestamps } from './timestamp.js';
 
@@ -149,7 +150,8 @@ export class ListOperation implements ClientOperation<ListPage> {
     this.#started = true;
     const send: Outgoing[] = [];
     for (let to = 0; to < this.options.config.n; to++) {
-      send.push({ to, message: { type: 'LIST', key: this.prefix, opId: this.opId, after: this.after, limit: this.limit } });
+      const message: ListRequest = { type: 'LIST', key: this.prefix, opId: this.opId, after: this.after, limit: this.limit };
+      send.push({ to, message: withEpoch(message, currentEpoch(this.options.verifier.cluster)) });
     }
     return { send };
   }

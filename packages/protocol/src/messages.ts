@@ -15,6 +15,12 @@ interface Base {
   readonly key: string;
   /** Client-chosen operation id; replies echo it. */
   readonly opId: number;
+  /**
+   * The sender's key epoch (`epochs.ts`); absent is 0. A client sends its cluster file's
+   * current epoch, and a correct server answers only requests of its own current epoch
+   * (`CLUSTER_OUTDATED` / `SERVER_OUTDATED` otherwise); replies carry the server's.
+   */
+  readonly epoch?: number;
 }
 
 /**

@@ -1,7 +1,8 @@
 /**
  * The cluster's write policy and the admission checks servers apply to STORE. These may
  * depend on the server's clock and change when the operator edits the cluster file;
- * validity (`certificate.ts`) never does. Refusing a STORE is always safe: a write that
+ * validity (`certificate.ts`) never does. A STORE must also be of the cluster's current
+ * key epoch (`epochs.ts`). Refusing a STORE is always safe: a write that
  * cannot reach `n − t` servers simply fails.
  */
 import type { WriteCertificate } from './certificate.js';
@@ -10,6 +11,7 @@ import type { ProtocolErrorCode } from './errors.js';
 import { grantId, type ClusterIdentity } from './grant.js';
 import { encodePublicKey, isOwnerId, namespaceOf, ownerIdOf } from './identity.js';
 import { bytesEqual } from './bytes.js';
+import { currentEpoch, epochRefusal } from './epochs.js';
 
 /** Limits on what one owner may store on one server; an absent field is unlimited. */
 export interface Quota {
@@ -88,6 +90,9 @@ export class Admission {
    * `undefined` to admit it. `cert` has already been checked (signatures, authority).
    */
   refusal(key: string, cert: WriteCertificate, now: number): Refusal | undefined {
+    // Only the current epoch: no correct server signs a receipt a retired key could complete.
+    const stale = epochRefusal(cert.epoch ?? 0, currentEpoch(this.#cluster), "write's certificate");
+    if (stale) return stale;
     if (this.#revokedKeys.has(encodePublicKey(cert.signer))) return { code: 'REVOKED', reason: "the signer's key is revoked" };
     const g = cert.grant;
     if (g) {

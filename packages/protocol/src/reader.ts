@@ -40,6 +40,7 @@ import { MAX_VALUE_LENGTH, quorum, type ClusterConfig } from './config.js';
 import { crossChecksumDigest, fragmentMatches } from './cross-checksum.js';
 import { entryCovered, layoutCovered, MAX_STRIPES, stripeMatches, type StripeLayout } from './stripes.js';
 import type { CryptoProvider } from './crypto.js';
+import { currentEpoch, withEpoch } from './epochs.js';
 import { check, ProtocolError } from './errors.js';
 import type { ClientOperation, FilterAck, FilterRequest, Outgoing, Reply, Step } from './messages.js';
 import { Rejections } from './rejections.js';
@@ -316,7 +317,7 @@ export class ReadOperation implements ClientOperation<ReadResult> {
   /** This round's FILTER (its candidates as sent), asking for the fragment or not. */
   #filterRequest(fragment: boolean): FilterRequest {
     const { key, opId } = this;
-    return {
+    const request: FilterRequest = {
       type: 'FILTER',
       key,
       opId,
@@ -325,6 +326,7 @@ export class ReadOperation implements ClientOperation<ReadResult> {
       ...(this.#layout ? { withoutLayout: true } : {}),
       candidates: this.#sent,
     };
+    return withEpoch(request, currentEpoch(this.options.verifier.cluster));
   }
 
   /** `invalid(c) ≜ |{i ∈ R : W[i].ts < c.ts}| ≥ n − t`: enough servers vouch nothing that high is valid. */
@@ -485,7 +487,8 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     return { result };
   }
 
-  #toAll(message: Outgoing['message']): Outgoing[] {
+  #toAll(request: Outgoing['message']): Outgoing[] {
+    const message = withEpoch(request, currentEpoch(this.options.verifier.cluster));
     return Array.from({ length: this.options.config.n }, (_, to) => ({ to, message }));
   }
 }

@@ -28,14 +28,16 @@ import {
 } from './wire.js';
 
 /**
- * Version of the record layouts below. Version 5 indexes a key's *writes* (one index entry
+ * Version of the record layouts below. Version 6 may hold certificates of key epochs ≥ 1
+ * (`epochs.ts`), which versions 3 to 5 never hold and are otherwise read as before.
+ * Version 5 indexes a key's *writes* (one index entry
  * per timestamp, however many stripes it has) instead of every stripe, so storing one more
  * stripe never rewrites an index that grows with the value; version 4 added stripes (the
  * entry index names each entry's stripe, and an entry record may hold a stripe layout),
  * and its key records, like version 3's (values of one stripe), are still read. Version 1
  * (no entry index) and 2 (fragment inside the entry record) are refused.
  */
-export const RECORD_VERSION = 5;
+export const RECORD_VERSION = 6;
 /** The oldest record version still read. */
 const OLDEST_READ = 3;
 

@@ -21,6 +21,7 @@ import { CertificateVerifier, receiptMessage, type CertificateCheck, type StoreP
 import { decodeHeader, decodeMessage, encodeMessage, listEntryBytes } from './codec.js';
 import type { ClusterConfig } from './config.js';
 import { crossChecksumDigest, fragmentMatches, type CrossChecksum } from './cross-checksum.js';
+import { currentEpoch, epochRefusal } from './epochs.js';
 import { SIGNATURE_LENGTH, type CryptoProvider, type Signer } from './crypto.js';
 import { check, ProtocolError, type ProtocolErrorCode } from './errors.js';
 import type { ClusterIdentity } from './grant.js';
@@ -99,7 +100,10 @@ export interface ServerOptions {
   readonly index: number;
   readonly crypto: CryptoProvider;
   readonly storage: ServerStorage;
-  /** The cluster's id, admin key and server keys: fixed for its life, part of every candidate's validity. */
+  /**
+   * The cluster's id, admin key and server keys by key epoch: part of every candidate's
+   * validity; a newer identity may only add epochs ({@link Server.setCluster}).
+   */
   readonly cluster: ClusterIdentity;
   /** This server's key: signs the receipts in STORE acknowledgements. Its public key is `cluster.servers[index]`. */
   readonly signer: Signer;
@@ -177,7 +181,37 @@ export class Server {
 
   /** Replaces the write policy (the operator edited the cluster file). Affects STORE admission only. */
   setPolicy(policy: WritePolicy): void {
-    this.admission = new Admission(this.crypto, this.#options.cluster, policy);
+    this.admission = new Admission(this.crypto, this.verifier.cluster, policy);
+  }
+
+  /** The cluster identity this server judges by: its key epochs (see {@link setCluster}). */
+  get cluster(): ClusterIdentity {
+    return this.verifier.cluster;
+  }
+
+  /** The key epoch this server is at: the only one whose requests it answers and whose writes it admits. */
+  get epoch(): number {
+    return currentEpoch(this.verifier.cluster);
+  }
+
+  /**
+   * Moves to a newer identity of the cluster that adds key epochs (a server was replaced,
+   * `epochs.ts`), after the operator published a new cluster file. Throws `INVALID_ARGUMENT`
+   * unless `cluster` only adds epochs and this server's own key is its key in the new
+   * current epoch (a server whose key was replaced must stop: its successor has the slot).
+   * From then on the server answers only requests of the new epoch and admits only its writes;
+   * what it stored and every candidate valid before stays valid.
+   */
+  setCluster(cluster: ClusterIdentity): void {
+    const mine = cluster.servers[this.index];
+    if (!mine || !bytesEqual(mine, this.#options.signer.publicKey)) {
+      throw new ProtocolError(
+        'INVALID_ARGUMENT',
+        `server ${this.index + 1}'s key is not its key in epoch ${currentEpoch(cluster)}: it was replaced, and this server must stop`,
+      );
+    }
+    this.verifier.update(cluster);
+    this.admission = new Admission(this.crypto, cluster, this.admission.policy);
   }
 
   /** The owner whose usage a key's entries are charged to. */
@@ -195,7 +229,14 @@ export class Server {
    * reply; only storage failures reject.
    */
   async handle(request: Request): Promise<Reply> {
+    const epoch = this.epoch;
+    const reply = await this.#answer(request, epoch);
+    return epoch ? { ...reply, epoch } : reply;
+  }
+
+  async #answer(request: Request, epoch: number): Promise<Reply> {
     try {
+      this.checkEpoch(request, epoch);
       this.checkShape(request);
       switch (request.type) {
         case 'CLOCK':
@@ -781,6 +822,15 @@ export class Server {
   /** The write policy's verdict on a STORE, by this server's clock. */
   protected refusal(key: string, cert: WriteCertificate): Refusal | undefined {
     return this.admission.refusal(key, cert, this.#options.now());
+  }
+
+  /**
+   * A request of another key epoch is refused: its sender judges validity by other keys
+   * than this server (`epochs.ts`), and no operation may mix the two.
+   */
+  protected checkEpoch(req: Request, epoch: number): void {
+    const other = epochRefusal(req.epoch ?? 0, epoch, 'request');
+    if (other) throw new ProtocolError(other.code, other.reason);
   }
 
   /** Bounds the wire decoder cannot know (cluster shape, code geometry). */

@@ -184,17 +184,23 @@ export function readGrant(r: ByteReader): Grant {
   return { issuer, grantee, prefix, expiresAt, signature: r.fixed(SIGNATURE_LENGTH, 'grant signature') };
 }
 
-/** Bits of a certificate's flags byte: a grant follows; the write is a delete. */
+/**
+ * Bits of a certificate's flags byte: a grant follows; the write is a delete; its key epoch
+ * follows (a `u32` ≥ 1, after the grant; epoch 0 is the bit unset, so such a certificate is
+ * encoded exactly as before key epochs existed).
+ */
 const CERT_GRANT = 1;
 const CERT_TOMBSTONE = 2;
+const CERT_EPOCH = 4;
 
 export function writeCert(w: ByteWriter, c: WriteCertificate) {
   w.fixed(c.nonceHash, HASH_LENGTH, 'nonce hash');
   w.fixed(c.ccDigest, HASH_LENGTH, 'cross-checksum digest');
   w.fixed(c.signer, PUBLIC_KEY_LENGTH, 'signer');
   w.fixed(c.signature, SIGNATURE_LENGTH, 'signature');
-  w.u8((c.grant ? CERT_GRANT : 0) | (c.tombstone ? CERT_TOMBSTONE : 0));
+  w.u8((c.grant ? CERT_GRANT : 0) | (c.tombstone ? CERT_TOMBSTONE : 0) | (c.epoch ? CERT_EPOCH : 0));
   if (c.grant) writeGrant(w, c.grant);
+  if (c.epoch) w.u32(c.epoch, 'certificate epoch');
 }
 
 export function readCert(r: ByteReader): WriteCertificate {
@@ -203,9 +209,14 @@ export function readCert(r: ByteReader): WriteCertificate {
   const signer = r.fixed(PUBLIC_KEY_LENGTH, 'signer');
   const signature = r.fixed(SIGNATURE_LENGTH, 'signature');
   const flags = r.u8('certificate flags');
-  if (flags & ~(CERT_GRANT | CERT_TOMBSTONE)) ByteReader.invalid(`unknown certificate flags ${flags}`);
+  if (flags & ~(CERT_GRANT | CERT_TOMBSTONE | CERT_EPOCH)) ByteReader.invalid(`unknown certificate flags ${flags}`);
   const grant = flags & CERT_GRANT ? readGrant(r) : undefined;
-  return { nonceHash, ccDigest, signer, signature, grant, tombstone: (flags & CERT_TOMBSTONE) !== 0 };
+  const tombstone = (flags & CERT_TOMBSTONE) !== 0;
+  if (!(flags & CERT_EPOCH)) return { nonceHash, ccDigest, signer, signature, grant, tombstone };
+  const epoch = r.u32('certificate epoch');
+  // One encoding per certificate: epoch 0 is the bit unset.
+  if (epoch === 0) ByteReader.invalid('a certificate epoch of 0 is encoded without the epoch flag');
+  return { nonceHash, ccDigest, signer, signature, grant, tombstone, epoch };
 }
 
 export function writeProof(w: ByteWriter, proof: StoreProof) {
@@ -323,5 +334,5 @@ export function readFragment(r: ByteReader): Uint8Array {
 /** Encoded size of a certificate: what it adds to a stored entry. */
 export function certificateSize(c: WriteCertificate): number {
   const grant = c.grant ? 2 * PUBLIC_KEY_LENGTH + 2 + textEncoder.encode(c.grant.prefix).length + 8 + SIGNATURE_LENGTH : 0;
-  return 2 * HASH_LENGTH + PUBLIC_KEY_LENGTH + SIGNATURE_LENGTH + 1 + grant;
+  return 2 * HASH_LENGTH + PUBLIC_KEY_LENGTH + SIGNATURE_LENGTH + 1 + grant + (c.epoch ? 4 : 0);
 }

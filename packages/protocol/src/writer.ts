@@ -9,6 +9,7 @@ import { authorityProblem, CertificateVerifier, certificateMessage, signCertific
 import { MAX_VALUE_LENGTH, quorum, type ClusterConfig } from './config.js';
 import { computeCrossChecksum, crossChecksumDigest, type CrossChecksum } from './cross-checksum.js';
 import { nonceHash, type CryptoProvider, type Signer } from './crypto.js';
+import { currentEpoch, withEpoch } from './epochs.js';
 import { check, ProtocolError } from './errors.js';
 import { layoutDigest, MAX_STRIPE_SIZE, MAX_STRIPES, MIN_STRIPE_SIZE, type StripeLayout } from './stripes.js';
 import { mayGrant, type ClusterIdentity, type Grant } from './grant.js';
@@ -208,6 +209,8 @@ export class WriteOperation implements ClientOperation<WriteResult> {
   /** The highest pending number a CLOCK answer reported (unverified; clamped by {@link jumpTarget}). */
   #pending = 0;
   readonly #rank: WriterRank;
+  /** The key epoch of the session's cluster file: signed into the certificate, named by every request. */
+  readonly #epoch: number;
   #candidate: Candidate | undefined;
   #striping: Striping | undefined;
   /** Stripes pulled from a striped write's source, and the index of the one that was short (so must be the last). */
@@ -239,6 +242,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
     this.#value = value;
     this.#grant = options.session.authorityFor(key, options.now());
     this.#rank = writerRank({ signer: options.session.signer.publicKey, grant: this.#grant }, options.session.cluster.admin);
+    this.#epoch = currentEpoch(options.session.cluster);
   }
 
   /** The round in progress (for hosts that report progress, and for the simulator). */
@@ -398,6 +402,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
       tombstone: false,
       grant: this.#grant,
       stripe: index,
+      epoch: this.#epoch,
     });
     striping.digests[index] = ccDigest;
     striping.current = index;
@@ -434,6 +439,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
         cert,
         ...(layout ? { layout } : {}),
         ...(needsBasis ? { basis } : {}),
+        ...(this.#epoch ? { epoch: this.#epoch } : {}),
       } as const;
       return { to: i, message };
     });
@@ -467,6 +473,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
       ccDigest: layout ? layoutDigest(crypto, layout) : crossChecksumDigest(crypto, cc),
       tombstone: cc.tombstone,
       grant: this.#grant,
+      epoch: this.#epoch,
     });
     // The next write of this key will meet this certificate in CLOCK: no need to verify our own signature.
     session.verifier.signed(session.signer.publicKey, certificateMessage(crypto, session.cluster.id, this.key, ts, cert), cert.signature);
@@ -515,7 +522,8 @@ export class WriteOperation implements ClientOperation<WriteResult> {
     return timestampsEqual(ts, this.#candidate!.ts);
   }
 
-  #toAll(message: Outgoing['message']): Outgoing[] {
+  #toAll(request: Outgoing['message']): Outgoing[] {
+    const message = withEpoch(request, this.#epoch);
     return Array.from({ length: this.options.config.n }, (_, to) => ({ to, message }));
   }
 }

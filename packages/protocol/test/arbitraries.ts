@@ -27,6 +27,9 @@ export const grant = (): fc.Arbitrary<Grant> =>
     signature: bytes(64),
   });
 
+/** A key epoch as certificates and frames carry it: absent for 0. */
+const keyEpoch = fc.option(fc.integer({ min: 1, max: 0xffffffff }), { nil: undefined });
+
 export const certificate = (): fc.Arbitrary<WriteCertificate> =>
   fc.record({
     nonceHash: hash(),
@@ -35,6 +38,7 @@ export const certificate = (): fc.Arbitrary<WriteCertificate> =>
     signature: bytes(64),
     tombstone: fc.boolean(),
     grant: fc.option(grant(), { nil: undefined }),
+    epoch: keyEpoch,
   });
 
 export const proof = (n: number) =>
@@ -62,8 +66,12 @@ const summary = fc.option(fc.record({ valueLength: fc.nat({ max: 2 ** 42 }), str
   nil: undefined,
 });
 
-/** Any message the wire format can carry. */
+/** Any message the wire format can carry, from a sender of any key epoch. */
 export function message(n: number): fc.Arbitrary<Message> {
+  return fc.tuple(anyMessage(n), keyEpoch).map(([m, epoch]) => (epoch ? { ...m, epoch } : m));
+}
+
+function anyMessage(n: number): fc.Arbitrary<Message> {
   const base = { key, opId };
   return fc.oneof(
     fc.record({ type: fc.constantFrom('CLOCK' as const, 'COLLECT' as const), ...base }),

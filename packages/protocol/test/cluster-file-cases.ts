@@ -43,6 +43,44 @@ export function acceptedClusterFiles(): [name: string, file: unknown][] {
     ['n and policy left out (n is implied, the policy is open)', bare],
     ['wss:// URLs and host names', { ...f, servers: f.servers.map((s, i) => ({ ...s, url: `wss://store-${i}.example.com:443` })) }],
     [
+      'server 2 replaced in key epoch 1',
+      {
+        ...server(f, 1, {
+          publicKey: key(0xe2),
+          keys: [
+            { epoch: 0, publicKey: key(0xc2) },
+            { epoch: 1, publicKey: key(0xe2) },
+          ],
+        }),
+        epoch: 1,
+      },
+    ],
+    [
+      'servers 2 and 4 replaced, and an epoch after the last new key',
+      {
+        ...server(
+          server(f, 1, {
+            publicKey: key(0xf2),
+            keys: [
+              { epoch: 0, publicKey: key(0xc2) },
+              { epoch: 1, publicKey: key(0xe2) },
+              { epoch: 3, publicKey: key(0xf2) },
+            ],
+          }),
+          3,
+          {
+            publicKey: key(0xe4),
+            keys: [
+              { epoch: 0, publicKey: key(0xc4) },
+              { epoch: 2, publicKey: key(0xe4) },
+            ],
+          },
+        ),
+        epoch: 5,
+      },
+    ],
+    ['epoch 0 written out', { ...f, epoch: 0 }],
+    [
       't = 2 with seven servers',
       { ...f, t: 2, n: 7, servers: [1, 2, 3, 4, 5, 6, 7].map((id) => ({ id, url: `ws://[::1]:${7000 + id}`, publicKey: key(0xc0 + id) })) },
     ],
@@ -70,11 +108,37 @@ export function refusedClusterFiles(): [name: string, file: unknown, field: stri
     ['a server without a key', server(f, 3, { publicKey: undefined }), 'servers[3].publicKey'],
     ['two servers sharing a key', server(f, 3, { publicKey: f.servers[1]!.publicKey }), 'servers[3].publicKey'],
     ["a server holding the admin's key", server(f, 0, { publicKey: f.admin }), 'servers[0].publicKey'],
+    ['a negative epoch', { ...f, epoch: -1 }, 'epoch'],
+    ['an epoch beyond a u32', { ...f, epoch: 2 ** 32 }, 'epoch'],
+    ...rotationRefusals(f),
     ['an http:// URL', server(f, 0, { url: 'http://127.0.0.1:7001' }), 'servers[0].url'],
     ['a URL with a path', server(f, 0, { url: 'ws://127.0.0.1:7001/ws' }), 'servers[0].url'],
     ['an unknown writers mode', { ...f, policy: { writers: 'some' } }, 'policy.writers'],
     ['an admitted owner that is not an owner id', { ...f, policy: { writers: 'owners', owners: ['alice'] } }, 'policy.owners[0]'],
     ['a revoked key of 31 bytes', { ...f, policy: { writers: 'open', revoked: { keys: [key(1, 31)] } } }, 'policy.revoked.keys[0]'],
     ['a negative quota', { ...f, policy: { writers: 'open', quotas: { default: { bytes: -1 } } } }, 'policy.quotas.default.bytes'],
+  ];
+}
+
+/** Key histories every side refuses (server 2 replaced in epoch 1, bent one way each). */
+function rotationRefusals(f: File): [name: string, file: unknown, field: string][] {
+  const rotated = (keys: unknown, publicKey = key(0xe2), epoch = 1) => ({ ...server(f, 1, { publicKey, keys }), epoch });
+  const k = (epoch: number, byte: number) => ({ epoch, publicKey: key(byte) });
+  return [
+    ['an empty key history', rotated([]), 'servers[1].keys'],
+    ['a key history not starting at epoch 0', rotated([k(1, 0xc2), k(2, 0xe2)], key(0xe2), 2), 'servers[1].keys[0].epoch'],
+    ['a key history going down', rotated([k(0, 0xc2), k(2, 0xd2), k(1, 0xe2)], key(0xe2), 2), 'servers[1].keys[2].epoch'],
+    ['two keys from one epoch', rotated([k(0, 0xc2), k(0, 0xe2)]), 'servers[1].keys[1].epoch'],
+    ['a key history not ending with the current key', rotated([k(0, 0xc2), k(1, 0xd2)]), 'servers[1].keys[1].publicKey'],
+    ['a key from after the current epoch', rotated([k(0, 0xc2), k(1, 0xe2)], key(0xe2), 0), 'servers[1].keys[1].epoch'],
+    [
+      'a key history with epoch 1 and no "epoch"',
+      { ...server(f, 1, { publicKey: key(0xe2), keys: [k(0, 0xc2), k(1, 0xe2)] }) },
+      'servers[1].keys[1].epoch',
+    ],
+    ['a retired key used again by its server', rotated([k(0, 0xc2), k(1, 0xe2), k(2, 0xc2)], key(0xc2), 2), 'servers[1].keys[2].publicKey'],
+    ["another server's retired key", { ...server(rotated([k(0, 0xc2), k(1, 0xe2)]), 3, { publicKey: key(0xc2) }) }, 'servers[3].publicKey'],
+    ['a key entry with an unknown field', rotated([k(0, 0xc2), { ...k(1, 0xe2), from: 1 }]), 'servers[1].keys[1].from'],
+    ['a key entry with a bad key', rotated([k(0, 0xc2), { epoch: 1, publicKey: key(0xe2, 31) }]), 'servers[1].keys[1].publicKey'],
   ];
 }

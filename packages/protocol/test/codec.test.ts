@@ -201,7 +201,7 @@ describe('wire codec', () => {
 
   it('LIST_ACK says whether the server has more and, with more, the key its reading stopped at; a resume key without more and unknown flags are INVALID_FRAME', () => {
     const base = { type: 'LIST_ACK', key: 'p/', opId: 1, entries: [] } as const;
-    const flagsAt = 1 + 1 + 2 + 2 + 8; // version, type, key (u16 length + "p/"), opId
+    const flagsAt = 1 + 1 + 2 + 2 + 8 + 4; // version, type, key (u16 length + "p/"), opId, epoch
     const plain = encodeMessage({ ...base, more: true });
     const resuming = encodeMessage({ ...base, more: true, resumeAfter: 'p/zz' });
     expect(decodeMessage(plain, { n: N })).toEqual({ ...base, more: true });
@@ -243,7 +243,7 @@ describe('wire codec', () => {
     );
     const frame = encodeMessage({ type: 'COMPLETE_ACK', key: 'k', opId: 1, ts: { num: 5, writerId: new Uint8Array(32) } });
     const huge = frame.slice();
-    huge.set([0xff, 0xff, 0xff, 0xff], 2 + 2 + 1 + 8); // high word of num: beyond 2^53
+    huge.set([0xff, 0xff, 0xff, 0xff], 2 + 2 + 1 + 8 + 4); // high word of num (after the epoch): beyond 2^53
     expect(() => decodeMessage(huge, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
     const store = encodeMessage({
       type: 'STORE',
@@ -312,11 +312,14 @@ describe('wire codec', () => {
       STRIPES_MISSING: 16,
       VALUE_CHANGED: 17,
       INCONSISTENT_ENCODING: 18,
+      CLUSTER_OUTDATED: 19,
+      SERVER_OUTDATED: 20,
     });
     const frame = encodeMessage({ type: 'ERROR', key: 'k', opId: 1, code: 'QUOTA_EXCEEDED', message: 'full' });
-    expect(frame[2 + 2 + 1 + 8]).toBe(11);
+    // version, type, key (u16 length + 1 byte), opId, epoch.
+    expect(frame[2 + 2 + 1 + 8 + 4]).toBe(11);
     const unknown = frame.slice();
-    unknown[2 + 2 + 1 + 8] = 200;
+    unknown[2 + 2 + 1 + 8 + 4] = 200;
     expect(() => decodeMessage(unknown, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
   });
 });

@@ -106,8 +106,8 @@ describe('LIST on the wire', () => {
     expect(() => encodeMessage({ ...req, limit: 0 })).toThrow(/limit/);
     expect(() => encodeMessage({ ...req, limit: MAX_LIST_LIMIT + 1 })).toThrow(/limit/);
     const frame = encodeMessage(ack);
-    // The flags byte follows the header: version, type, key (u16 length + bytes), opId.
-    const flags = 1 + 1 + 2 + 0 + 8;
+    // The flags byte follows the header: version, type, key (u16 length + bytes), opId, epoch.
+    const flags = 1 + 1 + 2 + 0 + 8 + 4;
     frame[flags] = 0x04;
     expect(() => decodeMessage(frame, { n: 4 })).toThrow(/flags/);
   });

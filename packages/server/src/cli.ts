@@ -1,14 +1,23 @@
 #!/usr/bin/env node
 /**
- * `powerstore-server init | start | dev | usage`. A thin layer over the library: parses
- * flags, turns configuration errors into one readable line (file and field) and exit code
- * 2, maps SIGINT/SIGTERM to a graceful shutdown and SIGHUP to a policy reload.
+ * `powerstore-server init | start | rotate-key | dev | usage`. A thin layer over the
+ * library: parses flags, turns configuration errors into one readable line (file and
+ * field) and exit code 2, maps SIGINT/SIGTERM to a graceful shutdown and SIGHUP to a
+ * reload of the cluster file (policy, and new key epochs).
  */
 import { readFileSync } from 'node:fs';
 import { Command, Help, InvalidArgumentError, Option } from 'commander';
 import { pino } from 'pino';
 import { DEFAULT_HISTORY } from '@powerstore/protocol';
-import { DEFAULT_QUOTA, initCluster, loadClusterFile, loadPolicy, loadServerConfig, openWritersWarning } from './config.js';
+import {
+  DEFAULT_QUOTA,
+  initCluster,
+  loadClusterFile,
+  loadServerConfig,
+  openWritersWarning,
+  reloadClusterFile,
+  rotateServerKey,
+} from './config.js';
 import { runDev, type DevFlags } from './dev.js';
 import { ServerError } from './errors.js';
 import { DEFAULT_LIMITS, type ServerLimits } from './limits.js';
@@ -107,7 +116,7 @@ function buildCli(): Command {
   program
     .command('start')
     .description(
-      'Run one server: WebSocket endpoint plus GET /healthz, /metrics and /usage on the same port. SIGHUP reloads the write policy from the cluster file.',
+      'Run one server: WebSocket endpoint plus GET /healthz, /metrics and /usage on the same port. SIGHUP reloads the cluster file: the write policy, and a new key epoch (rotate-key).',
     )
     .requiredOption('--config <file>', 'the server-<id>.json written by init')
     .option('--cluster <file>', 'the cluster file (default: the one the server file names, normally cluster.json beside it)')
@@ -218,6 +227,29 @@ function buildCli(): Command {
     });
 
   program
+    .command('rotate-key')
+    .description(
+      "Replace a server's receipt key (its machine was lost with its server file, or the key leaked): a new key epoch in cluster.json with a new key for that server, and a new server-<id>.json. Then copy cluster.json to every host, send every server SIGHUP, and start the server with the new file.",
+    )
+    .requiredOption('--dir <dir>', 'the cluster directory (cluster.json; the new server-<id>.json is written there)')
+    .requiredOption('--server <id>', 'the server whose key is replaced (1-based)', integer(1, 255))
+    .option('--url <url>', "the server's new ws:// or wss:// URL, if its replacement listens elsewhere")
+    .action(async (o: { dir: string; server: number; url?: string }) => {
+      const r = await rotateServerKey({ dir: o.dir, id: o.server, ...(o.url ? { url: o.url } : {}) });
+      const url = r.cluster.servers[o.server - 1]!.url;
+      process.stdout.write(
+        `server ${o.server} has a new receipt key in key epoch ${r.epoch}; its key of earlier epochs is retired (writes made under it stay valid)\n` +
+          `  public:  ${r.clusterFile} (epoch ${r.epoch})\n` +
+          `  secret:  ${r.serverFile} → ${url} (listens on ${r.host}:${r.port})\n` +
+          'next:\n' +
+          `  1. copy ${r.clusterFile} to every server's host and to where clients load it\n` +
+          '  2. send every running server SIGHUP (kill -HUP <pid>): from then on each answers only clients of the new epoch\n' +
+          `  3. start server ${o.server} with ${r.serverFile} (a new machine: on an empty data directory); delete the old server file wherever a copy is left\n` +
+          (url.startsWith('wss:') ? `  the URL is wss://: give the new server --tls-cert/--tls-key for its host\n` : ''),
+      );
+    });
+
+  program
     .command('usage')
     .description("Bytes and keys each owner stores on each server (from the running servers' GET /usage), with quotas.")
     .requiredOption('--cluster <file>', 'the cluster file')
@@ -322,16 +354,24 @@ async function runStart(o: StartFlags): Promise<void> {
     },
     eraseWithinMs: o.eraseWithin * 1000,
     logger,
-    // Binds the database to this server and key: starting server 2 on server 1's data,
-    // or on data of another cluster, fails instead of serving the wrong state.
-    identity: `server-${config.id}:${config.cluster.file.servers[config.index]!.publicKey}`,
+    // Binds the database to this server: starting server 2 on server 1's data, or on data
+    // of another cluster, fails instead of serving the wrong state. The server's first key
+    // names it, so a server whose key was replaced (rotate-key) still opens its own data.
+    identity: `server-${config.id}:${firstKey(config.cluster.file.servers[config.index]!)}`,
   });
+  let cluster = config.cluster;
+  let reloading = Promise.resolve();
   process.on('SIGHUP', () => {
-    try {
-      server.setPolicy(loadPolicy(config.clusterFile, config.cluster));
-    } catch (err) {
-      logger.error({ err: (err as Error).message }, 'policy not reloaded; the previous one stays');
-    }
+    // One reload at a time, in the order the signals came.
+    reloading = reloading.then(async () => {
+      try {
+        const next = reloadClusterFile(config.clusterFile, cluster);
+        await server.setCluster(next);
+        cluster = next;
+      } catch (err) {
+        logger.error({ err: (err as Error).message }, 'cluster file not reloaded; the previous one stays');
+      }
+    });
   });
   let stopping = false;
   const stop = (reason: string) => {
@@ -362,6 +402,11 @@ async function runStart(o: StartFlags): Promise<void> {
     process.on('disconnect', () => stop('supervisor exited'));
     process.channel.unref();
   }
+}
+
+/** The first receipt key a server had (of epoch 0): what names its data directory. */
+function firstKey(server: { readonly publicKey: string; readonly keys?: readonly { readonly publicKey: string }[] }): string {
+  return server.keys?.[0]?.publicKey ?? server.publicKey;
 }
 
 async function runUsage(o: { cluster: string; owner?: string; json: boolean }): Promise<void> {

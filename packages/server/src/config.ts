@@ -16,11 +16,12 @@
  * reports, and a quote of a broken server file may be part of its key.
  */
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import {
   ClusterFileError,
   clusterConfig,
+  extensionProblem,
   encodeBase64urlSeed,
   encodePublicKey,
   decodeBase64url,
@@ -28,6 +29,7 @@ import {
   identityToJson,
   isLoopbackHost,
   jsonErrorPosition,
+  MAX_EPOCH,
   parseClusterFile,
   parsePolicy,
   toBase32,
@@ -240,6 +242,121 @@ export async function initCluster(options: InitOptions): Promise<InitResult> {
   return { clusterFile, serverFiles, adminFile, cluster, tls, notes, warnings };
 }
 
+/** What `rotate-key` takes. */
+export interface RotateKeyOptions {
+  /** The cluster directory: its `cluster.json` is updated and `server-<id>.json` written there. */
+  readonly dir: string;
+  /** The server (1-based) whose receipt key is replaced. */
+  readonly id: number;
+  /**
+   * The server's new URL (`ws://host:port` or `wss://host:port`), when its replacement
+   * listens elsewhere; the new server file then listens on that host and port.
+   */
+  readonly url?: string;
+}
+
+/** What `rotate-key` wrote. */
+export interface RotateKeyResult {
+  readonly clusterFile: string;
+  readonly serverFile: string;
+  /** The new current key epoch. */
+  readonly epoch: number;
+  /** The server's new receipt public key (base64url). */
+  readonly publicKey: string;
+  /** The key it replaces, now retired (base64url). */
+  readonly retired: string;
+  /** The new `cluster.json`. */
+  readonly cluster: ClusterFile;
+  /** The server file's listen address. */
+  readonly host: string;
+  readonly port: number;
+}
+
+/**
+ * Replaces server `id`'s receipt key (its machine was lost with its `server-<id>.json`, or
+ * the key may have leaked): makes a new key, adds key epoch `e + 1` to `cluster.json` with
+ * that key for the server and every other server's key carried over (`epochs.ts`), and
+ * writes the new `server-<id>.json` (0600). Every earlier epoch stays as it was, so every
+ * write made so far stays valid. The server file keeps the old file's listen address when
+ * there is one (and no new `url`), or takes the URL's.
+ *
+ * Then: copy `cluster.json` to every host and send every server SIGHUP, and start server
+ * `id` with the new server file (on an empty data directory for a new machine). Clients
+ * write under the new epoch once given the new `cluster.json`; until then they are told
+ * `CLUSTER_OUTDATED`.
+ */
+export async function rotateServerKey(options: RotateKeyOptions): Promise<RotateKeyResult> {
+  const clusterFile = join(options.dir, 'cluster.json');
+  const current = loadClusterFile(clusterFile);
+  const { n } = current.config;
+  const id = options.id;
+  if (!Number.isInteger(id) || id < 1 || id > n) {
+    throw new ConfigError('CONFIG_INVALID', '--server', undefined, `must be the id of one of the cluster's servers, 1..${n}, got ${id}`);
+  }
+  const epoch = (current.file.epoch ?? 0) + 1;
+  if (epoch > MAX_EPOCH) throw new ConfigError('CONFIG_INVALID', clusterFile, 'epoch', 'is at its largest value');
+  const seed = new Uint8Array(randomBytes(32));
+  const publicKey = encodePublicKey((await crypto.signerFromSeed(seed)).publicKey);
+  const slot = current.file.servers[id - 1]!;
+  const url = options.url ?? slot.url;
+  const keys = [...(slot.keys ?? [{ epoch: 0, publicKey: slot.publicKey }]), { epoch, publicKey }];
+  const servers = current.file.servers.map((s, i) => (i === id - 1 ? { ...s, url, publicKey, keys } : s));
+  let next: Cluster;
+  try {
+    next = parseClusterFile({ ...current.file, epoch, servers });
+  } catch (err) {
+    if (err instanceof ClusterFileError)
+      throw new ConfigError('CONFIG_INVALID', options.url ? '--url' : clusterFile, undefined, err.detail);
+    throw err;
+  }
+  // The one change a running server accepts: an epoch added, nothing published changed.
+  const problem = extensionProblem(current.identity, next.identity);
+  if (problem) throw new ConfigError('CONFIG_INVALID', clusterFile, undefined, problem);
+  const serverFile = join(options.dir, serverFileName(id));
+  const listen = listenAddress(serverFile, next.file.servers[id - 1]!.url, options.url !== undefined);
+  const file: ServerFile = {
+    version: 2,
+    id,
+    host: listen.host,
+    port: listen.port,
+    cluster: listen.cluster,
+    secretKey: encodeBase64urlSeed(seed),
+  };
+  // Written beside the targets, then renamed over them: a crash leaves the old pair or the new cluster file.
+  const tmp = (f: string) => join(dirname(f), `.${basename(f)}.${randomBytes(6).toString('hex')}.tmp`);
+  const serverTmp = tmp(serverFile);
+  const clusterTmp = tmp(clusterFile);
+  try {
+    writeJson(serverTmp, file, true);
+    writeJson(clusterTmp, next.file, false);
+    renameSync(clusterTmp, clusterFile);
+    renameSync(serverTmp, serverFile);
+  } finally {
+    rmSync(serverTmp, { force: true });
+    rmSync(clusterTmp, { force: true });
+  }
+  return { clusterFile, serverFile, epoch, publicKey, retired: slot.publicKey, cluster: next.file, host: listen.host, port: listen.port };
+}
+
+/**
+ * Where a replaced server's new file listens: the old server file's host and port (and its
+ * path to the cluster file) when it is there and `fromUrl` is not asked for, else the
+ * URL's. Only those fields of the old (secret) file are read.
+ */
+function listenAddress(serverFile: string, url: string, fromUrl: boolean): { host: string; port: number; cluster: string } {
+  if (!fromUrl && existsSync(serverFile)) {
+    const old = readJson(serverFile);
+    const host = str(old, serverFile, 'host');
+    checkHost(host, serverFile, 'host', false);
+    return { host, port: int(old, serverFile, 'port', 0, 65535), cluster: typeof old.cluster === 'string' ? old.cluster : 'cluster.json' };
+  }
+  const u = new URL(url);
+  const host = u.hostname.replace(/^\[(.*)\]$/, '$1');
+  checkHost(host, fromUrl ? '--url' : serverFile, undefined, true);
+  const port = u.port ? Number(u.port) : u.protocol === 'wss:' ? 443 : 80;
+  return { host, port, cluster: 'cluster.json' };
+}
+
 /** Writes `value` as JSON; secrets are created 0600 so they are never readable by others, even briefly. */
 export function writeJson(path: string, value: unknown, secret: boolean): void {
   writeFileSync(path, `${JSON.stringify(value, null, 2)}\n`, { mode: secret ? 0o600 : 0o644 });
@@ -342,7 +459,30 @@ export function loadClusterFile(file: string): Cluster {
   }
 }
 
-/** Reads only the `policy` of a cluster file (for a policy reload); the rest must not have changed. */
+/**
+ * Reads a cluster file again for a running party that uses `current` (a server on
+ * SIGHUP): its policy and URLs may have changed, and it may add key epochs (a server was
+ * replaced: `rotate-key`); the cluster id, admin, `t`, `n` and every key of an epoch
+ * `current` knows must not have. `CONFIG_INVALID` naming what changed otherwise.
+ */
+export function reloadClusterFile(file: string, current: Cluster): Cluster {
+  const fresh = loadClusterFile(file);
+  const problem =
+    fresh.config.t !== current.config.t
+      ? `t changed from ${current.config.t} to ${fresh.config.t}`
+      : extensionProblem(current.identity, fresh.identity);
+  if (problem) {
+    throw new ConfigError(
+      'CONFIG_INVALID',
+      file,
+      undefined,
+      `${problem} (the cluster id, admin, t, n and the server keys of published epochs are fixed; only the policy, URLs and new key epochs may change)`,
+    );
+  }
+  return fresh;
+}
+
+/** Reads only the `policy` of a cluster file (for a policy reload); the rest must not have changed (see {@link reloadClusterFile}). */
 export function loadPolicy(file: string, current: Cluster): Cluster['policy'] {
   const fresh = loadClusterFile(file);
   const same = JSON.stringify({ ...fresh.file, policy: undefined, servers: fresh.file.servers.map((s) => s.publicKey) });
@@ -387,13 +527,19 @@ export async function loadServerConfig(file: string, clusterPath?: string): Prom
   } catch {
     throw new ConfigError('CONFIG_INVALID', file, 'secretKey', 'must be 32 bytes of base64url');
   }
-  const publicKey = (await crypto.signerFromSeed(seed)).publicKey;
-  if (encodePublicKey(publicKey) !== cluster.file.servers[id - 1]!.publicKey) {
+  const publicKey = encodePublicKey((await crypto.signerFromSeed(seed)).publicKey);
+  const slot = cluster.file.servers[id - 1]!;
+  if (publicKey !== slot.publicKey) {
+    // A key of an earlier epoch: this file was retired by rotate-key, and a server must not sign with it.
+    const retired = slot.keys?.findIndex((k) => k.publicKey === publicKey) ?? -1;
     throw new ConfigError(
       'CONFIG_INVALID',
       file,
       'secretKey',
-      `is not the key ${relativePath(clusterFile)} lists for server ${id} (servers[${id - 1}].publicKey)`,
+      retired >= 0
+        ? `is server ${id}'s retired key (epochs ${slot.keys![retired]!.epoch}..${slot.keys![retired + 1]!.epoch - 1}), replaced in epoch ${slot.keys![retired + 1]!.epoch} of ${relativePath(clusterFile)}: ` +
+            `start server ${id} with the server file rotate-key wrote`
+        : `is not the key ${relativePath(clusterFile)} lists for server ${id} in its current epoch (servers[${id - 1}].publicKey)`,
     );
   }
   const warning = secretFileWarning(file);

@@ -16,6 +16,8 @@
  *
  * Layout (string keys; binary values in the protocol's record format, `record.ts`):
  *   `m:meta`                     JSON {format, n, cluster, identity}
+ *   `m:epoch`                    JSON number: the highest key epoch the server was at
+ *                                (absent: 0), so it never goes back to a retired one
  *   `m:totals`                   JSON {keys, entries, largest}: keys holding entries,
  *                                entries, and the longest fragment ever stored (room the
  *                                server reserves for a FILTER reply before reading one)
@@ -238,6 +240,7 @@ export class LevelStorage extends AbstractStorage {
   readonly #db: ClassicLevel<string, Uint8Array>;
   readonly #n: number;
   readonly #committer: GroupCommitter<KeyChanges>;
+  readonly #sync: boolean;
   /** The totals as of the last batch handed to LevelDB (what the disk says once it is durable). */
   readonly #written: Totals = { keys: 0, entries: 0, largest: 0, owners: new Map() };
   readonly #eraser: Eraser | undefined;
@@ -246,6 +249,7 @@ export class LevelStorage extends AbstractStorage {
     super({ stateCacheKeys: options.stateCacheKeys ?? 10_000 });
     this.#db = db;
     this.#n = options.n;
+    this.#sync = options.sync ?? true;
     const withinMs = options.eraseWithinMs ?? DEFAULT_ERASE_WITHIN_MS;
     this.#eraser =
       withinMs > 0
@@ -572,6 +576,32 @@ export class LevelStorage extends AbstractStorage {
     const stripes: number[] = [];
     for await (const k of this.#db.keys({ gt: prefix, lt: `${prefix.slice(0, -1)}$` })) stripes.push(Number(k.slice(prefix.length)));
     return stripes;
+  }
+
+  /**
+   * The highest key epoch (`epochs.ts` in the protocol) the server was at on this
+   * database, 0 if none was recorded. A server must not go back to an older epoch, where it
+   * would answer clients of a retired one: the host refuses to start below it.
+   */
+  async keyEpoch(): Promise<number> {
+    const raw = await this.#db.get('m:epoch');
+    if (raw === undefined) return 0;
+    let epoch: unknown;
+    try {
+      epoch = JSON.parse(new TextDecoder().decode(raw));
+    } catch {
+      epoch = undefined;
+    }
+    if (typeof epoch !== 'number' || !Number.isSafeInteger(epoch) || epoch < 0) {
+      throw new ServerError('STORAGE_CORRUPT', 'unreadable key epoch record (m:epoch)');
+    }
+    return epoch;
+  }
+
+  /** Records that the server is at key epoch `epoch` (durably, before it answers a request of it); never lowers it. */
+  async recordKeyEpoch(epoch: number): Promise<void> {
+    if (epoch <= (await this.keyEpoch())) return;
+    await this.#db.put('m:epoch', json(epoch), { sync: this.#sync });
   }
 
   protected async closeBackend(): Promise<void> {

@@ -41,7 +41,9 @@ export function httpRoutes(ctx: RouteContext): (req: IncomingMessage, res: Serve
     } else if (path === '/healthz') {
       const ok = !ctx.shuttingDown();
       res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ status: ok ? 'ok' : 'shutting-down', id: ctx.id, connections: ctx.connections() }));
+      res.end(
+        JSON.stringify({ status: ok ? 'ok' : 'shutting-down', id: ctx.id, epoch: ctx.protocol.epoch, connections: ctx.connections() }),
+      );
     } else if (path === '/usage') {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify(usageReport(ctx)));

@@ -18,12 +18,16 @@ import type { Duplex } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
 import {
+  bytesEqual,
+  currentEpoch,
   DEFAULT_HISTORY,
   encodeMessage,
+  extensionProblem,
   encodePublicKey,
   frameType,
   MAX_KEY_LENGTH,
   MAX_LIST_REPLY_BYTES,
+  ProtocolError,
   Server,
   type AbstractStorage,
   type Cluster,
@@ -91,6 +95,14 @@ export interface RunningServer {
   /** Replaces the write policy (after the operator edited the cluster file); affects new STOREs only. */
   setPolicy(policy: WritePolicy): void;
   /**
+   * Applies a reloaded cluster file (see `reloadClusterFile`): its policy and, when it adds
+   * key epochs (a server was replaced), the new current epoch, whose requests alone the
+   * server then answers (recorded in its data directory first, so it never starts at an
+   * older one again). Rejects with `INVALID_ARGUMENT` when this server's own key is not its
+   * key in the new epoch (it was replaced: stop it); nothing changes then.
+   */
+  setCluster(cluster: Cluster): Promise<void>;
+  /**
    * Graceful shutdown: refuses new connections and stops reading requests, finishes the
    * ones in flight (up to `shutdownTimeoutMs`), closes the connections and the database.
    */
@@ -156,6 +168,22 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
       },
     }));
   opened.storage = store;
+  // A server never goes back to an older key epoch: it would answer clients of a retired one.
+  const epoch = currentEpoch(options.cluster.identity);
+  if (store instanceof LevelStorage) {
+    const seen = await store.keyEpoch().catch(async (err: unknown) => {
+      await store.close();
+      throw err;
+    });
+    if (seen > epoch) {
+      await store.close();
+      throw new ServerError(
+        'CONFIG_INVALID',
+        `this server was at key epoch ${seen} on ${options.dataDir ?? 'its data directory'}, and the cluster file is at epoch ${epoch}: start it with the current cluster.json`,
+      );
+    }
+    await store.recordKeyEpoch(epoch);
+  }
   const protocol = new Server({
     config,
     index: options.index,
@@ -411,15 +439,28 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     log.info('stopped');
   }
 
+  const setPolicy = (policy: WritePolicy) => {
+    protocol.setPolicy(policy);
+    log.info({ writers: policy.writers, revoked: policy.revokedKeys.length + policy.revokedGrants.length }, 'write policy reloaded');
+  };
   return {
     url,
     port,
     metrics,
     storage: store,
     limits,
-    setPolicy(policy) {
-      protocol.setPolicy(policy);
-      log.info({ writers: policy.writers, revoked: policy.revokedKeys.length + policy.revokedGrants.length }, 'write policy reloaded');
+    setPolicy,
+    async setCluster(cluster) {
+      const before = protocol.epoch;
+      const next = currentEpoch(cluster.identity);
+      // Checked before anything is recorded: an identity the server would refuse changes nothing.
+      const problem = extensionProblem(protocol.cluster, cluster.identity);
+      if (problem) throw new ProtocolError('INVALID_ARGUMENT', `not a newer identity of this cluster: ${problem}`);
+      if (next !== before && store instanceof LevelStorage && bytesEqual(cluster.identity.servers[options.index]!, signer.publicKey))
+        await store.recordKeyEpoch(next);
+      protocol.setCluster(cluster.identity);
+      if (next !== before) log.info({ epoch: next, previous: before }, 'key epoch changed: answering requests of the new epoch only');
+      setPolicy(cluster.policy);
     },
     close() {
       closing ??= shutdown();

@@ -5,7 +5,16 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { identityFromJson, ownerIdOf, parseClusterFile } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { acceptedClusterFiles, refusedClusterFiles } from '../../protocol/test/cluster-file-cases.js';
-import { ConfigError, DEFAULT_QUOTA, initCluster, loadClusterFile, loadPolicy, loadServerConfig } from '../src/index.js';
+import {
+  ConfigError,
+  DEFAULT_QUOTA,
+  initCluster,
+  loadClusterFile,
+  loadPolicy,
+  loadServerConfig,
+  reloadClusterFile,
+  rotateServerKey,
+} from '../src/index.js';
 
 const root = mkdtempSync(join(tmpdir(), 'powerstore-config-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -139,6 +148,58 @@ describe('cluster files', () => {
       expect((err as Error).message, name).toContain(file);
       if (field) expect((err as Error).message, name).toContain(`field "${field}"`);
     }
+  });
+
+  it('rotate-key replaces one server key in a new epoch; the retired server file is refused with a message saying so', async () => {
+    const dir = fresh();
+    const r = await initCluster({ t: 1, dir, basePort: 9200 });
+    const before = loadClusterFile(r.clusterFile);
+    const oldFile = readFileSync(r.serverFiles[1]!, 'utf8');
+    const retiredFile = join(dir, 'server-2.retired.json');
+    writeFileSync(retiredFile, oldFile, { mode: 0o600 });
+    const rotated = await rotateServerKey({ dir, id: 2 });
+    expect(rotated).toMatchObject({
+      epoch: 1,
+      serverFile: r.serverFiles[1],
+      host: '127.0.0.1',
+      port: 9201,
+      retired: before.file.servers[1]!.publicKey,
+    });
+    const after = loadClusterFile(r.clusterFile);
+    expect(after.file.epoch).toBe(1);
+    expect(after.file.servers[1]).toMatchObject({
+      publicKey: rotated.publicKey,
+      keys: [
+        { epoch: 0, publicKey: before.file.servers[1]!.publicKey },
+        { epoch: 1, publicKey: rotated.publicKey },
+      ],
+    });
+    expect(after.file.servers.filter((_, i) => i !== 1)).toEqual(before.file.servers.filter((_, i) => i !== 1));
+    expect(statSync(r.serverFiles[1]!).mode & 0o777).toBe(0o600);
+    expect(readFileSync(r.serverFiles[1]!, 'utf8')).not.toBe(oldFile);
+    // A running server accepts the new file (it only adds an epoch).
+    expect(reloadClusterFile(r.clusterFile, before).identity.epoch).toBe(1);
+    // The new server file loads; the old one names its key as retired; the others still load.
+    expect((await loadServerConfig(r.serverFiles[1]!)).cluster.identity.epoch).toBe(1);
+    const err: unknown = await loadServerConfig(retiredFile, r.clusterFile).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'CONFIG_INVALID', field: 'secretKey' });
+    expect((err as Error).message).toMatch(/server 2's retired key \(epochs 0\.\.0\), replaced in epoch 1/);
+    expect((err as Error).message).not.toContain((JSON.parse(oldFile) as { secretKey: string }).secretKey);
+    expect((await loadServerConfig(r.serverFiles[0]!)).id).toBe(1);
+    // Again, for another server, moving it: epoch 2 keeps epoch 1.
+    const moved = await rotateServerKey({ dir, id: 4, url: 'ws://127.0.0.2:9300' });
+    expect(moved).toMatchObject({ epoch: 2, host: '127.0.0.2', port: 9300 });
+    const third = loadClusterFile(r.clusterFile);
+    expect(third.file.servers[3]!.url).toBe('ws://127.0.0.2:9300');
+    expect(third.file.servers[1]!.keys).toEqual(after.file.servers[1]!.keys);
+    expect(reloadClusterFile(r.clusterFile, after).identity.epoch).toBe(2);
+    // Nothing published may change: a file that rewrites epoch 0's key of server 2 is refused.
+    const json = JSON.parse(readFileSync(r.clusterFile, 'utf8')) as { servers: { keys?: { epoch: number; publicKey: string }[] }[] };
+    json.servers[1]!.keys![0]!.publicKey = third.file.servers[2]!.publicKey.replace(/^./, (ch) => (ch === 'A' ? 'B' : 'A'));
+    writeFileSync(r.clusterFile, JSON.stringify(json));
+    expect(() => reloadClusterFile(r.clusterFile, third)).toThrow(/key of server 2 in epoch 0 changed/);
+    await expect(rotateServerKey({ dir: fresh(), id: 1 })).rejects.toMatchObject({ code: 'CONFIG_MISSING' });
+    await expect(rotateServerKey({ dir, id: 5 })).rejects.toThrow(ConfigError);
   });
 
   it('a policy reload takes only the policy; anything else changed is refused', async () => {
