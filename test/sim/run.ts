@@ -56,6 +56,8 @@ export interface BatchResult {
   crashedMidStripe: number;
   stripedReads: number;
   valueChanged: number;
+  /** The fence at work (see `SimReport.fences`). */
+  fences: Record<string, number>;
 }
 
 // Array.isArray narrows a readonly array to any[]; this keeps its element type.
@@ -94,6 +96,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     crashedMidStripe: 0,
     stripedReads: 0,
     valueChanged: 0,
+    fences: {},
   };
   for (let seed = options.first; seed < options.first + options.count; seed++) {
     const t = options.t ?? tForSeed(seed);
@@ -127,6 +130,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     add(result.failedWrites, report.failedWrites);
     add(result.refusals, report.refusals);
     add(result.attacks, report.attacks);
+    add(result.fences, report.fences);
     add(result.readRounds, report.readRounds);
     add(result.writeRounds, report.writeRounds);
     if (report.contention) {
