@@ -10,6 +10,7 @@ import {
   computeCrossChecksum,
   HASH_LENGTH,
   receiptMessage,
+  TIMESTAMP_WINDOW,
   TS0,
   type Candidate,
   type ClusterConfig,
@@ -46,6 +47,7 @@ export const BEHAVIOURS = [
   'corrupt-stripe',
   'lie-layout',
   'wrong-stripe',
+  'lie-pending',
 ] as const;
 /** One of {@link BEHAVIOURS}. */
 export type Behaviour = (typeof BEHAVIOURS)[number];
@@ -170,6 +172,19 @@ export class ByzantineServer {
               ? { ...l, digests: digests.slice(0, -1), valueLength: l.stripeSize * (digests.length - 1) }
               : { ...l, valueLength: l.valueLength + this.prng.range(1, 100) };
         return [{ reply: { ...reply, entry: { ...reply.entry, layout } } }];
+      }
+      case 'lie-pending': {
+        // CLOCK answers with the genuine lc, but a made-up pending write far above it
+        // (2^53 − 1, 2^40, or many windows up), to make writers burn the key's numbers.
+        const reply = await honest();
+        if (reply.type !== 'CLOCK_ACK') return [{ reply }];
+        const lc = reply.candidate?.ts.num ?? 0;
+        const pending = this.prng.pick([
+          Number.MAX_SAFE_INTEGER,
+          2 ** 40 + this.prng.int(1000),
+          lc + this.prng.range(1, 20) * TIMESTAMP_WINDOW,
+        ]);
+        return [{ reply: { ...reply, pending } }];
       }
       case 'wrong-stripe': {
         // Answers FILTER with another stripe of the same write, labelled either truthfully or as the one asked for.

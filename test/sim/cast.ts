@@ -1,7 +1,8 @@
 /**
  * Who is who in a simulated cluster: the admin, the owner of the keys under test, the
  * honest writers' identities and grants, and the hostile client's identities and grants
- * (an expired one, a revoked one). Everything is derived from the run's seed.
+ * (an expired one, a revoked one, and a turncoat grantee revoked mid-run). Everything is
+ * derived from the run's seed.
  */
 import {
   encodePublicKey,
@@ -42,6 +43,17 @@ export interface Cast {
   /** A revoked identity, still holding a live grant from the owner. */
   readonly revoked: Signer;
   readonly revokedGrant: Grant;
+  /**
+   * A grantee with a live grant on the owner's namespace that the operator revokes mid-run
+   * (its key or its grant, by {@link Cast.revokedPolicy}): server `i` takes the new policy
+   * at virtual time `turncoatRevokedAt + revocationDelays[i]` (a rolling cluster.json edit).
+   */
+  readonly turncoat: Signer;
+  readonly turncoatGrant: Grant;
+  readonly turncoatRevokedAt: number;
+  readonly revocationDelays: readonly number[];
+  /** {@link Cast.policy} with the turncoat revoked. */
+  readonly revokedPolicy: WritePolicy;
   /** A cluster id of another cluster, where the owner's certificates are also valid. */
   readonly otherClusterId: Uint8Array;
   /** Bytes Mallory may store per server. */
@@ -79,6 +91,15 @@ export async function makeCast(crypto: CryptoProvider, prng: Prng, n: number): P
     revokedGrants: [grantId(crypto, revokedGrant)].slice(0, prng.int(2)),
     quotas: { default: { bytes: 10 ** 9 }, owners: { [ownerIdOf(crypto, mallory.publicKey)]: { bytes: malloryQuota, keys: 3 } } },
   };
+  const otherClusterId = prng.bytes(16);
+  // Drawn last, so every draw above is what it was before the turncoat existed.
+  const turncoat = await signer();
+  const turncoatGrant = await grant(turncoat, EPOCH + 10 ** 9);
+  const turncoatRevokedAt = prng.range(300, 2000);
+  const revocationDelays = Array.from({ length: n }, () => (prng.chance(0.5) ? 0 : prng.range(1, 200)));
+  const revokedPolicy: WritePolicy = prng.chance(0.5)
+    ? { ...policy, revokedKeys: [...policy.revokedKeys, encodePublicKey(turncoat.publicKey)] }
+    : { ...policy, revokedGrants: [...policy.revokedGrants, grantId(crypto, turncoatGrant)] };
   return {
     cluster,
     servers,
@@ -93,7 +114,12 @@ export async function makeCast(crypto: CryptoProvider, prng: Prng, n: number): P
     malloryExpiredGrant,
     revoked,
     revokedGrant,
-    otherClusterId: prng.bytes(16),
+    turncoat,
+    turncoatGrant,
+    turncoatRevokedAt,
+    revocationDelays,
+    revokedPolicy,
+    otherClusterId,
     malloryQuota,
     policy,
     prefix,

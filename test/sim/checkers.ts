@@ -3,7 +3,13 @@
  * one line; a run passes when there are none.
  *
  * - validity: a read returns only a value an honest writer wrote, at that write's timestamp;
- * - timestamps: no two writes share one, and none skips a number;
+ * - timestamps: no two writes share one; a grantee's never skips a number, and an owner's
+ *   or the admin's skips only as far as its jump allows: at most `(rank − 1)·W` above the
+ *   highest number used before it (`window.ts`; Byzantine servers may lie about pending
+ *   writes, and the writer clamps what they say);
+ * - the fence: once a grantee lost its authority at every correct server (its grant
+ *   expired, or it was revoked), a read invoked after an owner's or the admin's write
+ *   (itself invoked after that) returned never returns a value of the grantee's;
  * - rounds: a read takes 2 rounds and a write 3 unless more than δ writes of the key
  *   (or a delete) overlapped it, when garbage collection may move it forward;
  * - bounded history: below `lc` a correct server keeps at most δ entries;
@@ -16,17 +22,22 @@
  *   stripe of one write (reads that end in `VALUE_CHANGED` are counted, and stay out of
  *   the history like any failed read);
  * - receipts only for whole writes: no correct server stores stripe 0 of a striped write
- *   (and so signs its receipt) without holding every stripe its layout lists.
+ *   (and so signs its receipt) without holding every stripe its layout lists;
+ * - a key's index: one entry per write, matching the stripes stored, and no write without
+ *   its stripe 0 (a headless upload) below `lc` after any request is handled.
  */
 import {
   compareKeys,
   entriesEqual,
+  entriesOf,
+  TIMESTAMP_WINDOW,
   timestampKey,
   timestampsEqual,
   toHex,
   type HistoryEntry,
   type KeyRecord,
   type ListPage,
+  type MemoryStorage,
   type ProtocolError,
   type ReadResult,
   type Reply,
@@ -35,7 +46,7 @@ import {
   type WriteResult,
 } from '@powerstore/protocol';
 import { checkLinearizable, type RegisterOp } from '../lincheck/lincheck.js';
-import type { Expectation } from './hostile-clients.js';
+import type { Expectation, FencedIdentity } from './hostile-clients.js';
 import { fingerprint, isStripeOf, stripeOrigin } from './stripes.js';
 
 /** Stripes 1 … count − 1 of the write at `ts` that `record` does not hold. */
@@ -48,6 +59,12 @@ export async function missingStripes(record: KeyRecord, ts: Timestamp, count: nu
 /** An operation record the checkers fill in as the run goes. */
 export type MutableOp = { -readonly [K in keyof RegisterOp]: RegisterOp[K] };
 
+/** Who made a write: its identity (an honest role, or a fenced identity) and its rank over the key (`window.ts`). */
+export interface Author {
+  readonly identity: string;
+  readonly rank: 1 | 2 | 3;
+}
+
 export class Checker {
   readonly violations: string[] = [];
   readonly history: MutableOp[] = [];
@@ -59,6 +76,16 @@ export class Checker {
   readonly #valueIdByHex = new Map<string, string>();
   readonly #writtenByTs = new Map<string, { op: string; id: string | null; bytes: Uint8Array | undefined }>();
   readonly #numsByKey = new Map<string, Set<number>>();
+  /** The highest number used on each key so far, and by honest writers. */
+  readonly #topByKey = new Map<string, number>();
+  readonly #honestTopByKey = new Map<string, number>();
+  /** Who made each write. */
+  readonly #authors = new Map<MutableOp, Author>();
+  /** The fence attacks' writes, by value id, and when each was STOREd (a history tick). */
+  readonly #hostile = new Map<string, MutableOp>();
+  readonly #storedAt = new Map<string, number>();
+  /** When each fenced identity lost its authority at every correct server (a history tick). */
+  readonly #lost = new Map<FencedIdentity, number>();
   /** Timestamps each honest write STOREd, by value id: a SUPERSEDED write retries under a new one. */
   readonly #attempts = new Map<string, Set<string>>();
   /** Finished reads and writes by rounds taken. */
@@ -66,6 +93,13 @@ export class Checker {
   readonly writeRounds = new Map<string, number>();
   /** Listing pages finished. */
   lists = 0;
+  /**
+   * Owner's and admin's writes that jumped: took a number more than 1 above every honest
+   * writer's before it (over a fence attack's planted write, or a Byzantine server's lie).
+   */
+  jumps = 0;
+  /** Reads the fence applied to: of a key a write of rank ≥ 2 wrote after some grantee lost its authority, invoked after it returned. */
+  fencedReads = 0;
   /** Striped values read whole (every stripe pinned to one version). */
   stripedReads = 0;
   /** Pinned stripe reads that failed with VALUE_CHANGED (allowed: the version was collected meanwhile). */
@@ -79,11 +113,56 @@ export class Checker {
     return ++this.#clock;
   }
 
-  /** Starts recording an operation. */
-  call(key: string, client: string, kind: 'read' | 'write', value: string | null): MutableOp {
+  /** Starts recording an operation (a write with its author). */
+  call(key: string, client: string, kind: 'read' | 'write', value: string | null, author?: Author): MutableOp {
     const op: MutableOp = { key, client, kind, value, call: this.tick(), ret: undefined };
     this.history.push(op);
+    if (author) this.#authors.set(op, author);
     return op;
+  }
+
+  /**
+   * A fence attack's write, about to be STOREd: it is invoked now (though it enters the
+   * history only with its store proof, {@link hostileWrite}), its number is used, and reads
+   * may trace its value back to it.
+   */
+  hostileStore(key: string, ts: Timestamp, id: string, bytes: Uint8Array): void {
+    this.registerValue(id, bytes);
+    this.#writtenByTs.set(`${key}/${timestampKey(ts)}`, { op: id, id, bytes });
+    this.#use(key, ts.num);
+    this.#storedAt.set(id, this.tick());
+  }
+
+  /**
+   * A fence attack's write got its store proof: it may take effect from now on, so it
+   * enters the history, a write of `identity` (a grantee) invoked when it was STOREd (its
+   * timestamp may be below writes that returned since). One that never gets its proof
+   * never takes effect (a candidate needs it), and stays out: every write that never
+   * returns multiplies the linearizability check's work. Reads may return it, until the
+   * fence (see {@link authorityLost}).
+   */
+  hostileWrite(key: string, id: string, identity: FencedIdentity): void {
+    const op: MutableOp = { key, client: 'mallory', kind: 'write', value: id, call: this.#storedAt.get(id)!, ret: undefined };
+    this.history.push(op);
+    this.#authors.set(op, { identity, rank: 1 });
+    this.#hostile.set(id, op);
+  }
+
+  /** `n − t` servers acknowledged a COMPLETE of fence attack write `id`: it returns, as an honest write would. */
+  hostileWriteDone(id: string): void {
+    const op = this.#hostile.get(id);
+    if (op && op.ret === undefined) op.ret = this.tick();
+  }
+
+  /** `identity` has just lost its authority at every correct server. */
+  authorityLost(identity: FencedIdentity): void {
+    if (!this.#lost.has(identity)) this.#lost.set(identity, this.tick());
+  }
+
+  #use(key: string, num: number): void {
+    const nums = this.#numsByKey.get(key) ?? new Set<number>();
+    this.#numsByKey.set(key, nums.add(num));
+    this.#topByKey.set(key, Math.max(num, this.#topByKey.get(key) ?? 0));
   }
 
   /** A value an honest writer is about to write, so reads can be traced back to it. */
@@ -91,8 +170,16 @@ export class Checker {
     this.#valueIdByHex.set(fingerprint(bytes), id);
   }
 
-  /** An honest writer sent the STORE round of operation `op` (unique per operation) at `ts`. */
-  store(client: string, op: string, key: string, ts: Timestamp, id: string | null, bytes: Uint8Array | undefined): void {
+  /** An honest writer of `rank` sent the STORE round of operation `op` (unique per operation) at `ts`. */
+  store(
+    client: string,
+    op: string,
+    key: string,
+    ts: Timestamp,
+    id: string | null,
+    bytes: Uint8Array | undefined,
+    rank: Author['rank'],
+  ): void {
     const k = `${key}/${timestampKey(ts)}`;
     if (id !== null) {
       const mine = this.#attempts.get(id) ?? new Set<string>();
@@ -104,10 +191,23 @@ export class Checker {
       return;
     }
     const nums = this.#numsByKey.get(key) ?? new Set<number>();
-    this.#numsByKey.set(key, nums);
-    if (ts.num !== 1 && !nums.has(ts.num - 1))
-      this.violations.push(`timestamp skipped: ${client} wrote ${key} at num ${ts.num}, but num ${ts.num - 1} was never used`);
-    nums.add(ts.num);
+    const top = this.#topByKey.get(key) ?? 0;
+    // A grantee takes the number after one it saw; an owner or the admin may jump over
+    // pending writes, at most (rank − 1)·W above the highest valid lc its CLOCK saw, which
+    // no number used before exceeds (its session's own numbers among them).
+    const jump = (rank - 1) * TIMESTAMP_WINDOW;
+    const honestTop = this.#honestTopByKey.get(key) ?? 0;
+    if (rank > 1 && ts.num > honestTop + 1) this.jumps++;
+    this.#honestTopByKey.set(key, Math.max(honestTop, ts.num));
+    if (ts.num !== 1 && !nums.has(ts.num - 1)) {
+      if (rank === 1)
+        this.violations.push(`timestamp skipped: ${client} wrote ${key} at num ${ts.num}, but num ${ts.num - 1} was never used`);
+      else if (ts.num > top + jump + 1)
+        this.violations.push(
+          `timestamp jumped too far: ${client} (rank ${rank}) wrote ${key} at num ${ts.num}, more than ${jump} + 1 above the highest number used before it (${top})`,
+        );
+    }
+    this.#use(key, ts.num);
     this.#writtenByTs.set(k, { op, id, bytes });
   }
 
@@ -220,11 +320,23 @@ export class Checker {
   hostileReply(server: number, reply: Reply, expect: Expectation | undefined): void {
     if (reply.type === 'ERROR') {
       this.refusals.set(reply.code, (this.refusals.get(reply.code) ?? 0) + 1);
+      // With `rotate`, a server of another key epoch refuses before looking at the request.
+      const epochRefusal = reply.code === 'CLUSTER_OUTDATED' || reply.code === 'SERVER_OUTDATED';
+      if (
+        expect?.kind === 'refuse' &&
+        !epochRefusal &&
+        ((expect.code && reply.code !== expect.code) || (expect.because && !reply.message.includes(expect.because)))
+      )
+        this.violations.push(
+          `correct server s${server} refused a forgery (${expect.attack}) for another reason: ${reply.code}: ${reply.message} (expected ${expect.code ?? 'a refusal'}${expect.because ? ` mentioning "${expect.because}"` : ''})`,
+        );
       return;
     }
     if (!expect) return;
     if (expect.kind === 'refuse') {
-      this.violations.push(`correct server s${server} accepted a forgery (${expect.attack}): answered ${reply.type}`);
+      this.violations.push(
+        `correct server s${server} accepted a forgery (${expect.attack}): answered ${reply.type}${reply.type === 'STORE_ACK' ? ` stripe ${reply.stripe} ts ${reply.ts.num}` : ''}`,
+      );
     } else if (reply.type === 'FILTER_ACK' && timestampsEqual(reply.ts, expect.ts)) {
       this.violations.push(`correct server s${server} chose a forged candidate (${expect.attack}) in FILTER`);
     } else {
@@ -256,13 +368,47 @@ export class Checker {
       },
     });
     return {
-      withKey: (key, fn) => storage.withKey(key, (record) => fn(watched(key, record))),
+      withKey: (key, fn) =>
+        storage.withKey(key, async (record) => {
+          const result = await fn(watched(key, record));
+          await this.#checkIndex(server, key, record);
+          return result;
+        }),
       usage: (owner) => storage.usage(owner),
       owners: () => storage.owners(),
       list: (prefix, after, limit) => storage.list(prefix, after, limit),
       unfinishedKeys: () => storage.unfinishedKeys(),
     };
   }
+
+  /**
+   * After every request a correct server handled: a key's index has one entry per write
+   * (not per stripe). Uploads without their stripe 0 are deleted only once idle (the server's
+   * `uploadIdleMs`), so {@link unfinishedKept} checks them at the end, after a sweep.
+   */
+  async #checkIndex(server: string, key: string, record: KeyRecord): Promise<void> {
+    const index = await record.index();
+    const seen = new Set(index.map((w) => timestampKey(w.ts)));
+    if (seen.size !== index.length && !this.#indexReported.has(`${server}/${key}`)) {
+      this.#indexReported.add(`${server}/${key}`);
+      this.violations.push(`index: ${server} lists a write of ${key} more than once`);
+    }
+  }
+
+  /**
+   * At the end, once every correct server swept its unfinished keys after `uploadIdleMs` of
+   * quiet: no write without its stripe 0 is left (it could never complete, and it is charged).
+   */
+  async unfinishedKept(server: string, key: string, record: KeyRecord): Promise<void> {
+    const headless = (await record.index()).filter((w) => !w.head);
+    if (headless.length > 0)
+      this.violations.push(
+        `unfinished upload kept: ${server} still holds ${headless.map((w) => `${w.stripes} stripes at ${w.ts.num}:${toHex(w.ts.writerId.subarray(0, 4))}…`).join(', ')} of ${key} without stripe 0, idle past uploadIdleMs`,
+      );
+  }
+
+  /** Index violations reported already (one line each, not one per request). */
+  readonly #indexReported = new Set<string>();
 
   /** At the end: quotas held. */
   quota(server: string, owner: string, bytes: number, limit: number): void {
@@ -275,11 +421,60 @@ export class Checker {
     this.violations.push(`wait-freedom: ${client}'s ${kind} of ${key} never finished (stuck in ${phase})`);
   }
 
+  /**
+   * At the end: the fence. For every identity that lost its authority at every correct
+   * server, and every write of an owner or the admin (rank ≥ 2) invoked after that, no read
+   * of the key invoked after the write returned returns a value of that identity's: its
+   * writes still pending (STOREd with receipts, never completed) lie below the owner's, and
+   * completing them late changes nothing. (Linearizability alone allows it: a write that
+   * never returns may take effect at any time.)
+   */
+  fence(): void {
+    const guarded = new Set<MutableOp>();
+    for (const [identity, lostAt] of this.#lost) {
+      const theirs = new Set<string>();
+      for (const [op, a] of this.#authors) if (a.identity === identity && op.value !== null) theirs.add(op.value);
+      const fences = this.history.filter(
+        (o) => o.kind === 'write' && o.call > lostAt && o.ret !== undefined && (this.#authors.get(o)?.rank ?? 1) >= 2,
+      );
+      for (const r of this.history) {
+        if (r.kind !== 'read' || r.ret === undefined) continue;
+        const o = fences.find((f) => f.key === r.key && f.ret! < r.call);
+        if (!o) continue;
+        guarded.add(r);
+        if (r.value !== null && theirs.has(r.value))
+          this.violations.push(
+            `fence: ${r.client} read ${r.key} = ${r.value} (by the ${identity} grantee, which lost its authority at tick ${lostAt}) after ${o.client}'s write ${o.value ?? '(delete)'} (invoked at tick ${o.call}, after that) returned`,
+          );
+      }
+    }
+    this.fencedReads = guarded.size;
+  }
+
   /** At the end: linearizability per key, over reads that returned and every write. */
   linearizability(): RegisterOp[] {
     const checked = this.history.filter((op) => op.kind === 'write' || op.ret !== undefined);
     for (const k of checkLinearizable(checked).keys)
       if (!k.ok) this.violations.push(`not linearizable: key ${k.key} (${k.ops} operations)`);
     return checked;
+  }
+}
+
+/**
+ * At the end, on a correct server's storage: every stored entry belongs to a write its key's
+ * index lists, and each listed write has exactly the entries (stripe 0, stripes) it says.
+ */
+export async function checkIndexMatchesEntries(checker: Checker, server: string, storage: MemoryStorage): Promise<void> {
+  for (const key of storage.keys()) {
+    const index = await storage.withKey(key, (r) => r.index());
+    const stored = new Map<string, number>();
+    for (const e of storage.entries(key)) stored.set(timestampKey(e.ts), (stored.get(timestampKey(e.ts)) ?? 0) + 1);
+    for (const w of index) {
+      const have = stored.get(timestampKey(w.ts)) ?? 0;
+      if (have !== entriesOf(w))
+        checker.violations.push(`index: ${server} lists ${entriesOf(w)} entries of ${key} at ${w.ts.num}, and stores ${have}`);
+      stored.delete(timestampKey(w.ts));
+    }
+    for (const ts of stored.keys()) checker.violations.push(`index: ${server} stores entries of ${key} at ${ts} its index does not list`);
   }
 }

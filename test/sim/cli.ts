@@ -132,6 +132,7 @@ if (values.rotate)
 console.log(`heavy contention on one key in ${result.contentionRuns} runs: reads ${rounds(result.contentionReadRounds)}`);
 console.log(`failed writes: ${list(result.failedWrites)}`);
 console.log(`hostile attacks mounted: ${list(result.attacks)}`);
+console.log(`fences: ${list(result.fences)}`);
 console.log(`refused by correct servers: ${list(result.refusals)}`);
 console.log(`${result.passed} passed, ${result.failed} failed`);
 process.exit(result.failed === 0 ? 0 : 1);

@@ -5,6 +5,8 @@
  */
 import {
   authorityProblem,
+  ProtocolError,
+  stripeMatches,
   entryCovered,
   certificateId,
   ListOperation,
@@ -182,9 +184,43 @@ class DeleteByOwnEntry extends Server {
   }
 }
 
+/**
+ * Garbage collection never deletes an upload without its stripe 0: an abandoned or
+ * overtaken upload stays charged for good.
+ */
+class KeepsHeadless extends Server {
+  protected override collectable(index: readonly WriteInfo[], lc: Candidate | undefined, now: number): WriteInfo[] {
+    return super.collectable(index, lc, now).filter((e) => e.head);
+  }
+}
+
 /** Stripe 0 of a striped write is stored, and its receipt signed, whether or not the other stripes are held. */
 class StripesUnchecked extends Server {
   protected override async checkStripesHeld(_record: KeyRecord, _ts: Timestamp, _layout: StripeLayout): Promise<void> {}
+}
+
+/**
+ * Stripe 0's layout is checked against the stripes held under any timestamp of the key (by
+ * digest), not the write's own: stripes of two writes are accepted as one value, and a
+ * receipt is signed for a write whose own stripes no server holds.
+ */
+class StripesAnyTimestamp extends Server {
+  protected override async checkStripesHeld(record: KeyRecord, _ts: Timestamp, layout: StripeLayout): Promise<void> {
+    const writes = await record.index();
+    for (let s = 1; s < layout.digests.length; s++) {
+      let held = false;
+      for (const w of writes) {
+        const meta = w.top >= s ? await record.getEntryMeta(w.ts, s) : undefined;
+        if (meta && stripeMatches(this.crypto, layout, s, meta.cc)) held = true;
+      }
+      if (!held) throw new ProtocolError('STRIPES_MISSING', `this server does not hold stripe ${s} of this write`);
+    }
+  }
+}
+
+/** The timestamp window is not enforced: a STORE may take any number, up to 2^53 − 1. */
+class WindowUnchecked extends Server {
+  protected override checkWindow(): void {}
 }
 
 /** A reader takes an answer for a stripe if the layout lists its cross-checksum anywhere, not at the stripe asked for. */
@@ -236,6 +272,20 @@ class TrustingClock extends WriteOperation {
 class NoIncrement extends WriteOperation {
   protected override nextNum(highest: Timestamp, pending: number): number {
     return super.nextNum({ ...highest, num: Math.max(0, highest.num - 1) }, Math.max(0, pending - 1));
+  }
+}
+
+/** Owners and the admin do not jump over pending writes: they take the number after the highest `lc` seen, as grantees do. */
+class NoJump extends WriteOperation {
+  protected override jumpTarget(highest: Timestamp): number {
+    return highest.num;
+  }
+}
+
+/** Writers take the highest pending number CLOCK reports, unclamped: a Byzantine server's made-up number included. */
+class UnclampedJump extends WriteOperation {
+  protected override jumpTarget(highest: Timestamp, pending: number): number {
+    return Math.max(super.jumpTarget(highest, pending), pending);
   }
 }
 
@@ -366,6 +416,34 @@ export const MUTANTS: readonly Mutant[] = [
     description: 'a server signs the receipt for stripe 0 of a striped write without checking it holds the other stripes',
     protocol: withServer((o) => new StripesUnchecked(o)),
     stripes: true,
+  },
+  {
+    name: 'gc-keeps-headless',
+    description: 'garbage collection never deletes an upload without its stripe 0 (neither once idle nor below a delete)',
+    protocol: withServer((o) => new KeepsHeadless(o)),
+    stripes: true,
+  },
+  {
+    name: 'stripes-any-timestamp',
+    description: "a server finds stripe 0's listed stripes under any timestamp of the key, so stripes of two writes pass as one value",
+    protocol: withServer((o) => new StripesAnyTimestamp(o)),
+    stripes: true,
+  },
+  {
+    name: 'window-unchecked',
+    description: 'a server stores a write at any timestamp number, however far above lc (the timestamp window not enforced)',
+    protocol: withServer((o) => new WindowUnchecked(o)),
+  },
+  {
+    name: 'owner-no-jump',
+    description: "an owner's or the admin's write does not jump over pending writes, so a revoked grantee's late COMPLETE lands above it",
+    protocol: withWriter((o, key, value, opId) => new NoJump(o, key, value, opId)),
+  },
+  {
+    name: 'jump-unclamped',
+    description: "a writer jumps to the highest pending number CLOCK reports, unclamped (a Byzantine server's lie burns the key's numbers)",
+    protocol: withWriter((o, key, value, opId) => new UnclampedJump(o, key, value, opId)),
+    behaviours: ['lie-pending'],
   },
   {
     name: 'reader-any-stripe',

@@ -61,6 +61,8 @@ export interface BatchResult {
   /** Runs that replaced a server's key on an empty disk, and operations refused by servers of another key epoch. */
   rotatedEmpty: number;
   staleOps: number;
+  /** The fence at work (see `SimReport.fences`). */
+  fences: Record<string, number>;
 }
 
 // Array.isArray narrows a readonly array to any[]; this keeps its element type.
@@ -101,6 +103,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     valueChanged: 0,
     rotatedEmpty: 0,
     staleOps: 0,
+    fences: {},
   };
   for (let seed = options.first; seed < options.first + options.count; seed++) {
     const t = options.t ?? tForSeed(seed);
@@ -137,6 +140,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     add(result.failedWrites, report.failedWrites);
     add(result.refusals, report.refusals);
     add(result.attacks, report.attacks);
+    add(result.fences, report.fences);
     add(result.readRounds, report.readRounds);
     add(result.writeRounds, report.writeRounds);
     if (report.contention) {

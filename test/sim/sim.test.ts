@@ -42,6 +42,13 @@ describe('simulation', () => {
     const result = await runBatch({ first: 1_000_001, count: 300, hostile: true });
     expect(result.failures.map((f) => `seed ${f.seed}: ${f.violations.join('; ')}`)).toEqual([]);
     expect(Object.keys(result.attacks).sort()).toEqual([...ATTACKS].sort());
+    // The fence attacks got store proofs for their plants and completed them after the
+    // owner's write, owners jumped over them, and reads came after the owner's write.
+    expect(result.fences['completed late'] ?? 0).toBeGreaterThan(0);
+    expect(result.fences.jumps ?? 0).toBeGreaterThan(0);
+    expect(result.fences['fenced reads'] ?? 0).toBeGreaterThan(0);
+    for (const code of ['STRIPES_MISSING', 'INVALID_ARGUMENT', 'REVOKED'])
+      expect(result.refusals[code] ?? 0, `no hostile request was refused with ${code}`).toBeGreaterThan(0);
   }, 600_000);
 
   it('300 runs whose readers also list keys, past Byzantine servers that hide, invent, inflate and misstate, all pass', async () => {

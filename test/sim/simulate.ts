@@ -4,11 +4,14 @@
  * grants (the owner, a grantee, the admin, a grantee whose grant expires mid-run), each
  * running overlapping operations on the same keys, honest readers, a hostile client
  * forging writes and write-backs, writers crashing mid-round (striped writes too, between
- * stripes), striped values read stripe by stripe, and an adversarial network
- * (`network.ts`). Every message crosses the real wire codec; correct servers run the same
- * frame handler as `powerstore-server`. One seed fixes everything; the checks are in
- * `checkers.ts`, the run's shape in `options.ts`. With `rotate`, a correct server's key is
- * replaced mid-run (`epochs.ts`) while everything else goes on.
+ * stripes), striped values read stripe by stripe, a grantee revoked mid-run by a policy
+ * change that reaches servers one by one, and an adversarial network (`network.ts`).
+ * Each fence attack of the hostile client brings an owner's (or the admin's) write of its
+ * key after the attacker lost its authority, and a reader of that key after the write.
+ * Every message crosses the real wire codec; correct servers run the same frame handler
+ * as `powerstore-server`. One seed fixes everything; the checks are in `checkers.ts`, the
+ * run's shape in `options.ts`. With `rotate`, a correct server's key is replaced mid-run
+ * (`epochs.ts`) while everything else goes on.
  */
 import { createReferenceCodec } from '@powerstore/erasure/reference';
 import type { ErasureCodec } from '@powerstore/erasure';
@@ -54,8 +57,8 @@ import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import type { RegisterOp } from '../lincheck/lincheck.js';
 import { ByzantineServer, type Behaviour } from './byzantine.js';
 import { EPOCH, makeCast } from './cast.js';
-import { Checker, type MutableOp } from './checkers.js';
-import { HostileClient, type Attack, type Expectation } from './hostile-clients.js';
+import { Checker, checkIndexMatchesEntries, type Author, type MutableOp } from './checkers.js';
+import { HostileClient, type Attack, type Expectation, type FenceTarget } from './hostile-clients.js';
 import { Network, type InFlight } from './network.js';
 import { describeOptions, drawOptions } from './options.js';
 import { correctProtocol, type ProtocolFactories } from './protocol-factories.js';
@@ -147,6 +150,12 @@ export interface SimReport {
   /** With `rotate`: what was replaced when, and operations that ended refused by servers of another key epoch. */
   readonly rotation: string | undefined;
   readonly staleOps: number;
+  /**
+   * The fence at work: the fence attacks' writes planted, planted with their store proof,
+   * and completed after the owner wrote; owners' and the admin's writes that jumped; reads
+   * the fence check applied to.
+   */
+  readonly fences: Record<string, number>;
 }
 
 /**
@@ -188,6 +197,8 @@ function codecFor(config: ClusterConfig): ErasureCodec {
 const MAX_STEPS = 250_000;
 
 type Role = 'owner' | 'grantee' | 'admin' | 'expiring';
+/** Each role's rank over the owner's keys (`window.ts`). */
+const RANKS: Record<Role, Author['rank']> = { owner: 2, admin: 3, grantee: 1, expiring: 1 };
 type Planned = { key: string; readonly kind: 'write' | 'delete' | 'read' | 'list' };
 
 /** A read of a striped value, stripe by stripe: the first read's result, then pinned reads of the others. */
@@ -230,6 +241,11 @@ interface Running {
 const FRAGMENT_TIMEOUT = 300;
 /** How long a striped write some server refused may go on before its client gives up on it. */
 const WRITE_TIMEOUT = 2000;
+/**
+ * Servers' `uploadIdleMs` in simulated time: long enough for a slow honest upload overtaken
+ * by a newer write (a tenth of it below `lc`), short enough that the end-of-run sweep is real.
+ */
+const UPLOAD_IDLE = 10_000;
 
 interface Client {
   readonly name: string;
@@ -242,6 +258,11 @@ interface Client {
   nextOpId: number;
   nextStart: number | undefined;
   crashed: boolean;
+  /**
+   * A fence attack's owner (or admin) write, with the reader that reads its key after it
+   * ends: it never crashes, and its end lets the attacker complete its plants late.
+   */
+  readonly fence?: { readonly number: number; readonly reader: Client };
 }
 
 /** Runs one seeded simulation and checks every property on its history. */
@@ -271,10 +292,10 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   // Servers: correct ones with watched storage, up to t Byzantine ones.
   const byzIndices = new Set(prng.shuffle(Array.from({ length: n }, (_, i) => i)).slice(0, opts.adversary.byzantineServers));
   const storages: MemoryStorage[] = [];
+  const skews: number[] = [];
   const servers: (Server | ByzantineServer)[] = [];
   /** The protocol servers, Byzantine ones' too (what a cluster file reload reaches). */
   const inners: Server[] = [];
-  const skews: number[] = [];
   const byzantine: string[] = [];
   const adversary = { config, crypto, codec, clusterId: cast.cluster.id, now: () => step, keys };
   for (let i = 0; i < n; i++) {
@@ -291,7 +312,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       signer: cast.servers[i]!,
       policy: cast.policy,
       now: () => time() + skew,
-      history: { keep: opts.storage.historyKeep },
+      history: { keep: opts.storage.historyKeep, uploadIdleMs: UPLOAD_IDLE },
     });
     inners.push(server);
     if (byzIndices.has(i)) {
@@ -378,13 +399,100 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       if (expect) expectations.set(request.opId, expect);
       network.send('mallory', `s${to}`, encodeMessage(request));
     },
+    writes: {
+      stored: (key, ts, id, bytes) => checker.hostileStore(key, ts, id, bytes),
+      proven: (key, id, identity) => checker.hostileWrite(key, id, identity),
+      completed: (id) => checker.hostileWriteDone(id),
+    },
   });
-  const attackTimes = opts.adversary.attacks.map((a) => ({ at: prng.range(0, 1500), attack: a })).sort((a, b) => a.at - b.at);
+  const isFence = (a: Attack) => a === 'fence-expired' || a === 'fence-revoked';
+  const fenceKinds = new Set<Attack>();
+  const attackTimes: { at: number; attack: Attack; target?: FenceTarget }[] = opts.adversary.attacks
+    .map((a) => ({ at: prng.range(0, 1500), attack: a }))
+    .sort((a, b) => a.at - b.at)
+    // One fence attack of each kind a run: each brings a writer and a reader of its key,
+    // and a second adds little but concurrency for the linearizability check to untangle.
+    // None under heavy contention, whose one key has all the concurrency that check can take.
+    .filter((a) => !isFence(a.attack) || (!opts.workload.contention && !fenceKinds.has(a.attack) && fenceKinds.add(a.attack)));
+
+  // Authority that ends mid-run. The expiring grantee's grant, by each correct server's
+  // clock; the turncoat's, by a policy change each server takes at its own time. Once
+  // every correct server refuses a grantee, the checker's fence applies to it.
+  const correct = servers.map((_, i) => i).filter((i) => !byzIndices.has(i));
+  const lostAt = {
+    expiring: Math.max(...correct.map((i) => cast.expiringAt - skews[i]!)),
+    turncoat: Math.max(...correct.map((i) => cast.turncoatRevokedAt + cast.revocationDelays[i]!)),
+  };
+  /** Each server's policy now (a server replaced by `rotate` starts with it). */
+  const policies = servers.map(() => cast.policy);
+  const events: { at: number; run: () => Promise<void> | void }[] = [
+    ...servers.map((_, i) => ({
+      at: cast.turncoatRevokedAt + cast.revocationDelays[i]!,
+      run: () => {
+        policies[i] = cast.revokedPolicy;
+        inners[i]!.setPolicy(cast.revokedPolicy);
+      },
+    })),
+    // After the policy changes due at the same time (the sort below is stable).
+    { at: lostAt.turncoat, run: () => checker.authorityLost('turncoat') },
+    { at: lostAt.expiring, run: () => checker.authorityLost('expiring') },
+  ].sort((a, b) => a.at - b.at);
+
+  // Each fence attack: the attacker plants while its authority lasts; the owner or the
+  // admin writes the key once it has ended everywhere (and the attacker then completes its
+  // plants); a reader reads the key after that write. From a stream of its own, so runs
+  // without fence attacks keep their schedules.
+  const fenceRng = new Prng(seed * 7243 + 11);
+  for (const [number, a] of attackTimes.filter((x) => isFence(x.attack)).entries()) {
+    const lost = a.attack === 'fence-expired' ? lostAt.expiring : lostAt.turncoat;
+    const key = fenceRng.pick(keys);
+    a.at = Math.max(0, Math.min(a.at, lost - fenceRng.range(60, 400)));
+    a.target = { key, fence: number };
+    const role: Role = fenceRng.chance(0.5) ? 'owner' : 'admin';
+    const reader: Client = {
+      name: `fr${number}`,
+      role: 'reader',
+      session: undefined,
+      verifier: new CertificateVerifier(crypto, cast.cluster),
+      plan: [
+        { key, kind: 'read' },
+        { key, kind: 'read' },
+      ],
+      running: new Map(),
+      nextOpId: 1,
+      nextStart: undefined,
+      crashed: false,
+    };
+    const { signer } = identities[role];
+    const session = new WriterSession({ crypto, cluster: cast.cluster, signer, instance: fenceRng.bytes(16) });
+    clients.push(
+      {
+        name: `fw${number}`,
+        role,
+        session,
+        verifier: session.verifier,
+        plan: [{ key, kind: fenceRng.chance(0.2) ? 'delete' : 'write' }],
+        running: new Map(),
+        nextOpId: 1,
+        nextStart: lost + fenceRng.range(1, 300),
+        crashed: false,
+        fence: { number, reader },
+      },
+      reader,
+    );
+  }
+  attackTimes.sort((a, b) => a.at - b.at);
+
+  /** A writer's operation ended (done, failed or given up): a fence write lets its attacker complete late, and its reader go. */
+  const writeEnded = (client: Client) => {
+    if (!client.fence) return;
+    mallory.lateComplete(client.fence.number);
+    client.fence.reader.nextStart = network.now + fenceRng.range(20, 300);
+  };
 
   const send = (from: string, to: string, message: Message, slow = false) => network.send(from, to, encodeMessage(message), slow);
 
   // Key rotation: its own stream, so every other draw of the seed stays as it was.
-  const events: { at: number; run: () => Promise<void> | void }[] = [];
   let rotation: string | undefined;
   let staleOps = 0;
   if (options.rotate) {
@@ -421,9 +529,9 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
           storage: checker.watch(`s${j}`, storage),
           cluster: next,
           signer,
-          policy: cast.policy,
+          policy: policies[j]!,
           now: () => time() + skews[j]!,
-          history: { keep: opts.storage.historyKeep },
+          history: { keep: opts.storage.historyKeep, uploadIdleMs: UPLOAD_IDLE },
         });
         servers[j] = server;
         inners[j] = server;
@@ -524,8 +632,20 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     }
     for (const o of out) {
       const m = o.message;
-      if (m.type === 'STORE') checker.store(client.name, run.name, m.key, m.ts, run.record.value, run.valueBytes);
-      send(client.name, `s${o.to}`, m);
+      let frame: Uint8Array;
+      try {
+        frame = encodeMessage(m);
+      } catch (err) {
+        // A correct client never makes a message the wire cannot carry (a timestamp number past 2^53 − 1, say).
+        checker.violations.push(
+          `${client.name}'s ${run.record.kind} of ${run.record.key} made a ${m.type} that does not encode: ${err instanceof Error ? err.message : String(err)}`,
+        );
+        client.crashed = true;
+        return;
+      }
+      if (m.type === 'STORE')
+        checker.store(client.name, run.name, m.key, m.ts, run.record.value, run.valueBytes, RANKS[client.role as Role]);
+      network.send(client.name, `s${o.to}`, frame);
     }
   };
 
@@ -557,7 +677,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
         valueBytes = new Uint8Array([...new TextEncoder().encode(`${name}:`), ...pad]);
       }
       let value: WriteValue = valueBytes ? { kind: 'value', value: valueBytes } : { kind: 'tombstone' };
-      if (valueBytes && stripeRng.chance(stripedShare)) {
+      if (valueBytes && !client.fence && stripeRng.chance(stripedShare)) {
         stripes = stripeRng.range(2, 4);
         const parts = stripedValue(name, stripes, stripeRng.range(1, MIN_STRIPE_SIZE));
         valueBytes = concat(parts);
@@ -577,13 +697,15 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
         if (!(err instanceof ProtocolError)) throw err;
         checker.writeFailed(client.name, planned.key, err, allowedFailure(client, err.code, undefined));
         scheduleNext(client, false);
+        writeEnded(client);
         return;
       }
       if ([...client.running.values()].some((r) => r.record.key === planned.key && r.record.kind === 'write')) overlappingWrites++;
-      record = checker.call(planned.key, client.name, 'write', valueBytes ? name : null);
+      const role = client.role;
+      record = checker.call(planned.key, client.name, 'write', valueBytes ? name : null, { identity: role, rank: RANKS[role] });
     }
     const crashIn =
-      client.role !== 'reader' && crashRng.chance(opts.adversary.writerCrashRate)
+      client.role !== 'reader' && !client.fence && crashRng.chance(opts.adversary.writerCrashRate)
         ? crashRng.chance(0.5)
           ? 'STORE'
           : 'COMPLETE'
@@ -603,7 +725,12 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     };
     client.running.set(opId, run);
     // A writer may start its next operation before this one ends, often on the same key.
-    if (client.role !== 'reader' && client.running.size < opts.workload.maxOverlap && prng.chance(opts.workload.overlapRate)) {
+    if (
+      client.role !== 'reader' &&
+      !client.fence &&
+      client.running.size < opts.workload.maxOverlap &&
+      prng.chance(opts.workload.overlapRate)
+    ) {
       if (client.plan[0] && prng.chance(0.7)) client.plan[0].key = planned.key;
       scheduleNext(client, true);
     }
@@ -708,6 +835,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       client.running.delete(reply.opId);
       checker.writeFailed(client.name, run.record.key, new ProtocolError(reply.code, reply.message), true);
       if (client.nextStart === undefined) scheduleNext(client, false);
+      writeEnded(client);
       return;
     }
     let s: Step<unknown>;
@@ -755,6 +883,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
           s.error,
           stale || allowedFailure(client, s.error.code, run, s.error.message, byzIndices),
         );
+        writeEnded(client);
       }
     } else if (s.result) {
       client.running.delete(opId);
@@ -764,6 +893,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       } else {
         if (run.stripes) stripedWritesDone++;
         checker.writeDone(run.record, client.name, s.result as WriteResult);
+        writeEnded(client);
       }
     } else {
       return;
@@ -785,6 +915,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       if (!starter || c.nextStart < starter.nextStart!) starter = c;
     }
     const attackAt = attackTimes[0]?.at;
+    const eventAt = events[0]?.at;
     let timer: { run: Running; client: Client } | undefined;
     let giveUp: { run: Running; client: Client } | undefined;
     for (const c of clients) {
@@ -796,9 +927,9 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     }
     const timerAt = timer?.run.timerAt;
     const giveUpAt = giveUp?.run.giveUpAt;
-    const eventAt = events[0]?.at;
     const times = [message?.at, starter?.nextStart, attackAt, timerAt, giveUpAt, eventAt].filter((x): x is number => x !== undefined);
-    if (times.length === 0) {
+    // Policy changes, the ends of authority and rotation steps alone do not keep a run going.
+    if (times.length === 0 || (times.length === 1 && eventAt !== undefined)) {
       if (network.heal()) continue;
       break;
     }
@@ -809,7 +940,8 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       continue;
     }
     if (attackAt === at) {
-      mallory.launch(attackTimes.shift()!.attack);
+      const { attack, target } = attackTimes.shift()!;
+      mallory.launch(attack, target);
       continue;
     }
     if (eventAt === at) {
@@ -841,6 +973,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
         for (const [id, r] of client.running) if (r === run) client.running.delete(id);
         checker.writeFailed(client.name, run.record.key, refused, true);
         if (client.nextStart === undefined) scheduleNext(client, false);
+        writeEnded(client);
       }
       continue;
     }
@@ -859,6 +992,16 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       checker.stuck(c.name, run.record.kind, run.record.key, (run.op as { phase?: string }).phase ?? '?');
     if (c.plan.length > 0) checker.violations.push(`${c.name} never got to start ${c.plan.length} operations`);
   }
+  // Uploads never finished are gone once idle: the clock moves past uploadIdleMs (and any
+  // skew) and every correct server sweeps the keys it lists as unfinished, as hosts do.
+  network.now += UPLOAD_IDLE + 2 * opts.network.clockSkew + 1;
+  for (const [i, s] of storages.entries()) {
+    if (byzIndices.has(i)) continue;
+    const unfinished: string[] = [];
+    for await (const key of s.unfinishedKeys()) unfinished.push(key);
+    for (const key of unfinished) await inners[i]!.sweep(key);
+    for (const key of s.keys()) await s.withKey(key, (r) => checker.unfinishedKept(`s${i}`, key, r));
+  }
   // Quotas held at every correct server.
   const malloryOwner = ownerIdOf(crypto, cast.mallory.publicKey);
   for (const [i, s] of storages.entries())
@@ -870,6 +1013,9 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   );
   // Bounded history: below lc, at most δ entries (none below a completed delete).
   for (const [i, s] of storages.entries()) if (!byzIndices.has(i)) await checkHistoryBound(checker, `s${i}`, s, opts.storage.historyKeep);
+  // Every stored entry is one its key's index lists, and the other way round.
+  for (const [i, s] of storages.entries()) if (!byzIndices.has(i)) await checkIndexMatchesEntries(checker, `s${i}`, s);
+  checker.fence();
   const history = checker.linearizability();
 
   return {
@@ -900,6 +1046,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     valueChanged: checker.valueChanged,
     rotation,
     staleOps,
+    fences: { ...mallory.fenceStats, jumps: checker.jumps, 'fenced reads': checker.fencedReads },
   };
 }
 

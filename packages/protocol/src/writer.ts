@@ -50,12 +50,13 @@ export class WriterSession {
   /** Shared by this session's operations, so repeated candidates are verified once. */
   readonly verifier: CertificateVerifier;
   readonly #grants: readonly Grant[];
-  readonly #inFlight = new Map<string, { ops: number; highest: number }>();
+  readonly #inFlight = new Map<string, { ops: number; highest: number; basis?: Candidate }>();
   /**
    * The highest number given to an abandoned write, per key (most recent keys only): its
    * STORE may sit at some servers, so reusing its timestamp would meet `CONFLICT` there.
+   * With the basis that number was given above.
    */
-  readonly #abandoned = new Map<string, number>();
+  readonly #abandoned = new Map<string, { num: number; basis?: Candidate }>();
 
   constructor(options: WriterSessionOptions) {
     check(options.instance.length === INSTANCE_ID_LENGTH, `instance must be ${INSTANCE_ID_LENGTH} bytes`);
@@ -107,8 +108,22 @@ export class WriterSession {
   assign(key: string, clockNum: number): number {
     const e = this.#inFlight.get(key);
     check(e !== undefined, 'assign() before begin()');
-    e.highest = Math.max(clockNum, e.highest, this.#abandoned.get(key) ?? 0) + 1;
+    e.highest = Math.max(clockNum, e.highest, this.#abandoned.get(key)?.num ?? 0) + 1;
     return e.highest;
+  }
+
+  /**
+   * The basis a write of `key` whose CLOCK round adopted `basis` must send with its STORE:
+   * the highest valid candidate any of this session's writes of `key` in flight (or
+   * abandoned) was based on. {@link assign} may put a write above a session sibling whose
+   * CLOCK saw a higher `lc`; without that sibling's basis, a server that has not yet seen
+   * it would find the number beyond the writer's window (`window.ts`).
+   */
+  basisFor(key: string, basis: Candidate | undefined): Candidate | undefined {
+    const e = this.#inFlight.get(key);
+    check(e !== undefined, 'basisFor() before begin()');
+    e.basis = higherCandidate(higherCandidate(e.basis, basis), this.#abandoned.get(key)?.basis);
+    return e.basis;
   }
 
   /**
@@ -116,15 +131,22 @@ export class WriterSession {
    * complete may have left its STORE behind; its number is remembered.
    */
   end(key: string, completed: boolean, num?: number): void {
+    const e = this.#inFlight.get(key);
     if (!completed && num !== undefined) {
+      const before = this.#abandoned.get(key);
       this.#abandoned.delete(key);
-      this.#abandoned.set(key, Math.max(num, this.#abandoned.get(key) ?? 0));
+      const basis = higherCandidate(before?.basis, e?.basis);
+      this.#abandoned.set(key, { num: Math.max(num, before?.num ?? 0), ...(basis ? { basis } : {}) });
       if (this.#abandoned.size > ABANDONED_KEYS) this.#abandoned.delete(this.#abandoned.keys().next().value!);
     }
-    const e = this.#inFlight.get(key);
     if (!e) return;
     if (--e.ops === 0) this.#inFlight.delete(key);
   }
+}
+
+/** The one of `a` and `b` with the higher timestamp (either, when one is missing). */
+function higherCandidate(a: Candidate | undefined, b: Candidate | undefined): Candidate | undefined {
+  return !a || (b && compareTimestamps(b.ts, a.ts) > 0) ? b : a;
 }
 
 /** What a write needs. */
@@ -355,6 +377,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
   /** A fresh timestamp above every valid one CLOCK saw, and a fresh nonce. */
   #fresh(): { ts: Timestamp; nonce: Uint8Array } {
     const ts: Timestamp = { num: this.nextNum(this.#highest, this.#pending), writerId: this.options.session.writerId };
+    this.#basis = this.options.session.basisFor(this.key, this.#basis);
     const nonce = this.options.random(NONCE_LENGTH);
     check(nonce.length === NONCE_LENGTH, `random must return ${NONCE_LENGTH} bytes`);
     return { ts, nonce };
