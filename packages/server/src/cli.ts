@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * `powerstore-server init | start | dev | usage`. A thin layer over the library: parses
+ * `powerstore-server init | start | dev | usage | status`. A thin layer over the library: parses
  * flags, turns configuration errors into one readable line (file and field) and exit code
  * 2, maps SIGINT/SIGTERM to a graceful shutdown and SIGHUP to a policy reload.
  */
@@ -11,8 +11,11 @@ import { DEFAULT_HISTORY } from '@powerstore/protocol';
 import { DEFAULT_QUOTA, initCluster, loadClusterFile, loadPolicy, loadServerConfig, openWritersWarning } from './config.js';
 import { runDev, type DevFlags } from './dev.js';
 import { ServerError } from './errors.js';
+import { DEFAULT_CATCH_UP } from './heal.js';
 import { DEFAULT_LIMITS, type ServerLimits } from './limits.js';
+import { DEFAULT_SCRUB } from './scrub.js';
 import { startServer } from './server.js';
+import { runStatus } from './status.js';
 
 function integer(min: number, max = Number.MAX_SAFE_INTEGER) {
   return (value: string): number => {
@@ -199,6 +202,35 @@ function buildCli(): Command {
       DEFAULT_LIMITS.shutdownTimeoutMs,
     )
     .option('--heartbeat-ms <ms>', 'WebSocket ping interval; 0 disables', integer(0), DEFAULT_LIMITS.heartbeatMs)
+    .option(
+      '--heal-interval-ms <ms>',
+      "catch-up: compare every key with the cluster's and repair what this server misses, at start-up and then this often; 0 disables",
+      integer(0),
+      DEFAULT_CATCH_UP.intervalMs,
+    )
+    .option('--heal-concurrency <n>', 'catch-up and scrub repairs in flight at once', integer(1, 1024), DEFAULT_CATCH_UP.concurrency)
+    .option(
+      '--heal-bytes-per-sec <n>',
+      'bytes per second repairs read from the other servers (about t + 1 times what they store here); 0 = no limit',
+      integer(0),
+      DEFAULT_CATCH_UP.bytesPerSec,
+    )
+    .option('--scrub-period-ms <ms>', 're-hash every stored fragment once this often (30 days); 0 disables scrub', integer(0), DEFAULT_SCRUB.periodMs)
+    .option(
+      '--scrub-bytes-per-sec <n>',
+      'bytes per second scrub reads; 0 = the bytes stored over the period, at least 64 KiB/s',
+      integer(0),
+      DEFAULT_SCRUB.bytesPerSec,
+    )
+    .addOption(
+      new Option(
+        '--peer-url <id=url>',
+        'reach server <id> at <url> instead of the URL cluster.json lists (servers on a private network; repeat per server)',
+      )
+        .argParser(peerUrl)
+        .default({}, 'the URLs in cluster.json'),
+    )
+    .option('--peer-ca <pem>', 'CA certificates to trust for wss:// peers, besides the system ones')
     .addOption(new Option('--log-level <level>', 'pino log level').choices(LOG_LEVELS).default('info'))
     .action(async (o: StartFlags) => {
       await runStart(o);
@@ -212,6 +244,17 @@ function buildCli(): Command {
     .option('--json', 'print JSON', false)
     .action(async (o: { cluster: string; owner?: string; json: boolean }) => {
       await runUsage(o);
+    });
+
+  program
+    .command('status')
+    .description(
+      "Every server side by side (from their GET /status): up or not, catch-up state (rebuilding, caught up, last pass), keys and bytes held, scrub.",
+    )
+    .requiredOption('--cluster <file>', 'the cluster file')
+    .option('--json', 'print JSON', false)
+    .action(async (o: { cluster: string; json: boolean }) => {
+      await runStatus(loadClusterFile(o.cluster), o.json);
     });
 
   program
@@ -257,7 +300,21 @@ interface StartFlags {
   maxPendingPerKey: number;
   maxPendingPerWriter: number;
   uploadIdleMs: number;
+  healIntervalMs: number;
+  healConcurrency: number;
+  healBytesPerSec: number;
+  scrubPeriodMs: number;
+  scrubBytesPerSec: number;
+  peerUrl: Record<number, string>;
+  peerCa?: string;
   logLevel: string;
+}
+
+/** `--peer-url <id>=<url>`, collected per id. */
+function peerUrl(value: string, previous: Record<number, string>): Record<number, string> {
+  const m = /^(\d+)=(wss?:\/\/\S+)$/.exec(value);
+  if (!m) throw new InvalidArgumentError('expected <server id>=<ws:// or wss:// URL>');
+  return { ...previous, [Number(m[1])]: m[2]! };
 }
 
 async function runStart(o: StartFlags): Promise<void> {
@@ -305,6 +362,12 @@ async function runStart(o: StartFlags): Promise<void> {
       uploadIdleMs: o.uploadIdleMs,
     },
     logger,
+    heal: {
+      catchUp: { intervalMs: o.healIntervalMs, concurrency: o.healConcurrency, bytesPerSec: o.healBytesPerSec },
+      scrub: { periodMs: o.scrubPeriodMs, bytesPerSec: o.scrubBytesPerSec },
+      peerUrls: o.peerUrl,
+      ...(o.peerCa ? { peerCa: readPem(o.peerCa, '--peer-ca') } : {}),
+    },
     // Binds the database to this server and key: starting server 2 on server 1's data,
     // or on data of another cluster, fails instead of serving the wrong state.
     identity: `server-${config.id}:${config.cluster.file.servers[config.index]!.publicKey}`,

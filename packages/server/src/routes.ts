@@ -1,6 +1,6 @@
 /**
- * The plain HTTP side of a server's port: `GET /healthz`, `GET /metrics` (Prometheus) and
- * `GET /usage` (bytes and keys per owner). Everything else is 404; WebSocket upgrades are
+ * The plain HTTP side of a server's port: `GET /healthz`, `GET /metrics` (Prometheus),
+ * `GET /usage` (bytes and keys per owner) and `GET /status` (data held, catch-up and scrub). Everything else is 404; WebSocket upgrades are
  * handled by the server itself.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -30,6 +30,8 @@ export interface RouteContext {
   readonly log: Logger;
   connections(): number;
   shuttingDown(): boolean;
+  /** `GET /status`'s report (`healing.ts`). */
+  status?(): object;
 }
 
 /** The request listener for the HTTP (or HTTPS) server. */
@@ -42,6 +44,9 @@ export function httpRoutes(ctx: RouteContext): (req: IncomingMessage, res: Serve
       const ok = !ctx.shuttingDown();
       res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ status: ok ? 'ok' : 'shutting-down', id: ctx.id, connections: ctx.connections() }));
+    } else if (path === '/status' && ctx.status) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(ctx.status()));
     } else if (path === '/usage') {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify(usageReport(ctx)));

@@ -34,6 +34,7 @@ import { Admission } from './admission.js';
 import { ClientConnection, type ConnectionHost } from './connection.js';
 import { ServerError } from './errors.js';
 import { LevelStorage } from './level-storage.js';
+import { startHealing, statusReport, type Healing, type HealingOptions } from './healing.js';
 import { FRAME_OVERHEAD_BYTES, resolveLimits, type ServerLimits } from './limits.js';
 import { createMetrics, type ServerMetrics } from './metrics.js';
 import { httpRoutes } from './routes.js';
@@ -69,6 +70,8 @@ export interface StartServerOptions {
   readonly logger?: Logger;
   /** Stored in the database and checked on every open; see {@link LevelStorageOptions.identity}. */
   readonly identity?: string;
+  /** Self-healing (catch-up, rebuild, scrub; `healing.ts`); off when left out. The CLI's `start` turns it on. */
+  readonly heal?: HealingOptions;
 }
 
 /** A listening server. */
@@ -79,6 +82,8 @@ export interface RunningServer {
   readonly metrics: ServerMetrics;
   readonly storage: AbstractStorage;
   readonly limits: ServerLimits;
+  /** Self-healing, when started with `heal`. */
+  readonly healing: Healing | undefined;
   /** Replaces the write policy (after the operator edited the cluster file); affects new STOREs only. */
   setPolicy(policy: WritePolicy): void;
   /**
@@ -217,6 +222,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   }
 
   let http: HttpServer;
+  let healing: Healing | undefined;
   const routes = httpRoutes({
     id: options.index + 1,
     storage: store,
@@ -225,6 +231,8 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     log,
     connections: () => connections.size,
     shuttingDown: () => closing !== undefined,
+    status: () =>
+      statusReport({ id: options.index + 1, storage: store, healing, connections: connections.size, shuttingDown: closing !== undefined }),
   });
   try {
     http = options.tls ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, routes) : createHttpServer(routes);
@@ -356,10 +364,25 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     { url, id: options.index + 1, t: config.t, n: config.n, cluster: options.cluster.file.id, sync: options.sync ?? true, limits },
     'listening',
   );
+  if (options.heal) {
+    const heal = options.heal;
+    healing = await startHealing({
+      cluster: options.cluster,
+      index: options.index,
+      protocol,
+      storage: store,
+      crypto,
+      registry: metrics.registry,
+      log,
+      maxFrameBytes: limits.maxFrameBytes,
+      options: heal,
+    });
+  }
 
   async function shutdown(): Promise<void> {
     log.info({ connections: connections.size }, 'shutting down');
     stopTimers();
+    await healing?.close();
     const httpClosed = new Promise<void>((resolve) => http.close(() => resolve()));
     for (const conn of connections) conn.stopReading();
     if ([...connections].some((c) => c.busy)) {
@@ -387,6 +410,9 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     metrics,
     storage: store,
     limits,
+    get healing() {
+      return healing;
+    },
     setPolicy(policy) {
       protocol.setPolicy(policy);
       log.info({ writers: policy.writers, revoked: policy.revokedKeys.length + policy.revokedGrants.length }, 'write policy reloaded');
