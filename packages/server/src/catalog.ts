@@ -32,7 +32,6 @@ import {
   ListOperation,
   type Candidate,
   type ClusterConfig,
-  type ClusterIdentity,
   type CryptoProvider,
   type ListAck,
   type ListPage,
@@ -95,8 +94,9 @@ class CatalogListOperation extends ListOperation {
 export interface CatalogOptions {
   readonly config: ClusterConfig;
   readonly crypto: CryptoProvider;
-  readonly identity: ClusterIdentity;
   readonly peers: PeerSet;
+  /** The verifier pages are checked with (shared with the repairs, so a key verified here is not verified again there). */
+  readonly verifier: KnownVerifier;
   /** This server's own `Server.handle`. */
   readonly handleSelf: (request: Request) => Promise<Reply>;
   readonly opId: () => number;
@@ -125,9 +125,9 @@ export class Catalog {
     after: string,
     options: { readonly signal?: AbortSignal; readonly peersFirst?: number; readonly limit?: number } = {},
   ): Promise<CatalogPage> {
-    const { config, crypto, identity, handleSelf } = this.#options;
+    const { handleSelf, verifier } = this.#options;
     const limit = options.limit ?? CATALOG_PAGE_KEYS;
-    const verifier = new KnownVerifier(crypto, identity);
+    verifier.forget();
     const opId = this.#options.opId();
     // This server's own answer first: its lcs seed the verifier before any peer's answer is checked.
     const own = await handleSelf({ type: 'LIST', key: '', opId, after, limit });
@@ -145,9 +145,8 @@ export class Catalog {
    * overwritten meanwhile.
    */
   async lookup(key: string, options: { readonly signal?: AbortSignal } = {}): Promise<CatalogEntry | undefined> {
-    const { crypto, identity } = this.#options;
     // Keys under the prefix `key` start with `key` itself.
-    const op = new CatalogListOperation(this.#listOptions(new KnownVerifier(crypto, identity)), key, '', 1, this.#options.opId());
+    const op = new CatalogListOperation(this.#listOptions(this.#options.verifier), key, '', 1, this.#options.opId());
     const page = await this.#run(op, options.signal ? { signal: options.signal } : {});
     return page.entries.find((e) => e.key === key);
   }

@@ -42,7 +42,6 @@ import {
   toHex,
   type Candidate,
   type ClusterConfig,
-  type ClusterIdentity,
   type CryptoProvider,
   type RepairOutcome,
   type RepairResult,
@@ -82,15 +81,25 @@ export interface CatchUpSettings {
 /** The defaults of {@link CatchUpSettings}. */
 export const DEFAULT_CATCH_UP: CatchUpSettings = Object.freeze({
   intervalMs: 10 * 60 * 1000,
-  concurrency: 4,
+  concurrency: 8,
   bytesPerSec: 128 * 1024 * 1024,
   operationTimeoutMs: 60_000,
 });
 
-const sleep = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve) => {
+/** setTimeout's longest delay: 2^31 − 1 ms (about 24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** Resolves after `ms` (any length: longer waits go in steps), or when `signal` aborts. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
     if (signal?.aborted) return resolve();
-    const timer = setTimeout(done, ms);
+    const end = Date.now() + ms;
+    let timer = setTimeout(step, Math.min(ms, MAX_TIMER_MS));
+    function step() {
+      const left = end - Date.now();
+      if (left <= 0) return done();
+      timer = setTimeout(step, Math.min(left, MAX_TIMER_MS));
+    }
     function done() {
       clearTimeout(timer);
       signal?.removeEventListener('abort', done);
@@ -98,6 +107,7 @@ const sleep = (ms: number, signal?: AbortSignal) =>
     }
     signal?.addEventListener('abort', done, { once: true });
   });
+}
 
 /** A token bucket in bytes per second that may go into debt: `ready` waits until it is out of it. */
 export class RateLimiter {
@@ -233,13 +243,15 @@ export interface RepairerOptions {
   readonly config: ClusterConfig;
   readonly crypto: CryptoProvider;
   readonly codec: ErasureCodec;
-  readonly identity: ClusterIdentity;
+  /** Candidates' checks; shared with the catalog, whose pages verified the candidates repaired. */
+  readonly verifier: CertificateVerifier;
   readonly index: number;
   readonly protocol: Server;
   readonly peers: PeerSet;
   readonly opId: () => number;
   readonly settings: CatchUpSettings;
   readonly metrics: HealMetrics;
+  readonly log?: Logger;
 }
 
 /** Rebuilds this server's entries of completed writes from its peers (catch-up and scrub alike). */
@@ -247,13 +259,11 @@ export class Repairer {
   readonly limiter: RateLimiter;
   readonly gate: Gate;
   readonly #o: RepairerOptions;
-  readonly #verifier: CertificateVerifier;
 
   constructor(options: RepairerOptions) {
     this.#o = options;
     this.limiter = new RateLimiter(options.settings.bytesPerSec);
     this.gate = new Gate(options.settings.concurrency, HEAL_INFLIGHT_BYTES);
-    this.#verifier = new CertificateVerifier(options.crypto, options.identity);
   }
 
   /**
@@ -266,7 +276,6 @@ export class Repairer {
     candidate: Candidate,
     options: { readonly rewrite?: boolean; readonly stripe?: number; readonly sizeHint?: number | undefined; readonly signal?: AbortSignal },
   ): Promise<RepairSummary> {
-    const { protocol } = this.#o;
     const rewrite = options.rewrite ?? false;
     const first = await this.#stripe(key, candidate, 0, undefined, Math.min(options.sizeHint ?? HEAL_INFLIGHT_BYTES, HEAL_INFLIGHT_BYTES), options.signal);
     const layout = first.layout;
@@ -285,14 +294,21 @@ export class Repairer {
       await pool(stripes, this.#o.settings.concurrency, async (s) => {
         if (superseded) return;
         const r = await this.#stripe(key, candidate, s, layout, layout.stripeSize, options.signal);
-        note(await protocol.storeRepaired(key, candidate, r.entry, { layout, rewrite }), r.entry.fragment.length);
+        note(await this.#store(key, candidate, r, { layout, rewrite }), r.entry.fragment.length);
       });
     }
     if (!superseded && (options.stripe === undefined || options.stripe === 0)) {
-      note(await protocol.storeRepaired(key, candidate, first.entry, { rewrite }), first.entry.fragment.length);
+      note(await this.#store(key, candidate, first, { rewrite }), first.entry.fragment.length);
     }
     const outcome: RepairOutcome = superseded ? 'superseded' : entries > 0 ? (rewrite ? 'rewritten' : 'stored') : 'held';
     return { outcome, entries, bytes };
+  }
+
+  async #store(key: string, candidate: Candidate, r: RepairResult, options: { layout?: StripeLayout; rewrite: boolean }): Promise<RepairOutcome> {
+    const started = performance.now();
+    const outcome = await this.#o.protocol.storeRepaired(key, candidate, r.entry, options);
+    this.#o.log?.debug({ key, stripe: r.entry.stripe, ms: Math.round(performance.now() - started), outcome }, 'repair store');
+    return outcome;
   }
 
   async #stripe(
@@ -303,19 +319,20 @@ export class Repairer {
     weight: number,
     signal: AbortSignal | undefined,
   ): Promise<RepairResult> {
-    const { config, crypto, codec, index, peers, settings, metrics } = this.#o;
+    const { config, crypto, codec, index, peers, settings, metrics, verifier } = this.#o;
     await this.limiter.ready(signal);
     const leave = await this.gate.enter(weight);
     try {
       if (signal?.aborted) throw new Error('stopped');
       const op = new RepairOperation(
-        { config, crypto, codec, verifier: this.#verifier, index, onEvidence: (server, reason) => peers.evidence(server, reason) },
+        { config, crypto, codec, verifier, index, onEvidence: (server, reason) => peers.evidence(server, reason) },
         key,
         candidate,
         this.#o.opId(),
         { stripe, ...(layout ? { layout } : {}) },
       );
       let fetched = 0;
+      const started = performance.now();
       try {
         return await peers.run(op, {
           timeoutMs: settings.operationTimeoutMs,
@@ -325,6 +342,7 @@ export class Repairer {
       } finally {
         this.limiter.charge(fetched);
         metrics.bytesFetched.inc(fetched);
+        this.#o.log?.debug({ key, stripe, ms: Math.round(performance.now() - started), fetched, busy: this.gate.busy }, 'repair read');
       }
     } finally {
       leave();
@@ -377,6 +395,7 @@ export interface CatchUpStatus {
 /** What a {@link CatchUp} needs. */
 export interface CatchUpOptions {
   readonly protocol: Server;
+  readonly peers: PeerSet;
   readonly handleSelf: (request: Request) => Promise<Reply>;
   readonly catalog: Catalog;
   readonly repairer: Repairer;
@@ -520,6 +539,8 @@ export class CatchUp {
     report.seconds = (finished - started) / 1000;
     this.#pass = undefined;
     this.#last = report;
+    // Between passes this server holds no slot in its peers' connection limits.
+    this.#o.peers.release();
     metrics.passRunning.set(0);
     metrics.passKeys.set(0);
     metrics.lastPassSeconds.set(report.seconds);

@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { createCodec } from '@powerstore/erasure';
 import type { AbstractStorage, Cluster, CryptoProvider, Request, Server } from '@powerstore/protocol';
-import { Catalog } from './catalog.js';
+import { Catalog, KnownVerifier } from './catalog.js';
 import { ServerError } from './errors.js';
 import { createHealMetrics } from './heal-metrics.js';
 import { CatchUp, DEFAULT_CATCH_UP, Repairer, type CatchUpSettings, type CatchUpStatus } from './heal.js';
@@ -94,10 +94,11 @@ export async function startHealing(ctx: HealingContext): Promise<Healing> {
   let nextOpId = 1 + Math.floor(Math.random() * 2 ** 40);
   const opId = () => nextOpId++;
   const codec = await createCodec({ k: config.t + 1, n: config.n });
+  const verifier = new KnownVerifier(crypto, cluster.identity);
   const catalog = new Catalog({
     config,
     crypto,
-    identity: cluster.identity,
+    verifier,
     peers,
     handleSelf,
     opId,
@@ -108,13 +109,14 @@ export async function startHealing(ctx: HealingContext): Promise<Healing> {
     config,
     crypto,
     codec,
-    identity: cluster.identity,
+    verifier,
     index,
     protocol,
     peers,
     opId,
     settings,
     metrics,
+    log,
   });
   const level = storage instanceof LevelStorage ? storage : undefined;
   const fresh = (await level?.getMarker('fresh')) as { createdAt?: unknown } | undefined;
@@ -122,11 +124,12 @@ export async function startHealing(ctx: HealingContext): Promise<Healing> {
   if (rebuildingSince !== undefined) {
     log.warn(
       { since: new Date(rebuildingSince).toISOString() },
-      'this server started on an empty data directory: it is rebuilding from its peers and counts against t until its first complete catch-up pass',
+      'this server started on an empty data directory (a new server, or a lost disk): it is rebuilding from its peers and counts against t until its first complete catch-up pass',
     );
   }
   const catchUp = new CatchUp({
     protocol,
+    peers,
     handleSelf,
     catalog,
     repairer,

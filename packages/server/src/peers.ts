@@ -215,6 +215,14 @@ export class PeerSet {
     });
   }
 
+  /** Closes the connections now if no operation runs (a pass ended); they open again when needed. */
+  release(): void {
+    if (this.#running.size > 0) return;
+    if (this.#idleTimer) clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
+    for (const p of this.#peers) if (p) this.#disconnect(p);
+  }
+
   /** Closes every connection; running operations fail. */
   close(): void {
     this.#closed = true;

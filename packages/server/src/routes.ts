@@ -32,6 +32,8 @@ export interface RouteContext {
   shuttingDown(): boolean;
   /** `GET /status`'s report (`healing.ts`). */
   status?(): object;
+  /** Catch-up's state (`rebuilding`, `caught-up`, …), shown by `/healthz` too, when self-healing runs. */
+  catchUp?(): string | undefined;
 }
 
 /** The request listener for the HTTP (or HTTPS) server. */
@@ -43,7 +45,10 @@ export function httpRoutes(ctx: RouteContext): (req: IncomingMessage, res: Serve
     } else if (path === '/healthz') {
       const ok = !ctx.shuttingDown();
       res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ status: ok ? 'ok' : 'shutting-down', id: ctx.id, connections: ctx.connections() }));
+      const catchUp = ctx.catchUp?.();
+      res.end(
+        JSON.stringify({ status: ok ? 'ok' : 'shutting-down', id: ctx.id, connections: ctx.connections(), ...(catchUp ? { catchUp } : {}) }),
+      );
     } else if (path === '/status' && ctx.status) {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify(ctx.status()));

@@ -26,7 +26,7 @@ import { randomInt } from 'node:crypto';
 import type { Logger } from 'pino';
 import { compareKeys, toHex, type Server, type ScrubOutcome } from '@powerstore/protocol';
 import type { HealMetrics } from './heal-metrics.js';
-import { failureReason, RateLimiter, type Repairer } from './heal.js';
+import { failureReason, RateLimiter, sleep, type Repairer } from './heal.js';
 import type { LevelStorage } from './level-storage.js';
 
 /** Scrub settings an operator sets (`powerstore-server start --scrub-…`). */
@@ -83,18 +83,6 @@ export interface ScrubberOptions {
   /** Bytes stored, for the automatic rate. */
   readonly storedBytes: () => number;
 }
-
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 
 /** The scrub loop; see the module comment. */
 export class Scrubber {

@@ -233,6 +233,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     shuttingDown: () => closing !== undefined,
     status: () =>
       statusReport({ id: options.index + 1, storage: store, healing, connections: connections.size, shuttingDown: closing !== undefined }),
+    catchUp: () => healing?.status().catchUp.state,
   });
   try {
     http = options.tls ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, routes) : createHttpServer(routes);
