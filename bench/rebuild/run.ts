@@ -25,7 +25,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir, totalmem } from 'node:os';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -68,7 +68,8 @@ const healArgs = [
   ...(flags['heal-concurrency'] ? ['--heal-concurrency', flags['heal-concurrency']] : []),
   ...(flags['server-args'] ? flags['server-args'].split(/\s+/).filter(Boolean) : []),
 ];
-if (!(fillBytes > 0 && minValue > 0 && maxValue >= minValue)) throw new Error('--fill, --min-value, --max-value must be positive, min ≤ max');
+if (!(fillBytes > 0 && minValue > 0 && maxValue >= minValue))
+  throw new Error('--fill, --min-value, --max-value must be positive, min ≤ max');
 if (!(Number.isInteger(clients) && clients >= 1 && loadSeconds > 0)) throw new Error('--clients ≥ 1 and --load-seconds > 0');
 
 const T = 1;
@@ -79,6 +80,7 @@ const mb = (bytes: number) => bytes / 1e6;
 const log = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
 
 await ensureBuiltProjects(['packages/server']);
+const loadStart = loadavg()[0]!;
 const dir = mkdtempSync(join(tmpdir(), 'powerstore-bench-rebuild-'));
 const children = new Map<number, ChildProcess>();
 
@@ -90,7 +92,15 @@ interface StatusJson {
     catchUp: {
       state: string;
       rebuilding: boolean;
-      lastPass?: { started: string; finished: string; seconds: number; keysChecked: number; writesRepaired: number; bytesRepaired: number; failures: Record<string, number> };
+      lastPass?: {
+        started: string;
+        finished: string;
+        seconds: number;
+        keysChecked: number;
+        writesRepaired: number;
+        bytesRepaired: number;
+        failures: Record<string, number>;
+      };
     };
   };
 }
@@ -106,7 +116,9 @@ async function start(id: number, extra: readonly string[] = []): Promise<void> {
   const out = openSync(join(dir, `server-${id}.log`), 'a');
   const args = [SERVER_CLI, 'start', '--config', join(dir, `server-${id}.json`), '--data', join(dir, `data-${id}`), '--log-level', 'warn'];
   if (!fsync) args.push('--unsafe-no-fsync');
-  const prof = flags.profile ? ['--cpu-prof', '--cpu-prof-dir', flags.profile, '--cpu-prof-name', `server-${id}-${Date.now()}.cpuprofile`] : [];
+  const prof = flags.profile
+    ? ['--cpu-prof', '--cpu-prof-dir', flags.profile, '--cpu-prof-name', `server-${id}-${Date.now()}.cpuprofile`]
+    : [];
   const child = track(spawn(process.execPath, [...prof, ...args, ...extra], { stdio: ['ignore', out, out] }));
   closeSync(out);
   children.set(id, child);
@@ -251,7 +263,9 @@ async function rebuild(): Promise<RebuildNumbers> {
 let result: Record<string, unknown>;
 const stores: Store[] = [];
 try {
-  const init = spawnSync(process.execPath, [SERVER_CLI, 'init', '--t', String(T), '--dir', dir, '--base-port', String(base)], { encoding: 'utf8' });
+  const init = spawnSync(process.execPath, [SERVER_CLI, 'init', '--t', String(T), '--dir', dir, '--base-port', String(base)], {
+    encoding: 'utf8',
+  });
   if (init.status !== 0) throw new Error(`init failed: ${init.stderr}`);
   for (let id = 1; id <= N; id++) await start(id, id === REBUILT ? healArgs : []);
   const cluster = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')) as object;
@@ -301,10 +315,10 @@ try {
   log(`  ${JSON.stringify(alone)}`);
 
   log('rebuild under load');
-  let rebuilt: RebuildNumbers | undefined;
-  const loaded = load(loaders, value, () => rebuilt !== undefined);
+  const finished = { yes: false };
+  const loaded = load(loaders, value, () => finished.yes);
   await sleep(2000);
-  rebuilt = await rebuild();
+  const rebuilt = await rebuild().finally(() => (finished.yes = true));
   const during = await loaded;
   const duringNumbers = summarize(during.samples, rebuilt.started, rebuilt.finished, during.errors);
   log(`  rebuild ${JSON.stringify(rebuilt)}`);
@@ -320,6 +334,8 @@ try {
       servers: N,
       fsync,
       heal: healArgs.length ? healArgs.join(' ') : 'defaults',
+      // Other work on the machine: the 1-minute load average at the start and at the end.
+      loadAverage: [round(loadStart, 1), round(loadavg()[0]!, 1)],
     },
     fill: { keys, bytes: filled, seconds: round(fillSeconds, 1), mbPerSec: round(mb(filled) / fillSeconds, 1) },
     load: { clients, valueBytes: loadValue, reads: 0.8 },
@@ -350,14 +366,16 @@ const r = result as {
 };
 const rb = (x: RebuildNumbers) =>
   `${x.keys} | ${x.writesRepaired} | ${mb(x.fragmentBytes).toFixed(0)} | ${x.seconds} | **${x.mbPerSec}** | ${x.startToCaughtUpSeconds} | ${Object.keys(x.failures).length ? JSON.stringify(x.failures) : 'none'}`;
-const cl = (x: LoadNumbers) => `${x.seconds} | ${x.ops} | ${x.opsPerSec} | ${x.mbPerSec} | ${x.p50Ms} | **${x.p99Ms}** | ${x.readP99Ms} | ${x.writeP99Ms} | ${x.errors}`;
+const cl = (x: LoadNumbers) =>
+  `${x.seconds} | ${x.ops} | ${x.opsPerSec} | ${x.mbPerSec} | ${x.p50Ms} | **${x.p99Ms}** | ${x.readP99Ms} | ${x.writeP99Ms} | ${x.errors}`;
 const md = [
   `# Rebuild of a lost disk (\`pnpm bench:rebuild --fill ${flags.fill}\`)`,
   '',
-  `${String(r.environment.date)}: t = ${T} (${N} servers), loopback, fsync ${fsync ? 'on' : 'off'}, Node ${String(r.environment.node)}, ${String(r.environment.cpus)}, ${String(r.environment.memory)}; catch-up settings of the rebuilt server: ${String(r.environment.heal)}.`,
+  `${String(r.environment.date)}: t = ${T} (${N} servers), loopback, fsync ${fsync ? 'on' : 'off'}, Node ${String(r.environment.node)}, ${String(r.environment.cpus)}, ${String(r.environment.memory)}; catch-up settings of the rebuilt server: ${String(r.environment.heal)}. ` +
+    `Load average of the machine (other work included) at the start and the end: ${(r.environment.loadAverage as number[]).join(' and ')}.`,
   `Filled with ${r.fill.keys} values of ${minValue / 2 ** 20}–${maxValue / 2 ** 20} MiB, ${mb(r.fill.bytes).toFixed(0)} MB, in ${r.fill.seconds} s (${r.fill.mbPerSec} MB/s of values).`,
   `Then server ${REBUILT} was stopped, its data directory deleted, and it was started on an empty one; it rebuilt its fragment of every value from its peers.`,
-  'Rebuild rate = fragment bytes it stored / its catch-up pass\'s wall time (MB = 10⁶ bytes); it reads about t + 1 = 2 times that from the peers.',
+  "Rebuild rate = fragment bytes it stored / its catch-up pass's wall time (MB = 10⁶ bytes); it reads about t + 1 = 2 times that from the peers.",
   `Honest clients: ${clients} closed loops, 80 % reads / 20 % writes of ${loadValue / 1024} KiB on keys of their own; "during" counts only operations that ended inside the rebuild's pass.`,
   '',
   '| rebuild | keys checked | writes repaired | fragment MB stored | pass s | MB/s | start → caught up s | failures |',

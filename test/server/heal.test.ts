@@ -41,7 +41,14 @@ afterEach(async () => {
 /** Deterministic bytes: a counter-mode SHA-256 stream. */
 function bytes(n: number, seed: string): Uint8Array {
   const out = new Uint8Array(n);
-  for (let off = 0, i = 0; off < n; off += 32, i++) out.set(createHash('sha256').update(`${seed}:${i}`).digest().subarray(0, Math.min(32, n - off)), off);
+  for (let off = 0, i = 0; off < n; off += 32, i++)
+    out.set(
+      createHash('sha256')
+        .update(`${seed}:${i}`)
+        .digest()
+        .subarray(0, Math.min(32, n - off)),
+      off,
+    );
   return out;
 }
 

@@ -95,7 +95,8 @@ export class RepairOperation implements ClientOperation<RepairResult> {
     this.#options = options;
     this.#candidate = candidate;
     const { config, crypto, codec, verifier, onEvidence, index } = options;
-    const fragmentServers = options.fragmentServers ?? ((op: number, round: number) => repairFragmentServers(config.n, config.t, index, op + round));
+    const fragmentServers =
+      options.fragmentServers ?? ((op: number, round: number) => repairFragmentServers(config.n, config.t, index, op + round));
     this.#read = new ReadOperation({ config, crypto, codec, verifier, fragmentServers, ...(onEvidence ? { onEvidence } : {}) }, key, opId, {
       pinned: candidate,
       ...(target.stripe !== undefined ? { stripe: target.stripe } : {}),

@@ -180,14 +180,13 @@ export function mergeWithDeletes(answers: readonly ListAck[], page: ListPage): C
   }
   // The operation's own page is authoritative for the keys it lists.
   for (const k of page.keys) {
-    const b = best.get(k.key);
-    if (!b) best.set(k.key, { candidate: k.candidate, sizes: new Map(k.size === undefined ? [] : [[candidateId(k.candidate), k.size]]) });
+    let b = best.get(k.key);
+    if (!b) best.set(k.key, (b = { candidate: k.candidate, sizes: new Map() }));
     else b.candidate = k.candidate;
+    if (k.size !== undefined) b.sizes.set(candidateId(k.candidate), k.size);
   }
-  return [...best.keys()]
-    .sort(compareKeys)
-    .map((key) => {
-      const { candidate, sizes } = best.get(key)!;
-      return { key, candidate, size: sizes.get(candidateId(candidate)) };
-    });
+  return [...best.keys()].sort(compareKeys).map((key) => {
+    const { candidate, sizes } = best.get(key)!;
+    return { key, candidate, size: sizes.get(candidateId(candidate)) };
+  });
 }

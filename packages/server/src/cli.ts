@@ -215,7 +215,12 @@ function buildCli(): Command {
       integer(0),
       DEFAULT_CATCH_UP.bytesPerSec,
     )
-    .option('--scrub-period-ms <ms>', 're-hash every stored fragment once this often (30 days); 0 disables scrub', integer(0), DEFAULT_SCRUB.periodMs)
+    .option(
+      '--scrub-period-ms <ms>',
+      're-hash every stored fragment once this often (30 days); 0 disables scrub',
+      integer(0),
+      DEFAULT_SCRUB.periodMs,
+    )
     .option(
       '--scrub-bytes-per-sec <n>',
       'bytes per second scrub reads; 0 = the bytes stored over the period, at least 64 KiB/s',
@@ -249,7 +254,7 @@ function buildCli(): Command {
   program
     .command('status')
     .description(
-      "Every server side by side (from their GET /status): up or not, catch-up state (rebuilding, caught up, last pass), keys and bytes held, scrub.",
+      'Every server side by side (from their GET /status): up or not, catch-up state (rebuilding, caught up, last pass), keys and bytes held, scrub.',
     )
     .requiredOption('--cluster <file>', 'the cluster file')
     .option('--json', 'print JSON', false)

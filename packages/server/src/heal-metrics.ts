@@ -90,7 +90,11 @@ export function createHealMetrics(registry: Registry): HealMetrics {
     }),
     passKeys: new Gauge({ name: 'powerstore_heal_pass_keys_checked', help: 'Keys the running catch-up pass has checked', registers }),
     passRunning: new Gauge({ name: 'powerstore_heal_pass_running', help: '1 while a catch-up pass runs', registers }),
-    lastPassSeconds: new Gauge({ name: 'powerstore_heal_last_pass_duration_seconds', help: 'Wall time of the last catch-up pass', registers }),
+    lastPassSeconds: new Gauge({
+      name: 'powerstore_heal_last_pass_duration_seconds',
+      help: 'Wall time of the last catch-up pass',
+      registers,
+    }),
     lastCompletePass: new Gauge({
       name: 'powerstore_heal_last_complete_pass_timestamp_seconds',
       help: 'When the last complete catch-up pass ended (Unix time; 0 before the first)',
@@ -117,10 +121,14 @@ export function createHealMetrics(registry: Registry): HealMetrics {
     }),
     scrubRepaired: new Counter({
       name: 'powerstore_scrub_repaired_total',
-      help: "Damaged fragments scrub rebuilt from the peers and rewrote (checked again afterwards)",
+      help: 'Damaged fragments scrub rebuilt from the peers and rewrote (checked again afterwards)',
       registers,
     }),
-    scrubPasses: new Counter({ name: 'powerstore_scrub_passes_total', help: 'Scrub passes over every stored fragment completed', registers }),
+    scrubPasses: new Counter({
+      name: 'powerstore_scrub_passes_total',
+      help: 'Scrub passes over every stored fragment completed',
+      registers,
+    }),
     scrubPassFragments: new Gauge({
       name: 'powerstore_scrub_pass_fragments',
       help: 'Fragments the running scrub pass has checked',

@@ -274,10 +274,22 @@ export class Repairer {
   async repair(
     key: string,
     candidate: Candidate,
-    options: { readonly rewrite?: boolean; readonly stripe?: number; readonly sizeHint?: number | undefined; readonly signal?: AbortSignal },
+    options: {
+      readonly rewrite?: boolean;
+      readonly stripe?: number;
+      readonly sizeHint?: number | undefined;
+      readonly signal?: AbortSignal;
+    },
   ): Promise<RepairSummary> {
     const rewrite = options.rewrite ?? false;
-    const first = await this.#stripe(key, candidate, 0, undefined, Math.min(options.sizeHint ?? HEAL_INFLIGHT_BYTES, HEAL_INFLIGHT_BYTES), options.signal);
+    const first = await this.#stripe(
+      key,
+      candidate,
+      0,
+      undefined,
+      Math.min(options.sizeHint ?? HEAL_INFLIGHT_BYTES, HEAL_INFLIGHT_BYTES),
+      options.signal,
+    );
     const layout = first.layout;
     let entries = 0;
     let bytes = 0;
@@ -289,8 +301,7 @@ export class Repairer {
       } else if (outcome === 'superseded') superseded = true;
     };
     if (layout && options.stripe !== 0) {
-      const stripes =
-        options.stripe !== undefined ? [options.stripe] : Array.from({ length: layout.digests.length - 1 }, (_, i) => i + 1);
+      const stripes = options.stripe !== undefined ? [options.stripe] : Array.from({ length: layout.digests.length - 1 }, (_, i) => i + 1);
       await pool(stripes, this.#o.settings.concurrency, async (s) => {
         if (superseded) return;
         const r = await this.#stripe(key, candidate, s, layout, layout.stripeSize, options.signal);
@@ -304,7 +315,12 @@ export class Repairer {
     return { outcome, entries, bytes };
   }
 
-  async #store(key: string, candidate: Candidate, r: RepairResult, options: { layout?: StripeLayout; rewrite: boolean }): Promise<RepairOutcome> {
+  async #store(
+    key: string,
+    candidate: Candidate,
+    r: RepairResult,
+    options: { layout?: StripeLayout; rewrite: boolean },
+  ): Promise<RepairOutcome> {
     const started = performance.now();
     const outcome = await this.#o.protocol.storeRepaired(key, candidate, r.entry, options);
     this.#o.log?.debug({ key, stripe: r.entry.stripe, ms: Math.round(performance.now() - started), outcome }, 'repair store');
@@ -488,7 +504,7 @@ export class CatchUp {
 
   /** One pass over every key of the catalog (exported for tests; the loop calls it). */
   async runPass(): Promise<PassReport> {
-    const { catalog, metrics, log, settings } = this.#o;
+    const { metrics, log, settings } = this.#o;
     const signal = this.#stop.signal;
     const rebuilding = this.rebuilding;
     const started = Date.now();

@@ -73,7 +73,10 @@ export async function startHealing(ctx: HealingContext): Promise<Healing> {
   for (const id of Object.keys(options.peerUrls ?? {})) {
     const n = Number(id);
     if (!Number.isInteger(n) || n < 1 || n > config.n || n === index + 1) {
-      throw new ServerError('CONFIG_INVALID', `--peer-url ${id}=…: not another server of this cluster (ids 1..${config.n}, this is ${index + 1})`);
+      throw new ServerError(
+        'CONFIG_INVALID',
+        `--peer-url ${id}=…: not another server of this cluster (ids 1..${config.n}, this is ${index + 1})`,
+      );
     }
   }
   const urls = cluster.servers.map((s) => options.peerUrls?.[s.id] ?? s.url);

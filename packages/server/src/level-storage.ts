@@ -506,7 +506,8 @@ export class LevelStorage extends AbstractStorage {
     try {
       return await read();
     } catch (err) {
-      if (isLevelCorruption(err)) throw new StorageError('STORAGE_CORRUPT', `key ${JSON.stringify(key)}: LevelDB: ${(err as Error).message}`, { cause: err });
+      if (isLevelCorruption(err))
+        throw new StorageError('STORAGE_CORRUPT', `key ${JSON.stringify(key)}: LevelDB: ${(err as Error).message}`, { cause: err });
       throw err;
     }
   }

@@ -246,7 +246,7 @@ export class PeerSet {
       this.#idleTimer.unref();
     }
     if (outcome === undefined) run.resolve(result);
-    else run.reject(outcome instanceof Error ? outcome : new Error(String(outcome)));
+    else run.reject(outcome instanceof Error ? outcome : new Error(typeof outcome === 'string' ? outcome : 'operation failed'));
   }
 
   #step(run: Running, step: Step<unknown>): void {
@@ -317,7 +317,7 @@ export class PeerSet {
     if (run.done || run.round !== round) return;
     let step: Step<unknown>;
     try {
-      step = await run.op.onReply(from, { ...reply, opId: run.op.opId } as Reply);
+      step = await run.op.onReply(from, { ...reply, opId: run.op.opId });
     } catch (e) {
       this.#finish(run, e);
       return;
@@ -393,7 +393,8 @@ export class PeerSet {
     });
     ws.on('error', (err: Error & { code?: string }) => {
       if (peer.ws !== ws) return;
-      peer.lastError = err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? `sent a frame over ${this.#options.maxFrameBytes} bytes` : err.message;
+      peer.lastError =
+        err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? `sent a frame over ${this.#options.maxFrameBytes} bytes` : err.message;
       if (err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') this.evidence(peer.index, peer.lastError);
     });
     ws.on('close', (code: number, reason: Buffer) => {

@@ -47,7 +47,12 @@ export function httpRoutes(ctx: RouteContext): (req: IncomingMessage, res: Serve
       res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
       const catchUp = ctx.catchUp?.();
       res.end(
-        JSON.stringify({ status: ok ? 'ok' : 'shutting-down', id: ctx.id, connections: ctx.connections(), ...(catchUp ? { catchUp } : {}) }),
+        JSON.stringify({
+          status: ok ? 'ok' : 'shutting-down',
+          id: ctx.id,
+          connections: ctx.connections(),
+          ...(catchUp ? { catchUp } : {}),
+        }),
       );
     } else if (path === '/status' && ctx.status) {
       res.writeHead(200, { 'content-type': 'application/json' });

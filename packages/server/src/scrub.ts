@@ -146,7 +146,12 @@ export class Scrubber {
         // A new pass, from a random point the first time (so servers started together do
         // not all read the same keys at once), then from where the last one ended.
         const start = saved?.start ?? randomStart();
-        saved = { start, cursor: start, passStarted: Date.now(), ...(saved?.lastPassFinished ? { lastPassFinished: saved.lastPassFinished } : {}) };
+        saved = {
+          start,
+          cursor: start,
+          passStarted: Date.now(),
+          ...(saved?.lastPassFinished ? { lastPassFinished: saved.lastPassFinished } : {}),
+        };
       }
       this.#limiter.rate = this.#rate();
       try {
@@ -204,7 +209,13 @@ export class Scrubber {
     return next;
   }
 
-  async #one(key: string, ts: { num: number; writerId: Uint8Array }, stripe: number, length: number | undefined, signal: AbortSignal): Promise<void> {
+  async #one(
+    key: string,
+    ts: { num: number; writerId: Uint8Array },
+    stripe: number,
+    length: number | undefined,
+    signal: AbortSignal,
+  ): Promise<void> {
     const { protocol, repairer, metrics, log } = this.#o;
     const version = { key, ts: ts.num, writer: toHex(ts.writerId).slice(0, 16), stripe };
     let outcome: ScrubOutcome;
@@ -255,7 +266,10 @@ export class Scrubber {
       this.#totals.unrepaired++;
       const reason = failureReason(err);
       metrics.failures.inc({ reason });
-      log.error({ ...version, reason, err: (err as Error).message }, 'scrub: could not repair a damaged fragment; it is tried again next pass');
+      log.error(
+        { ...version, reason, err: (err as Error).message },
+        'scrub: could not repair a damaged fragment; it is tried again next pass',
+      );
     }
   }
 }

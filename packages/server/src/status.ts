@@ -10,8 +10,7 @@ import type { StatusReport } from './healing.js';
 
 /** One server's answer, or why there is none. */
 export type ServerStatusLine = { readonly id: number; readonly url: string } & (
-  | { readonly report: StatusReport }
-  | { readonly error: string }
+  { readonly report: StatusReport } | { readonly error: string }
 );
 
 /** Asks every server of `cluster` for `GET /status` (5 s each, in parallel). */
@@ -68,7 +67,11 @@ export function formatStatuses(lines: readonly ServerStatusLine[], now = Date.no
       ? `${pass.keysChecked} keys checked, ${pass.writesRepaired} repaired (${humanBytes(pass.bytesRepaired)})`
       : last
         ? `last pass: ${last.keysChecked} keys, ${last.writesRepaired} repaired in ${(last.seconds ?? 0).toFixed(1)} s${
-            Object.keys(last.failures).length ? `, failed: ${Object.entries(last.failures).map(([k, v]) => `${v} ${k}`).join(', ')}` : ''
+            Object.keys(last.failures).length
+              ? `, failed: ${Object.entries(last.failures)
+                  .map(([k, v]) => `${v} ${k}`)
+                  .join(', ')}`
+              : ''
           }`
         : '-';
     const s = r.heal?.scrub;
@@ -86,7 +89,14 @@ export function formatStatuses(lines: readonly ServerStatusLine[], now = Date.no
     ]);
   }
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
-  return rows.map((row) => row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+  return rows
+    .map((row) =>
+      row
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }
 
 /** `powerstore-server status`: prints the table (or JSON); exit code 1 when a server could not be asked or is rebuilding. */
