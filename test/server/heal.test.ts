@@ -149,6 +149,30 @@ describe('catch-up', () => {
   }, 120_000);
 });
 
+describe('flags', () => {
+  it('start refuses a --peer-url of no other server, before it listens', async () => {
+    cluster = await CliCluster.create(1);
+    const c = cluster;
+    for (const bad of ['1=ws://127.0.0.1:9', '5=ws://127.0.0.1:9', '2=http://127.0.0.1:9']) {
+      const r = cli(['start', '--config', join(c.dir, 'server-1.json'), '--data', join(c.dir, 'data-1'), '--peer-url', bad]);
+      expect(r.status, bad).toBe(2);
+      expect(r.stderr, bad).toMatch(/peer-url/);
+    }
+    const help = cli(['start', '--help']);
+    for (const flag of [
+      '--heal-interval-ms',
+      '--heal-concurrency',
+      '--heal-bytes-per-sec',
+      '--scrub-period-ms',
+      '--scrub-bytes-per-sec',
+      '--peer-url',
+      '--peer-ca',
+    ]) {
+      expect(help.stdout).toContain(flag);
+    }
+  }, 60_000);
+});
+
 describe('rebuild', () => {
   it('a server whose data directory was wiped rebuilds every completed write; with another server down, every key reads back from it', async () => {
     cluster = await CliCluster.create(1, ['--heal-interval-ms', '3000']);

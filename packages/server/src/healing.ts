@@ -62,6 +62,18 @@ export interface HealingContext {
   readonly options: HealingOptions;
 }
 
+/** Refuses settings that cannot work (`CONFIG_INVALID`): a `--peer-url` of no other server of the cluster. */
+export function checkHealingOptions(cluster: Cluster, index: number, options: HealingOptions): void {
+  const n = cluster.config.n;
+  for (const [id, url] of Object.entries(options.peerUrls ?? {})) {
+    const i = Number(id);
+    if (!Number.isInteger(i) || i < 1 || i > n || i === index + 1) {
+      throw new ServerError('CONFIG_INVALID', `--peer-url ${id}=…: not another server of this cluster (ids 1..${n}, this is ${index + 1})`);
+    }
+    if (!/^wss?:\/\/\S+$/.test(url)) throw new ServerError('CONFIG_INVALID', `--peer-url ${id}=…: not a ws:// or wss:// URL`);
+  }
+}
+
 /** Starts catch-up (a pass at once unless it is off) and scrub (on LevelDB storage). */
 export async function startHealing(ctx: HealingContext): Promise<Healing> {
   const { cluster, index, protocol, storage, crypto, options } = ctx;
@@ -70,15 +82,7 @@ export async function startHealing(ctx: HealingContext): Promise<Healing> {
   const settings: CatchUpSettings = { ...DEFAULT_CATCH_UP, ...options.catchUp };
   const scrubSettings: ScrubSettings = { ...DEFAULT_SCRUB, ...options.scrub };
   const metrics = createHealMetrics(ctx.registry);
-  for (const id of Object.keys(options.peerUrls ?? {})) {
-    const n = Number(id);
-    if (!Number.isInteger(n) || n < 1 || n > config.n || n === index + 1) {
-      throw new ServerError(
-        'CONFIG_INVALID',
-        `--peer-url ${id}=…: not another server of this cluster (ids 1..${config.n}, this is ${index + 1})`,
-      );
-    }
-  }
+  checkHealingOptions(cluster, index, options);
   const urls = cluster.servers.map((s) => options.peerUrls?.[s.id] ?? s.url);
   const handleSelf = (request: Request) => protocol.handle(request);
   const peers = new PeerSet({

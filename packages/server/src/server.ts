@@ -34,7 +34,7 @@ import { Admission } from './admission.js';
 import { ClientConnection, type ConnectionHost } from './connection.js';
 import { ServerError } from './errors.js';
 import { LevelStorage } from './level-storage.js';
-import { startHealing, statusReport, type Healing, type HealingOptions } from './healing.js';
+import { checkHealingOptions, startHealing, statusReport, type Healing, type HealingOptions } from './healing.js';
 import { FRAME_OVERHEAD_BYTES, resolveLimits, type ServerLimits } from './limits.js';
 import { createMetrics, type ServerMetrics } from './metrics.js';
 import { httpRoutes } from './routes.js';
@@ -122,6 +122,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   }
   if (!options.storage && options.dataDir === undefined)
     throw new ServerError('CONFIG_INVALID', 'startServer needs a dataDir or a storage');
+  if (options.heal) checkHealingOptions(options.cluster, options.index, options.heal);
   const store =
     options.storage ??
     (await LevelStorage.open({
@@ -366,18 +367,23 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     'listening',
   );
   if (options.heal) {
-    const heal = options.heal;
-    healing = await startHealing({
-      cluster: options.cluster,
-      index: options.index,
-      protocol,
-      storage: store,
-      crypto,
-      registry: metrics.registry,
-      log,
-      maxFrameBytes: limits.maxFrameBytes,
-      options: heal,
-    });
+    try {
+      healing = await startHealing({
+        cluster: options.cluster,
+        index: options.index,
+        protocol,
+        storage: store,
+        crypto,
+        registry: metrics.registry,
+        log,
+        maxFrameBytes: limits.maxFrameBytes,
+        options: options.heal,
+      });
+    } catch (err) {
+      closing ??= shutdown();
+      await closing;
+      throw err;
+    }
   }
 
   async function shutdown(): Promise<void> {
