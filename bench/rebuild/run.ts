@@ -45,6 +45,8 @@ const { values: flags } = parseArgs({
     'load-value': { type: 'string', default: '256KiB' },
     'load-seconds': { type: 'string', default: '20' },
     'heal-bytes-per-sec': { type: 'string' },
+    /** The rebuilds under client load, one per rate (the rebuilt server's --heal-bytes-per-sec): 'default', 0 (no limit) or a size. */
+    'loaded-rates': { type: 'string', default: 'default,16MiB' },
     'heal-concurrency': { type: 'string' },
     fsync: { type: 'string', default: 'on' },
     out: { type: 'string', default: 'rebuild' },
@@ -229,12 +231,12 @@ function cpuSeconds(id: number): number {
 }
 
 /** Stops server 4, deletes its data, starts it again and waits for its rebuild to end. */
-async function rebuild(): Promise<RebuildNumbers> {
+async function rebuild(args: readonly string[] = healArgs): Promise<RebuildNumbers> {
   await stop(REBUILT);
   rmSync(join(dir, `data-${REBUILT}`), { recursive: true, force: true });
   const spawned = Date.now();
   const peersBefore = [1, 2, 3].reduce((sum, id) => sum + cpuSeconds(id), 0);
-  await start(REBUILT, healArgs);
+  await start(REBUILT, args);
   for (;;) {
     const s = await status(REBUILT);
     const c = s.heal?.catchUp;
@@ -314,15 +316,30 @@ try {
   const alone = await rebuild();
   log(`  ${JSON.stringify(alone)}`);
 
-  log('rebuild under load');
-  const finished = { yes: false };
-  const loaded = load(loaders, value, () => finished.yes);
-  await sleep(2000);
-  const rebuilt = await rebuild().finally(() => (finished.yes = true));
-  const during = await loaded;
-  const duringNumbers = summarize(during.samples, rebuilt.started, rebuilt.finished, during.errors);
-  log(`  rebuild ${JSON.stringify(rebuilt)}`);
-  log(`  clients ${JSON.stringify(duringNumbers)}`);
+  const underLoad: { rate: string; rebuild: RebuildNumbers; clients: LoadNumbers; p99Ratio: number; opsRatio: number }[] = [];
+  for (const rate of flags['loaded-rates']
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean)) {
+    log(`rebuild under load, --heal-bytes-per-sec ${rate}`);
+    const args = [...healArgs.filter((_, i, a) => a[i] !== '--heal-bytes-per-sec' && a[i - 1] !== '--heal-bytes-per-sec')];
+    if (rate !== 'default') args.push('--heal-bytes-per-sec', String(parseSize(rate)));
+    const finished = { yes: false };
+    const loaded = load(loaders, value, () => finished.yes);
+    await sleep(2000);
+    const rebuilt = await rebuild(args).finally(() => (finished.yes = true));
+    const during = await loaded;
+    const clientsDuring = summarize(during.samples, rebuilt.started, rebuilt.finished, during.errors);
+    log(`  rebuild ${JSON.stringify(rebuilt)}`);
+    log(`  clients ${JSON.stringify(clientsDuring)}`);
+    underLoad.push({
+      rate: rate === 'default' ? 'default' : `${parseSize(rate)}`,
+      rebuild: rebuilt,
+      clients: clientsDuring,
+      p99Ratio: round(clientsDuring.p99Ms / baselineNumbers.p99Ms, 2),
+      opsRatio: round(clientsDuring.opsPerSec / baselineNumbers.opsPerSec, 2),
+    });
+  }
   const after = await Promise.all(Array.from({ length: N }, (_, i) => status(i + 1)));
   result = {
     environment: {
@@ -341,9 +358,7 @@ try {
     load: { clients, valueBytes: loadValue, reads: 0.8 },
     baseline: baselineNumbers,
     rebuildAlone: alone,
-    rebuildUnderLoad: { rebuild: rebuilt, clients: duringNumbers },
-    p99Ratio: round(duringNumbers.p99Ms / baselineNumbers.p99Ms, 2),
-    opsRatio: round(duringNumbers.opsPerSec / baselineNumbers.opsPerSec, 2),
+    underLoad,
     serversAfter: after.map((s, i) => ({ id: i + 1, keys: s.keys, entries: s.entries, bytes: s.bytes, state: s.heal?.catchUp.state })),
   };
 } finally {
@@ -360,10 +375,10 @@ const r = result as {
   fill: { keys: number; bytes: number; seconds: number; mbPerSec: number };
   baseline: LoadNumbers;
   rebuildAlone: RebuildNumbers;
-  rebuildUnderLoad: { rebuild: RebuildNumbers; clients: LoadNumbers };
-  p99Ratio: number;
-  opsRatio: number;
+  underLoad: { rate: string; rebuild: RebuildNumbers; clients: LoadNumbers; p99Ratio: number; opsRatio: number }[];
 };
+const rateText = (rate: string) =>
+  rate === 'default' ? 'default (128 MiB/s)' : rate === '0' ? 'unlimited' : `${(Number(rate) / 2 ** 20).toFixed(0)} MiB/s`;
 const rb = (x: RebuildNumbers) =>
   `${x.keys} | ${x.writesRepaired} | ${mb(x.fragmentBytes).toFixed(0)} | ${x.seconds} | **${x.mbPerSec}** | ${x.startToCaughtUpSeconds} | ${Object.keys(x.failures).length ? JSON.stringify(x.failures) : 'none'}`;
 const cl = (x: LoadNumbers) =>
@@ -381,14 +396,18 @@ const md = [
   '| rebuild | keys checked | writes repaired | fragment MB stored | pass s | MB/s | start → caught up s | failures |',
   '|---|---:|---:|---:|---:|---:|---:|---|',
   `| alone | ${rb(r.rebuildAlone)} |`,
-  `| under client load | ${rb(r.rebuildUnderLoad.rebuild)} |`,
+  ...r.underLoad.map((u) => `| under client load, rate ${rateText(u.rate)} | ${rb(u.rebuild)} |`),
   '',
   '| honest clients | window s | ops | ops/s | MB/s | p50 ms | p99 ms | read p99 ms | write p99 ms | errors |',
   '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   `| without a rebuild | ${cl(r.baseline)} |`,
-  `| during the rebuild | ${cl(r.rebuildUnderLoad.clients)} |`,
+  ...r.underLoad.map((u) => `| during the rebuild at rate ${rateText(u.rate)} | ${cl(u.clients)} |`),
   '',
-  `During the rebuild: p99 ${r.p99Ratio}× and throughput ${r.opsRatio}× the values without it (targets: rebuild ≥ 50 MB/s of fragment data, p99 ≤ 2×).`,
+  ...r.underLoad.map(
+    (u) => `During the rebuild at rate ${rateText(u.rate)}: p99 ${u.p99Ratio}× and throughput ${u.opsRatio}× the values without it.`,
+  ),
+  '',
+  "Targets: rebuild ≥ 50 MB/s of fragment data; clients' p99 during it ≤ 2× without it. The rate is the rebuilt server's `--heal-bytes-per-sec` (bytes read from its peers; the default is 128 MiB/s; 0 = no limit).",
   '',
 ].join('\n');
 writeFileSync(join(out, `${flags.out}.md`), md);

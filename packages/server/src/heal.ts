@@ -59,6 +59,8 @@ import { PeerTimeout, type PeerSet } from './peers.js';
 export const PEERS_FIRST_MS = 10_000;
 /** Stripe bytes repairs may hold in flight at once (one repair always may run). */
 export const HEAL_INFLIGHT_BYTES = 64 * 1024 * 1024;
+/** What stripe 0 of a value over {@link HEAL_INFLIGHT_BYTES} is guessed to weigh before it is read. */
+const STRIPE_ESTIMATE = 8 * 1024 * 1024;
 /** Times a key is looked up again after its version changed under a repair. */
 const MAX_ATTEMPTS = 4;
 /** First retry of a pass that could not check every key; it doubles up to the interval. */
@@ -282,14 +284,10 @@ export class Repairer {
     },
   ): Promise<RepairSummary> {
     const rewrite = options.rewrite ?? false;
-    const first = await this.#stripe(
-      key,
-      candidate,
-      0,
-      undefined,
-      Math.min(options.sizeHint ?? HEAL_INFLIGHT_BYTES, HEAL_INFLIGHT_BYTES),
-      options.signal,
-    );
+    // Stripe 0's size is known only once it is read: a value up to 64 MiB may be one stripe
+    // (its size is the estimate), a larger one is in stripes (a client's are 2 MiB).
+    const hint = options.sizeHint ?? HEAL_INFLIGHT_BYTES;
+    const first = await this.#stripe(key, candidate, 0, undefined, hint <= HEAL_INFLIGHT_BYTES ? hint : STRIPE_ESTIMATE, options.signal);
     const layout = first.layout;
     let entries = 0;
     let bytes = 0;
@@ -337,6 +335,9 @@ export class Repairer {
   ): Promise<RepairResult> {
     const { config, crypto, codec, index, peers, settings, metrics, verifier } = this.#o;
     await this.limiter.ready(signal);
+    // Spent now, as an estimate (a stripe's answers are about its size), and settled when
+    // the answers are in: repairs starting together cannot all pass before the first is counted.
+    this.limiter.charge(weight);
     const leave = await this.gate.enter(weight);
     try {
       if (signal?.aborted) throw new Error('stopped');
@@ -356,7 +357,7 @@ export class Repairer {
           onBytes: (b) => (fetched += b),
         });
       } finally {
-        this.limiter.charge(fetched);
+        this.limiter.charge(fetched - weight);
         metrics.bytesFetched.inc(fetched);
         this.#o.log?.debug({ key, stripe, ms: Math.round(performance.now() - started), fetched, busy: this.gate.busy }, 'repair read');
       }
