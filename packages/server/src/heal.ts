@@ -84,7 +84,7 @@ export interface CatchUpSettings {
 export const DEFAULT_CATCH_UP: CatchUpSettings = Object.freeze({
   intervalMs: 10 * 60 * 1000,
   concurrency: 8,
-  bytesPerSec: 128 * 1024 * 1024,
+  bytesPerSec: 32 * 1024 * 1024,
   operationTimeoutMs: 60_000,
 });
 
@@ -222,6 +222,37 @@ export async function pool<T>(items: readonly T[], width: number, fn: (item: T, 
   if (failure) throw failure.err;
 }
 
+/**
+ * `base` with a memory of the large inputs it hashed (the last part of each, 64 KiB or
+ * more): a repair hashes each fragment it reads (against the writer's checksum) and then
+ * the same bytes again as part of the value it re-encodes. Equal bytes give equal hashes,
+ * so a hit is checked by comparing the bytes (a memcmp), never assumed. One per operation:
+ * it holds what that operation hashed.
+ */
+export function rememberingHashes(base: CryptoProvider): CryptoProvider {
+  const seen: { prefix: string; bytes: Uint8Array; hash: Uint8Array }[] = [];
+  const prefixOf = (parts: readonly Uint8Array[]) =>
+    parts
+      .slice(0, -1)
+      .map((p) => toHex(p))
+      .join('.');
+  return {
+    ...base,
+    name: `${base.name}+remembering`,
+    async sha256(parts) {
+      const last = parts.at(-1);
+      if (!last || last.length < 65536) return base.sha256(parts);
+      const prefix = prefixOf(parts);
+      for (const s of seen) {
+        if (s.prefix === prefix && s.bytes.length === last.length && Buffer.compare(s.bytes, last) === 0) return s.hash;
+      }
+      const hash = await base.sha256(parts);
+      seen.push({ prefix, bytes: last, hash });
+      return hash;
+    },
+  };
+}
+
 /** Why a repair failed, as a metric label. */
 export function failureReason(err: unknown): string {
   if (err instanceof PeerTimeout) return 'timeout';
@@ -342,7 +373,14 @@ export class Repairer {
     try {
       if (signal?.aborted) throw new Error('stopped');
       const op = new RepairOperation(
-        { config, crypto, codec, verifier, index, onEvidence: (server, reason) => peers.evidence(server, reason) },
+        {
+          config,
+          crypto: rememberingHashes(crypto),
+          codec,
+          verifier,
+          index,
+          onEvidence: (server, reason) => peers.evidence(server, reason),
+        },
         key,
         candidate,
         this.#o.opId(),

@@ -7,7 +7,16 @@
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { createCodec } from '@powerstore/erasure';
-import type { AbstractStorage, Cluster, CryptoProvider, Request, Server } from '@powerstore/protocol';
+import {
+  Server,
+  type AbstractStorage,
+  type Candidate,
+  type CertificateVerifier,
+  type Cluster,
+  type CryptoProvider,
+  type Request,
+  type ServerOptions,
+} from '@powerstore/protocol';
 import { Catalog, KnownVerifier } from './catalog.js';
 import { ServerError } from './errors.js';
 import { createHealMetrics } from './heal-metrics.js';
@@ -59,7 +68,36 @@ export interface HealingContext {
   readonly log: Logger;
   /** The cluster's frame limit: the largest answer taken from a peer. */
   readonly maxFrameBytes: number;
+  /** The verifier `protocol` checks validity with ({@link protocolServer}): catch-up shares it. */
+  readonly verifier: KnownVerifier;
   readonly options: HealingOptions;
+}
+
+/**
+ * A protocol `Server` whose validity checks remember what they found in `shared`, the
+ * verifier catch-up lists and repairs with: a candidate catch-up verified in the listing is
+ * not verified again when the repair stores it (four Ed25519 verifications a key, which
+ * for small values are most of a rebuild's work). The checks are the protocol's own;
+ * only where their results are remembered changes. Without `shared`, the protocol's `Server`.
+ */
+export function protocolServer(shared: CertificateVerifier | undefined, options: ServerOptions): Server {
+  return shared ? new SharedValidityServer(options, shared) : new Server(options);
+}
+
+class SharedValidityServer extends Server {
+  readonly #shared: CertificateVerifier;
+
+  constructor(options: ServerOptions, shared: CertificateVerifier) {
+    super(options);
+    this.#shared = shared;
+  }
+
+  protected override valid(key: string, c: Candidate): Promise<boolean> {
+    return this.#shared.valid(key, c, {
+      certificate: (ts, cert) => this.checkCertificate(key, ts, cert),
+      proof: (ts, cert, proof) => this.checkProof(key, ts, cert, proof),
+    });
+  }
 }
 
 /** Refuses settings that cannot work (`CONFIG_INVALID`): a `--peer-url` of no other server of the cluster. */
@@ -101,7 +139,7 @@ export async function startHealing(ctx: HealingContext): Promise<Healing> {
   let nextOpId = 1 + Math.floor(Math.random() * 2 ** 40);
   const opId = () => nextOpId++;
   const codec = await createCodec({ k: config.t + 1, n: config.n });
-  const verifier = new KnownVerifier(crypto, cluster.identity);
+  const verifier = ctx.verifier;
   const catalog = new Catalog({
     config,
     crypto,

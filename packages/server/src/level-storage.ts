@@ -232,6 +232,9 @@ export interface StoredEntryRef {
   readonly fragmentLength: number | undefined;
 }
 
+/** Entries {@link LevelStorage.historyEntries} reads per LevelDB iterator. */
+const HISTORY_BATCH = 64;
+
 /** Markers the storage itself uses: {@link LevelStorage.setMarker} refuses them. */
 const RESERVED_MARKERS = new Set(['meta', 'totals']);
 
@@ -476,23 +479,35 @@ export class LevelStorage extends AbstractStorage {
    * LevelDB failing to read its files rejects (`STORAGE_CORRUPT` when it reports damage).
    */
   async *historyEntries(after = ''): AsyncIterable<StoredEntryRef> {
-    const range = after > 'h:' ? { gt: after } : { gte: 'h:' };
-    try {
-      for await (const [k, raw] of this.#db.iterator({ ...range, lt: 'h;', fillCache: false })) {
-        const ref = parseEntryName(k);
-        if (!ref) continue;
-        let fragmentLength: number | undefined;
-        try {
-          const r = decodeEntryMetaRecord(this.#view(raw), this.#n);
-          fragmentLength = r.key === ref.key ? r.fragmentLength : undefined;
-        } catch {
-          fragmentLength = undefined;
+    let cursor = after;
+    for (;;) {
+      // Read in small batches, each iterator closed before its entries are handed out: a
+      // LevelDB iterator pins the files it reads, and a walk that waits between entries
+      // (scrub is rate-limited) would otherwise keep compaction from freeing space.
+      const batch: StoredEntryRef[] = [];
+      const range = cursor > 'h:' ? { gt: cursor } : { gte: 'h:' };
+      let read = 0;
+      try {
+        for await (const [k, raw] of this.#db.iterator({ ...range, lt: 'h;', limit: HISTORY_BATCH, fillCache: false })) {
+          read++;
+          cursor = k;
+          const ref = parseEntryName(k);
+          if (!ref) continue;
+          let fragmentLength: number | undefined;
+          try {
+            const r = decodeEntryMetaRecord(this.#view(raw), this.#n);
+            fragmentLength = r.key === ref.key ? r.fragmentLength : undefined;
+          } catch {
+            fragmentLength = undefined;
+          }
+          batch.push({ cursor: k, ...ref, fragmentLength });
         }
-        yield { cursor: k, ...ref, fragmentLength };
+      } catch (err) {
+        if (isLevelCorruption(err)) throw new StorageError('STORAGE_CORRUPT', `LevelDB: ${(err as Error).message}`, { cause: err });
+        throw err;
       }
-    } catch (err) {
-      if (isLevelCorruption(err)) throw new StorageError('STORAGE_CORRUPT', `LevelDB: ${(err as Error).message}`, { cause: err });
-      throw err;
+      yield* batch;
+      if (read < HISTORY_BATCH) return;
     }
   }
 

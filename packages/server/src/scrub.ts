@@ -222,6 +222,7 @@ export class Scrubber {
     try {
       outcome = await protocol.scrub(key, ts, stripe);
     } catch (err) {
+      if (signal.aborted) return;
       // The key's own record cannot be read: nothing here can say which version it is.
       this.#totals.damaged++;
       this.#totals.unrepaired++;

@@ -23,7 +23,6 @@ import {
   encodePublicKey,
   frameType,
   MAX_LIST_REPLY_BYTES,
-  Server,
   type AbstractStorage,
   type Cluster,
   type HistoryLimits,
@@ -34,7 +33,8 @@ import { Admission } from './admission.js';
 import { ClientConnection, type ConnectionHost } from './connection.js';
 import { ServerError } from './errors.js';
 import { LevelStorage } from './level-storage.js';
-import { checkHealingOptions, startHealing, statusReport, type Healing, type HealingOptions } from './healing.js';
+import { KnownVerifier } from './catalog.js';
+import { checkHealingOptions, protocolServer, startHealing, statusReport, type Healing, type HealingOptions } from './healing.js';
 import { FRAME_OVERHEAD_BYTES, resolveLimits, type ServerLimits } from './limits.js';
 import { createMetrics, type ServerMetrics } from './metrics.js';
 import { httpRoutes } from './routes.js';
@@ -137,7 +137,9 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
       },
     }));
   opened.storage = store;
-  const protocol = new Server({
+  // With self-healing, validity checks share their memory with catch-up's (`healing.ts`).
+  const validity = options.heal ? new KnownVerifier(crypto, options.cluster.identity) : undefined;
+  const protocol = protocolServer(validity, {
     config,
     index: options.index,
     crypto,
@@ -377,6 +379,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
         registry: metrics.registry,
         log,
         maxFrameBytes: limits.maxFrameBytes,
+        verifier: validity!,
         options: options.heal,
       });
     } catch (err) {

@@ -23,7 +23,7 @@ import {
 import { crypto, makeCluster, own } from '../../protocol/test/cluster.js';
 import { Catalog, KnownVerifier, mergeWithDeletes } from '../src/catalog.js';
 import { createHealMetrics } from '../src/heal-metrics.js';
-import { DEFAULT_CATCH_UP, RateLimiter, Repairer } from '../src/heal.js';
+import { DEFAULT_CATCH_UP, RateLimiter, rememberingHashes, Repairer } from '../src/heal.js';
 import { LevelStorage, parseEntryName } from '../src/level-storage.js';
 import { PeerSet, PeerTimeout } from '../src/peers.js';
 
@@ -279,6 +279,24 @@ describe('stored entries', () => {
     const rest = [];
     for await (const ref of storage.historyEntries(all[0]!.cursor)) rest.push(ref.key);
     expect(rest).toEqual(['a:1', 'c#2']);
+    // Many more than one batch of the walk, in order, each once.
+    for (let i = 0; i < 150; i++) {
+      const entry: HistoryEntry = {
+        ts: { num: 1000 + i, writerId: new Uint8Array(32).fill(7) },
+        stripe: 0,
+        fragment: fragments[0]!,
+        cc,
+        cert,
+      };
+      await storage.withKey(`many/${String(i).padStart(3, '0')}`, (r) => r.putEntry(entry, { owner: 'o', bytes: 10, quota: {} }));
+    }
+    const walked = [];
+    for await (const ref of storage.historyEntries()) walked.push(ref.key);
+    expect(walked).toHaveLength(153);
+    expect(new Set(walked).size).toBe(153);
+    expect(walked.filter((k) => k.startsWith('many/'))).toEqual(
+      Array.from({ length: 150 }, (_, i) => `many/${String(i).padStart(3, '0')}`),
+    );
     await storage.setMarker('fresh', undefined);
     await storage.close();
     const again = await LevelStorage.open({ path: dir, n: 4 });
@@ -286,6 +304,30 @@ describe('stored entries', () => {
     expect(await again.getMarker('fresh')).toBeUndefined();
     await expect(again.setMarker('totals', 1)).rejects.toThrow();
     await again.close();
+  });
+});
+
+describe('remembered hashes', () => {
+  it('give the hashes of the provider they wrap, computing each input once, whatever buffer holds it', async () => {
+    let calls = 0;
+    const counting = { ...crypto, sha256: (parts: readonly Uint8Array[]) => (calls++, crypto.sha256(parts)) };
+    const memo = rememberingHashes(counting);
+    const big = Uint8Array.from({ length: 100_000 }, (_, i) => i & 0xff);
+    const head = [text('domain'), Uint8Array.of(0, 0, 0, 1)];
+    const h1 = await memo.sha256([...head, big]);
+    expect(h1).toEqual(await crypto.sha256([...head, big]));
+    expect(await memo.sha256([...head, big.slice()])).toEqual(h1);
+    expect(calls).toBe(1);
+    const other = big.slice();
+    other[50_000]! ^= 1;
+    expect(await memo.sha256([...head, other])).toEqual(await crypto.sha256([...head, other]));
+    expect(await memo.sha256([text('domain'), Uint8Array.of(0, 0, 0, 2), big])).toEqual(
+      await crypto.sha256([text('domain'), Uint8Array.of(0, 0, 0, 2), big]),
+    );
+    expect(calls).toBe(3);
+    await memo.sha256([text('small')]);
+    await memo.sha256([text('small')]);
+    expect(calls).toBe(5);
   });
 });
 
