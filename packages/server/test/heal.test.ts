@@ -143,7 +143,7 @@ describe('catalog', () => {
     const cand = (num: number, tombstone = false): Candidate => ({
       ts: { num, writerId: z(32) },
       nonce: z(32, num),
-      cert: { nonceHash: z(32), ccDigest: z(32), signer: z(32), signature: z(64), tombstone },
+      cert: { nonceHash: z(32), ccDigest: z(32), signer: z(32), signature: z(64), tombstone, grant: undefined },
       proof: [],
     });
     const ack = (entries: [string, number, boolean?][]): ListAck =>
@@ -257,6 +257,7 @@ describe('stored entries', () => {
       signer: new Uint8Array(32),
       signature: new Uint8Array(64),
       tombstone: false,
+      grant: undefined,
     };
     const keys = ['b', 'a:1', 'c#2'];
     for (const [i, key] of keys.entries()) {
