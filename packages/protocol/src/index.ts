@@ -151,7 +151,7 @@ export {
   type ScrubOutcome,
   type ServerOptions,
 } from './server.js';
-export { RepairOperation, type RepairOptions, type RepairResult } from './repair.js';
+export { RepairOperation, repairFragmentServers, type RepairOptions, type RepairResult } from './repair.js';
 export { KeyedMutex } from './key-mutex.js';
 export {
   AbstractStorage,

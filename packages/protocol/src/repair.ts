@@ -42,6 +42,20 @@ export interface RepairOptions {
   readonly index: number;
   /** Called when a peer is caught answering what no correct server would. */
   readonly onEvidence?: (server: number, reason: string) => void;
+  /**
+   * The servers each FILTER round asks for their fragment (see `ReaderOptions.fragmentServers`).
+   * Default: `t + 1` consecutive servers other than `index` from `(opId + round)`: the
+   * repairing server holds no usable fragment of what it repairs, so asking it would only
+   * cost a second request to the others.
+   */
+  readonly fragmentServers?: (opId: number, round: number) => readonly number[];
+}
+
+/** `t + 1` servers other than `index`, consecutive (skipping `index`) from `start mod (n − 1)`. */
+export function repairFragmentServers(n: number, t: number, index: number, start: number): number[] {
+  const others = Array.from({ length: n - 1 }, (_, i) => (i < index ? i : i + 1));
+  const first = ((start % others.length) + others.length) % others.length;
+  return Array.from({ length: t + 1 }, (_, k) => others[(first + k) % others.length]!);
 }
 
 /** What a finished repair of one stripe gives: the entry to store, and the value's layout (a striped value's). */
@@ -80,8 +94,10 @@ export class RepairOperation implements ClientOperation<RepairResult> {
     this.opId = opId;
     this.#options = options;
     this.#candidate = candidate;
-    const { config, crypto, codec, verifier, onEvidence } = options;
-    this.#read = new ReadOperation({ config, crypto, codec, verifier, ...(onEvidence ? { onEvidence } : {}) }, key, opId, {
+    const { config, crypto, codec, verifier, onEvidence, index } = options;
+    const fragmentServers =
+      options.fragmentServers ?? ((op: number, round: number) => repairFragmentServers(config.n, config.t, index, op + round));
+    this.#read = new ReadOperation({ config, crypto, codec, verifier, fragmentServers, ...(onEvidence ? { onEvidence } : {}) }, key, opId, {
       pinned: candidate,
       ...(target.stripe !== undefined ? { stripe: target.stripe } : {}),
       ...(target.layout ? { layout: target.layout } : {}),

@@ -11,6 +11,7 @@ import {
   MIN_STRIPE_SIZE,
   nonceHash,
   RepairOperation,
+  repairFragmentServers,
   signCertificate,
   type Candidate,
   type HistoryEntry,
@@ -145,6 +146,23 @@ describe('repair', () => {
     expect(entry && decode(entry.fragment)).toBeDefined();
     skip.add(1);
     expect(decode((await c.read(key)).value)).toBe('the real value, long enough to have two fragments');
+  });
+
+  it('asks t + 1 other servers for their fragments, never the repairing one (it holds none to give)', async () => {
+    const c = await makeCluster(1);
+    const key = own(c.owner, 'k');
+    await c.write(key, { kind: 'value', value: text('a value of some length') });
+    const lc = (await lcOf(c, 0, key))!;
+    for (let i = 0; i < 4; i++) {
+      for (let k = 0; k < 3; k++) {
+        const step = await repairOp(c, i, key, lc).start();
+        const asked = (step.send ?? []).filter((o) => o.message.type === 'FILTER' && o.message.fragment).map((o) => o.to);
+        expect(asked).toHaveLength(2);
+        expect(asked).not.toContain(i);
+      }
+    }
+    expect(repairFragmentServers(7, 2, 3, 5)).toEqual([6, 0, 1]);
+    expect(repairFragmentServers(4, 1, 0, 2)).toEqual([3, 1]);
   });
 
   it('a writer that encoded inconsistently is reported, and nothing is stored', async () => {

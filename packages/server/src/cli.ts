@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
- * `powerstore-server init | start | rotate-key | dev | usage`. A thin layer over the
- * library: parses flags, turns configuration errors into one readable line (file and
+ * `powerstore-server init | start | rotate-key | dev | usage | status`. A thin layer over
+ * the library: parses flags, turns configuration errors into one readable line (file and
  * field) and exit code 2, maps SIGINT/SIGTERM to a graceful shutdown and SIGHUP to a
  * reload of the cluster file (policy, and new key epochs).
  */
@@ -20,9 +20,12 @@ import {
 } from './config.js';
 import { runDev, type DevFlags } from './dev.js';
 import { ServerError } from './errors.js';
+import { DEFAULT_CATCH_UP } from './heal.js';
 import { DEFAULT_LIMITS, type ServerLimits } from './limits.js';
 import { DEFAULT_ERASE_WITHIN_MS } from './level-storage.js';
+import { DEFAULT_SCRUB } from './scrub.js';
 import { startServer } from './server.js';
+import { runStatus } from './status.js';
 
 function integer(min: number, max = Number.MAX_SAFE_INTEGER) {
   return (value: string): number => {
@@ -221,6 +224,40 @@ function buildCli(): Command {
       integer(0, 86_400),
       DEFAULT_ERASE_WITHIN_MS / 1000,
     )
+    .option(
+      '--heal-interval-ms <ms>',
+      "catch-up: compare every key with the cluster's and repair what this server misses, at start-up and then this often; 0 disables",
+      integer(0),
+      DEFAULT_CATCH_UP.intervalMs,
+    )
+    .option('--heal-concurrency <n>', 'catch-up and scrub repairs in flight at once', integer(1, 1024), DEFAULT_CATCH_UP.concurrency)
+    .option(
+      '--heal-bytes-per-sec <n>',
+      'bytes per second repairs read from the other servers (about t + 1 times what they store here); 0 = no limit',
+      integer(0),
+      DEFAULT_CATCH_UP.bytesPerSec,
+    )
+    .option(
+      '--scrub-period-ms <ms>',
+      're-hash every stored fragment once this often (30 days); 0 disables scrub',
+      integer(0),
+      DEFAULT_SCRUB.periodMs,
+    )
+    .option(
+      '--scrub-bytes-per-sec <n>',
+      'bytes per second scrub reads; 0 = the bytes stored over the period, at least 64 KiB/s',
+      integer(0),
+      DEFAULT_SCRUB.bytesPerSec,
+    )
+    .addOption(
+      new Option(
+        '--peer-url <id=url>',
+        'reach server <id> at <url> instead of the URL cluster.json lists (servers on a private network; repeat per server)',
+      )
+        .argParser(peerUrl)
+        .default({}, 'the URLs in cluster.json'),
+    )
+    .option('--peer-ca <pem>', 'CA certificates to trust for wss:// peers, besides the system ones')
     .addOption(new Option('--log-level <level>', 'pino log level').choices(LOG_LEVELS).default('info'))
     .action(async (o: StartFlags) => {
       await runStart(o);
@@ -257,6 +294,17 @@ function buildCli(): Command {
     .option('--json', 'print JSON', false)
     .action(async (o: { cluster: string; owner?: string; json: boolean }) => {
       await runUsage(o);
+    });
+
+  program
+    .command('status')
+    .description(
+      'Every server side by side (from their GET /status): up or not, catch-up state (rebuilding, caught up, last pass), keys and bytes held, scrub.',
+    )
+    .requiredOption('--cluster <file>', 'the cluster file')
+    .option('--json', 'print JSON', false)
+    .action(async (o: { cluster: string; json: boolean }) => {
+      await runStatus(loadClusterFile(o.cluster), o.json);
     });
 
   program
@@ -304,7 +352,21 @@ interface StartFlags {
   maxPendingPerWriter: number;
   uploadIdleMs: number;
   eraseWithin: number;
+  healIntervalMs: number;
+  healConcurrency: number;
+  healBytesPerSec: number;
+  scrubPeriodMs: number;
+  scrubBytesPerSec: number;
+  peerUrl: Record<number, string>;
+  peerCa?: string;
   logLevel: string;
+}
+
+/** `--peer-url <id>=<url>`, collected per id. */
+function peerUrl(value: string, previous: Record<number, string>): Record<number, string> {
+  const m = /^(\d+)=(wss?:\/\/\S+)$/.exec(value);
+  if (!m) throw new InvalidArgumentError('expected <server id>=<ws:// or wss:// URL>');
+  return { ...previous, [Number(m[1])]: m[2]! };
 }
 
 async function runStart(o: StartFlags): Promise<void> {
@@ -354,6 +416,12 @@ async function runStart(o: StartFlags): Promise<void> {
     },
     eraseWithinMs: o.eraseWithin * 1000,
     logger,
+    heal: {
+      catchUp: { intervalMs: o.healIntervalMs, concurrency: o.healConcurrency, bytesPerSec: o.healBytesPerSec },
+      scrub: { periodMs: o.scrubPeriodMs, bytesPerSec: o.scrubBytesPerSec },
+      peerUrls: o.peerUrl,
+      ...(o.peerCa ? { peerCa: readPem(o.peerCa, '--peer-ca') } : {}),
+    },
     // Binds the database to this server: starting server 2 on server 1's data, or on data
     // of another cluster, fails instead of serving the wrong state. The server's first key
     // names it, so a server whose key was replaced (rotate-key) still opens its own data.

@@ -30,16 +30,26 @@ export {
   DEFAULT_ERASE_WITHIN_MS,
   GroupCommitter,
   LEVELDB_TUNING,
+  isLevelCorruption,
   LevelStorage,
+  parseEntryName,
   STORAGE_FORMAT,
   type CommitInfo,
   type LevelStorageOptions,
   type LevelTuning,
   type Put,
+  type StoredEntryRef,
 } from './level-storage.js';
 export { Admission, type AdmissionStats, type BudgetKind } from './admission.js';
 export { DEFAULT_LIMITS, DEFAULT_MAX_FRAME_BYTES, FRAME_OVERHEAD_BYTES, resolveLimits, type ServerLimits } from './limits.js';
 export { createMetrics, METRIC_OWNERS, type MetricSources, type ServerMetrics, type StorageStats } from './metrics.js';
 export type { UsageReport } from './routes.js';
+export { Catalog, KnownVerifier, mergeWithDeletes, type CatalogEntry, type CatalogPage } from './catalog.js';
+export { CatchUp, DEFAULT_CATCH_UP, RateLimiter, Repairer, type CatchUpSettings, type CatchUpStatus, type PassReport } from './heal.js';
+export { createHealMetrics, type HealMetrics } from './heal-metrics.js';
+export { startHealing, statusReport, type Healing, type HealingOptions, type HealingStatus, type StatusReport } from './healing.js';
+export { PeerSet, PeerTimeout, type PeerSetOptions, type PeerStatus, type RunOptions } from './peers.js';
+export { DEFAULT_SCRUB, Scrubber, type ScrubSettings, type ScrubStatus } from './scrub.js';
+export { fetchStatuses, formatStatuses, type ServerStatusLine } from './status.js';
 export { startServer, type RunningServer, type StartServerOptions } from './server.js';
 export { startStaticServer, type StaticServer } from './static.js';

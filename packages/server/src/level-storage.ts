@@ -21,6 +21,11 @@
  *   `m:totals`                   JSON {keys, entries, largest}: keys holding entries,
  *                                entries, and the longest fragment ever stored (room the
  *                                server reserves for a FILTER reply before reading one)
+ *   `m:fresh`                    JSON {createdAt}: written with `m:meta` when the database
+ *                                is created, deleted once the server has caught up with its
+ *                                peers (`heal.ts`): a directory that started empty holds none
+ *                                of the writes made before, so it is rebuilding until then
+ *   `m:<name>`                   other small JSON markers of the host ({@link LevelStorage.setMarker})
  *   `u:<owner>`                  JSON {bytes, keys}: what the owner has stored
  *   `k:<key>`                    the key's state: lc, owner, the collected mark, and an
  *                                index of its writes (timestamp, stripes, bytes charged)
@@ -39,6 +44,7 @@ import { ClassicLevel } from 'classic-level';
 import {
   AbstractStorage,
   compareKeys,
+  StorageError,
   decodeEntryMetaRecord,
   decodeKeyRecord,
   encodeEntryMetaRecord,
@@ -235,10 +241,39 @@ interface Totals {
 const json = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
 const EMPTY = new Uint8Array(0);
 
+/** One stored history entry (stripe) as {@link LevelStorage.historyEntries} finds it. */
+export interface StoredEntryRef {
+  /** Where the walk is: pass it as `after` to continue behind this entry. */
+  readonly cursor: string;
+  readonly key: string;
+  readonly ts: Timestamp;
+  readonly stripe: number;
+  /** The fragment's length its metadata records; `undefined` when the metadata does not decode. */
+  readonly fragmentLength: number | undefined;
+}
+
+/** Entries {@link LevelStorage.historyEntries} reads per LevelDB iterator. */
+const HISTORY_BATCH = 64;
+
+/** Markers the storage itself uses: {@link LevelStorage.setMarker} refuses them. */
+const RESERVED_MARKERS = new Set(['meta', 'totals']);
+
+/**
+ * Whether `err` is LevelDB reporting damaged files (a checksum or a block that does not
+ * decode): `LEVEL_CORRUPTION` from classic-level, or "Corruption: …" in its message.
+ */
+export function isLevelCorruption(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown; cause?: unknown } | undefined;
+  if (!e || typeof e !== 'object') return false;
+  if (e.code === 'LEVEL_CORRUPTION' || (typeof e.message === 'string' && /\bCorruption\b/.test(e.message))) return true;
+  return e.cause !== undefined && e.cause !== err && isLevelCorruption(e.cause);
+}
+
 /** LevelDB-backed {@link ServerStorage}; see the module comment for the layout and guarantees. */
 export class LevelStorage extends AbstractStorage {
   readonly #db: ClassicLevel<string, Uint8Array>;
   readonly #n: number;
+  #created = false;
   readonly #committer: GroupCommitter<KeyChanges>;
   readonly #sync: boolean;
   /** The totals as of the last batch handed to LevelDB (what the disk says once it is durable). */
@@ -333,9 +368,13 @@ export class LevelStorage extends AbstractStorage {
         [
           { type: 'put', key: 'm:meta', value: json(meta) },
           { type: 'put', key: 'm:totals', value: json({ keys: 0, entries: 0, largest: 0 }) },
+          // In the same batch: a crash right after creating the database cannot leave one
+          // that looks as if it had always been here.
+          { type: 'put', key: 'm:fresh', value: json({ createdAt: Date.now() }) },
         ],
         { sync: true },
       );
+      this.#created = true;
       return;
     }
     let meta: { format?: unknown; n?: unknown; cluster?: unknown; identity?: unknown };
@@ -466,8 +505,85 @@ export class LevelStorage extends AbstractStorage {
     };
   }
 
-  #corrupt(key: string, message: string): ServerError {
-    return new ServerError('STORAGE_CORRUPT', `key ${JSON.stringify(key)}: ${message}`);
+  /**
+   * Whether this open created the database (the directory was empty or new). See also the
+   * `m:fresh` marker, which outlives restarts until the host clears it.
+   */
+  get created(): boolean {
+    return this.#created;
+  }
+
+  /** The JSON marker `m:<name>`, or `undefined`. */
+  async getMarker(name: string): Promise<unknown> {
+    const raw = await this.#db.get(`m:${name}`);
+    if (raw === undefined) return undefined;
+    try {
+      return JSON.parse(new TextDecoder().decode(raw)) as unknown;
+    } catch {
+      throw new ServerError('STORAGE_CORRUPT', `unreadable marker m:${name}`);
+    }
+  }
+
+  /** Writes (synced) the JSON marker `m:<name>`, or deletes it for `undefined`. */
+  async setMarker(name: string, value: unknown): Promise<void> {
+    if (RESERVED_MARKERS.has(name) || !/^[a-z][a-z0-9-]*$/.test(name)) throw new ServerError('CONFIG_INVALID', `marker name ${name}`);
+    if (value === undefined) await this.#db.del(`m:${name}`, { sync: true });
+    else await this.#db.put(`m:${name}`, json(value), { sync: true });
+  }
+
+  /**
+   * Every stored history entry (one per stripe), in key order from behind `after` (a
+   * {@link StoredEntryRef.cursor}; `''` for the start), as committed: what scrub walks.
+   * Reads only the small metadata records. A record whose name does not parse is skipped;
+   * LevelDB failing to read its files rejects (`STORAGE_CORRUPT` when it reports damage).
+   */
+  async *historyEntries(after = ''): AsyncIterable<StoredEntryRef> {
+    let cursor = after;
+    for (;;) {
+      // Read in small batches, each iterator closed before its entries are handed out: a
+      // LevelDB iterator pins the files it reads, and a walk that waits between entries
+      // (scrub is rate-limited) would otherwise keep compaction from freeing space.
+      const batch: StoredEntryRef[] = [];
+      const range = cursor > 'h:' ? { gt: cursor } : { gte: 'h:' };
+      let read = 0;
+      try {
+        for await (const [k, raw] of this.#db.iterator({ ...range, lt: 'h;', limit: HISTORY_BATCH, fillCache: false })) {
+          read++;
+          cursor = k;
+          const ref = parseEntryName(k);
+          if (!ref) continue;
+          let fragmentLength: number | undefined;
+          try {
+            const r = decodeEntryMetaRecord(this.#view(raw), this.#n);
+            fragmentLength = r.key === ref.key ? r.fragmentLength : undefined;
+          } catch {
+            fragmentLength = undefined;
+          }
+          batch.push({ cursor: k, ...ref, fragmentLength });
+        }
+      } catch (err) {
+        if (isLevelCorruption(err)) throw new StorageError('STORAGE_CORRUPT', `LevelDB: ${(err as Error).message}`, { cause: err });
+        throw err;
+      }
+      yield* batch;
+      if (read < HISTORY_BATCH) return;
+    }
+  }
+
+  #corrupt(key: string, message: string): StorageError {
+    // The protocol's storage error: its server tells damaged entries (scrub, repair) by it.
+    return new StorageError('STORAGE_CORRUPT', `key ${JSON.stringify(key)}: ${message}`);
+  }
+
+  /** A LevelDB read, with damage it reports turned into `STORAGE_CORRUPT` for `key`. */
+  async #read<T>(key: string, read: () => Promise<T>): Promise<T> {
+    try {
+      return await read();
+    } catch (err) {
+      if (isLevelCorruption(err))
+        throw new StorageError('STORAGE_CORRUPT', `key ${JSON.stringify(key)}: LevelDB: ${(err as Error).message}`, { cause: err });
+      throw err;
+    }
   }
 
   /** LevelDB hands back Buffers; a plain view keeps callers' comparisons independent of Node's Buffer subclass, without copying. */
@@ -496,7 +612,7 @@ export class LevelStorage extends AbstractStorage {
   }
 
   protected async readState(key: string): Promise<KeyState | undefined> {
-    const raw = await this.#db.get(`k:${key}`);
+    const raw = await this.#read(key, () => this.#db.get(`k:${key}`));
     return raw === undefined ? undefined : this.#decodeState(key, raw);
   }
 
@@ -524,18 +640,20 @@ export class LevelStorage extends AbstractStorage {
   }
 
   protected async readEntryMeta(key: string, ts: Timestamp, stripe: number): Promise<EntryMeta | undefined> {
-    const raw = await this.#db.get(this.#entryKey('h', key, ts, stripe));
+    const raw = await this.#read(key, () => this.#db.get(this.#entryKey('h', key, ts, stripe)));
     return raw === undefined ? undefined : this.#decodeMeta(key, raw).meta;
   }
 
   protected async readFragment(key: string, ts: Timestamp, stripe: number): Promise<Uint8Array | undefined> {
-    const raw = await this.#db.get(this.#entryKey('f', key, ts, stripe));
+    const raw = await this.#read(key, () => this.#db.get(this.#entryKey('f', key, ts, stripe)));
     return raw === undefined ? undefined : this.#view(raw);
   }
 
   protected override async readEntry(key: string, ts: Timestamp, stripe: number): Promise<HistoryEntry | undefined> {
     // One call for both records: one hop to LevelDB's thread instead of two.
-    const [meta, fragment] = await this.#db.getMany([this.#entryKey('h', key, ts, stripe), this.#entryKey('f', key, ts, stripe)]);
+    const [meta, fragment] = await this.#read(key, () =>
+      this.#db.getMany([this.#entryKey('h', key, ts, stripe), this.#entryKey('f', key, ts, stripe)]),
+    );
     if (meta === undefined) return undefined;
     const m = this.#decodeMeta(key, meta);
     if (fragment === undefined || fragment.length !== m.fragmentLength) {
@@ -609,4 +727,26 @@ export class LevelStorage extends AbstractStorage {
     await this.#committer.idle();
     await this.#db.close();
   }
+}
+
+/**
+ * `h:<len>:<key>:<num>:<writerId hex>[#<stripe>]` back into its parts, or `undefined`
+ * for a name of another shape (`<len>` is the key's length in UTF-16 code units, as
+ * JavaScript counts it).
+ */
+export function parseEntryName(name: string): { key: string; ts: Timestamp; stripe: number } | undefined {
+  const m = /^h:(\d+):/.exec(name);
+  if (!m) return undefined;
+  const start = m[0].length;
+  const end = start + Number(m[1]);
+  if (end > name.length || name[end] !== ':') return undefined;
+  const key = name.slice(start, end);
+  const rest = /^:(\d+):([0-9a-f]{64})(?:#(\d+))?$/.exec(name.slice(end));
+  if (!rest) return undefined;
+  const num = Number(rest[1]);
+  const stripe = rest[3] === undefined ? 0 : Number(rest[3]);
+  if (!Number.isSafeInteger(num) || !Number.isSafeInteger(stripe) || (rest[3] !== undefined && stripe === 0)) return undefined;
+  const writerId = new Uint8Array(32);
+  for (let i = 0; i < 32; i++) writerId[i] = parseInt(rest[2]!.slice(2 * i, 2 * i + 2), 16);
+  return { key, ts: { num, writerId }, stripe };
 }

@@ -1,6 +1,6 @@
 /**
- * The plain HTTP side of a server's port: `GET /healthz`, `GET /metrics` (Prometheus) and
- * `GET /usage` (bytes and keys per owner). Everything else is 404; WebSocket upgrades are
+ * The plain HTTP side of a server's port: `GET /healthz`, `GET /metrics` (Prometheus),
+ * `GET /usage` (bytes and keys per owner) and `GET /status` (data held, catch-up and scrub). Everything else is 404; WebSocket upgrades are
  * handled by the server itself.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -30,6 +30,10 @@ export interface RouteContext {
   readonly log: Logger;
   connections(): number;
   shuttingDown(): boolean;
+  /** `GET /status`'s report (`healing.ts`). */
+  status?(): object;
+  /** Catch-up's state (`rebuilding`, `caught-up`, …), shown by `/healthz` too, when self-healing runs. */
+  catchUp?(): string | undefined;
 }
 
 /** The request listener for the HTTP (or HTTPS) server. */
@@ -41,9 +45,19 @@ export function httpRoutes(ctx: RouteContext): (req: IncomingMessage, res: Serve
     } else if (path === '/healthz') {
       const ok = !ctx.shuttingDown();
       res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
+      const catchUp = ctx.catchUp?.();
       res.end(
-        JSON.stringify({ status: ok ? 'ok' : 'shutting-down', id: ctx.id, epoch: ctx.protocol.epoch, connections: ctx.connections() }),
+        JSON.stringify({
+          status: ok ? 'ok' : 'shutting-down',
+          id: ctx.id,
+          epoch: ctx.protocol.epoch,
+          connections: ctx.connections(),
+          ...(catchUp ? { catchUp } : {}),
+        }),
       );
+    } else if (path === '/status' && ctx.status) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(ctx.status()));
     } else if (path === '/usage') {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify(usageReport(ctx)));

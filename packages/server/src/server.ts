@@ -28,7 +28,6 @@ import {
   MAX_KEY_LENGTH,
   MAX_LIST_REPLY_BYTES,
   ProtocolError,
-  Server,
   type AbstractStorage,
   type Cluster,
   type HistoryLimits,
@@ -39,6 +38,8 @@ import { Admission, ListSlots } from './admission.js';
 import { ClientConnection, type ConnectionHost } from './connection.js';
 import { ServerError } from './errors.js';
 import { DEFAULT_ERASE_WITHIN_MS, LevelStorage } from './level-storage.js';
+import { KnownVerifier } from './catalog.js';
+import { checkHealingOptions, protocolServer, startHealing, statusReport, type Healing, type HealingOptions } from './healing.js';
 import { FRAME_OVERHEAD_BYTES, resolveLimits, type ServerLimits } from './limits.js';
 import { createMetrics, type ServerMetrics } from './metrics.js';
 import { httpRoutes } from './routes.js';
@@ -82,6 +83,8 @@ export interface StartServerOptions {
    * (`--erase-within`); see {@link LevelStorageOptions.eraseWithinMs}. Default 60 000; 0 = off.
    */
   readonly eraseWithinMs?: number;
+  /** Self-healing (catch-up, rebuild, scrub; `healing.ts`); off when left out. The CLI's `start` turns it on. */
+  readonly heal?: HealingOptions;
 }
 
 /** A listening server. */
@@ -92,6 +95,8 @@ export interface RunningServer {
   readonly metrics: ServerMetrics;
   readonly storage: AbstractStorage;
   readonly limits: ServerLimits;
+  /** Self-healing, when started with `heal`. */
+  readonly healing: Healing | undefined;
   /** Replaces the write policy (after the operator edited the cluster file); affects new STOREs only. */
   setPolicy(policy: WritePolicy): void;
   /**
@@ -140,6 +145,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   }
   if (!options.storage && options.dataDir === undefined)
     throw new ServerError('CONFIG_INVALID', 'startServer needs a dataDir or a storage');
+  if (options.heal) checkHealingOptions(options.cluster, options.index, options.heal);
   const store =
     options.storage ??
     (await LevelStorage.open({
@@ -184,7 +190,9 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     }
     await store.recordKeyEpoch(epoch);
   }
-  const protocol = new Server({
+  // With self-healing, validity checks share their memory with catch-up's (`healing.ts`).
+  const validity = options.heal ? new KnownVerifier(crypto, options.cluster.identity) : undefined;
+  const protocol = protocolServer(validity, {
     config,
     index: options.index,
     crypto,
@@ -275,6 +283,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   }
 
   let http: HttpServer;
+  let healing: Healing | undefined;
   const routes = httpRoutes({
     id: options.index + 1,
     storage: store,
@@ -283,6 +292,9 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     log,
     connections: () => connections.size,
     shuttingDown: () => closing !== undefined,
+    status: () =>
+      statusReport({ id: options.index + 1, storage: store, healing, connections: connections.size, shuttingDown: closing !== undefined }),
+    catchUp: () => healing?.status().catchUp.state,
   });
   try {
     http = options.tls ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, routes) : createHttpServer(routes);
@@ -414,10 +426,31 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     { url, id: options.index + 1, t: config.t, n: config.n, cluster: options.cluster.file.id, sync: options.sync ?? true, limits },
     'listening',
   );
+  if (options.heal) {
+    try {
+      healing = await startHealing({
+        cluster: options.cluster,
+        index: options.index,
+        protocol,
+        storage: store,
+        crypto,
+        registry: metrics.registry,
+        log,
+        maxFrameBytes: limits.maxFrameBytes,
+        verifier: validity!,
+        options: options.heal,
+      });
+    } catch (err) {
+      closing ??= shutdown();
+      await closing;
+      throw err;
+    }
+  }
 
   async function shutdown(): Promise<void> {
     log.info({ connections: connections.size }, 'shutting down');
     stopTimers();
+    await healing?.close();
     const httpClosed = new Promise<void>((resolve) => http.close(() => resolve()));
     for (const conn of connections) conn.stopReading();
     if ([...connections].some((c) => c.busy)) {
@@ -449,6 +482,9 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     metrics,
     storage: store,
     limits,
+    get healing() {
+      return healing;
+    },
     setPolicy,
     async setCluster(cluster) {
       const before = protocol.epoch;
@@ -459,6 +495,9 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
       if (next !== before && store instanceof LevelStorage && bytesEqual(cluster.identity.servers[options.index]!, signer.publicKey))
         await store.recordKeyEpoch(next);
       protocol.setCluster(cluster.identity);
+      // Catch-up's verifier judges by the same epochs, and its requests name the new one.
+      validity?.update(cluster.identity);
+      healing?.setCluster(cluster);
       if (next !== before) log.info({ epoch: next, previous: before }, 'key epoch changed: answering requests of the new epoch only');
       setPolicy(cluster.policy);
     },

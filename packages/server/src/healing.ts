@@ -1,0 +1,251 @@
+/**
+ * Self-healing, wired together for one running server (issue 24): connections to the
+ * peers (`peers.ts`), the cluster's catalog (`catalog.ts`), catch-up and rebuild
+ * (`heal.ts`), scrub (`scrub.ts`), their metrics (`heal-metrics.ts`) and the `/status`
+ * report that `powerstore-server status` shows side by side for every server.
+ */
+import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+import { createCodec } from '@powerstore/erasure';
+import {
+  Server,
+  type AbstractStorage,
+  type Candidate,
+  type CertificateVerifier,
+  type Cluster,
+  type CryptoProvider,
+  type Request,
+  type ServerOptions,
+} from '@powerstore/protocol';
+import { Catalog, KnownVerifier } from './catalog.js';
+import { ServerError } from './errors.js';
+import { createHealMetrics } from './heal-metrics.js';
+import { CatchUp, DEFAULT_CATCH_UP, Repairer, type CatchUpSettings, type CatchUpStatus } from './heal.js';
+import { LevelStorage } from './level-storage.js';
+import { PeerSet, type PeerStatus } from './peers.js';
+import { DEFAULT_SCRUB, Scrubber, type ScrubSettings, type ScrubStatus } from './scrub.js';
+
+/** What `startServer({ heal })` takes: every field has a default. */
+export interface HealingOptions {
+  readonly catchUp?: Partial<CatchUpSettings>;
+  readonly scrub?: Partial<ScrubSettings>;
+  /**
+   * The URL this server reaches a peer at, by 1-based server id, instead of the one
+   * `cluster.json` lists (servers that reach each other on a private network; tests that
+   * put a proxy in between).
+   */
+  readonly peerUrls?: Readonly<Record<number, string>>;
+  /** CA certificates (PEM) trusted for `wss://` peers, besides Node's own. */
+  readonly peerCa?: string | Buffer;
+}
+
+/** Self-healing's part of `/status`. */
+export interface HealingStatus {
+  readonly catchUp: CatchUpStatus;
+  readonly scrub: ScrubStatus | undefined;
+  readonly peers: readonly PeerStatus[];
+}
+
+/** Self-healing of a running server. */
+export interface Healing {
+  status(): HealingStatus;
+  /** Whether this server is rebuilding (it counts against t until it is not). */
+  readonly rebuilding: boolean;
+  /** A reloaded cluster file: the peers' URLs may have changed (`--peer-url` still wins). */
+  setCluster(cluster: Cluster): void;
+  /** One catch-up pass now (tests; the loop runs them on its own). */
+  runPass(): ReturnType<CatchUp['runPass']>;
+  /** Stops catch-up and scrub and closes the peer connections. */
+  close(): Promise<void>;
+}
+
+/** What {@link startHealing} needs from the server. */
+export interface HealingContext {
+  readonly cluster: Cluster;
+  readonly index: number;
+  readonly protocol: Server;
+  readonly storage: AbstractStorage;
+  readonly crypto: CryptoProvider;
+  readonly registry: Registry;
+  readonly log: Logger;
+  /** The cluster's frame limit: the largest answer taken from a peer. */
+  readonly maxFrameBytes: number;
+  /** The verifier `protocol` checks validity with ({@link protocolServer}): catch-up shares it. */
+  readonly verifier: KnownVerifier;
+  readonly options: HealingOptions;
+}
+
+/**
+ * A protocol `Server` whose validity checks remember what they found in `shared`, the
+ * verifier catch-up lists and repairs with: a candidate catch-up verified in the listing is
+ * not verified again when the repair stores it (four Ed25519 verifications a key, which
+ * for small values are most of a rebuild's work). The checks are the protocol's own;
+ * only where their results are remembered changes. Without `shared`, the protocol's `Server`.
+ */
+export function protocolServer(shared: CertificateVerifier | undefined, options: ServerOptions): Server {
+  return shared ? new SharedValidityServer(options, shared) : new Server(options);
+}
+
+class SharedValidityServer extends Server {
+  readonly #shared: CertificateVerifier;
+
+  constructor(options: ServerOptions, shared: CertificateVerifier) {
+    super(options);
+    this.#shared = shared;
+  }
+
+  protected override valid(key: string, c: Candidate): Promise<boolean> {
+    return this.#shared.valid(key, c, {
+      certificate: (ts, cert) => this.checkCertificate(key, ts, cert),
+      proof: (ts, cert, proof) => this.checkProof(key, ts, cert, proof),
+    });
+  }
+}
+
+/** Refuses settings that cannot work (`CONFIG_INVALID`): a `--peer-url` of no other server of the cluster. */
+export function checkHealingOptions(cluster: Cluster, index: number, options: HealingOptions): void {
+  const n = cluster.config.n;
+  for (const [id, url] of Object.entries(options.peerUrls ?? {})) {
+    const i = Number(id);
+    if (!Number.isInteger(i) || i < 1 || i > n || i === index + 1) {
+      throw new ServerError('CONFIG_INVALID', `--peer-url ${id}=…: not another server of this cluster (ids 1..${n}, this is ${index + 1})`);
+    }
+    if (!/^wss?:\/\/\S+$/.test(url)) throw new ServerError('CONFIG_INVALID', `--peer-url ${id}=…: not a ws:// or wss:// URL`);
+  }
+}
+
+/** Starts catch-up (a pass at once unless it is off) and scrub (on LevelDB storage). */
+export async function startHealing(ctx: HealingContext): Promise<Healing> {
+  const { cluster, index, protocol, storage, crypto, options } = ctx;
+  const log = ctx.log.child({ component: 'heal' });
+  const { config } = cluster;
+  const settings: CatchUpSettings = { ...DEFAULT_CATCH_UP, ...options.catchUp };
+  const scrubSettings: ScrubSettings = { ...DEFAULT_SCRUB, ...options.scrub };
+  const metrics = createHealMetrics(ctx.registry);
+  checkHealingOptions(cluster, index, options);
+  const urlsOf = (c: Cluster) => c.servers.map((s) => options.peerUrls?.[s.id] ?? s.url);
+  const urls = urlsOf(cluster);
+  const handleSelf = (request: Request) => protocol.handle(request);
+  const peers = new PeerSet({
+    n: config.n,
+    self: index,
+    urls,
+    handleSelf,
+    maxFrameBytes: ctx.maxFrameBytes,
+    ...(options.peerCa ? { ca: options.peerCa } : {}),
+    log,
+    onEvidence: (server, reason) => {
+      metrics.peerMisbehaving.inc({ peer: String(server + 1) });
+      log.warn({ peer: server + 1, reason }, 'a peer answered what no correct server would');
+    },
+  });
+  let nextOpId = 1 + Math.floor(Math.random() * 2 ** 40);
+  const opId = () => nextOpId++;
+  const codec = await createCodec({ k: config.t + 1, n: config.n });
+  const verifier = ctx.verifier;
+  const catalog = new Catalog({
+    config,
+    crypto,
+    verifier,
+    peers,
+    handleSelf,
+    opId,
+    timeoutMs: settings.operationTimeoutMs,
+    onEvidence: (server, reason) => peers.evidence(server, reason),
+  });
+  const repairer = new Repairer({
+    config,
+    crypto,
+    codec,
+    verifier,
+    index,
+    protocol,
+    peers,
+    opId,
+    settings,
+    metrics,
+    log,
+  });
+  const level = storage instanceof LevelStorage ? storage : undefined;
+  const fresh = (await level?.getMarker('fresh')) as { createdAt?: unknown } | undefined;
+  const rebuildingSince = fresh ? (typeof fresh.createdAt === 'number' ? fresh.createdAt : Date.now()) : undefined;
+  if (rebuildingSince !== undefined) {
+    log.warn(
+      { since: new Date(rebuildingSince).toISOString() },
+      'this server started on an empty data directory (a new server, or a lost disk): it is rebuilding from its peers and counts against t until its first complete catch-up pass',
+    );
+  }
+  const catchUp = new CatchUp({
+    protocol,
+    peers,
+    handleSelf,
+    catalog,
+    repairer,
+    settings,
+    metrics,
+    log,
+    rebuildingSince,
+    rebuilt: async () => {
+      await level?.setMarker('fresh', undefined);
+    },
+  });
+  const scrubber = level
+    ? new Scrubber({
+        protocol,
+        storage: level,
+        repairer,
+        settings: scrubSettings,
+        metrics,
+        log,
+        storedBytes: () => [...storage.owners().values()].reduce((sum, u) => sum + u.bytes, 0),
+      })
+    : undefined;
+  catchUp.start();
+  scrubber?.start();
+  return {
+    status: () => ({ catchUp: catchUp.status(), scrub: scrubber?.status(), peers: peers.status() }),
+    get rebuilding() {
+      return catchUp.rebuilding;
+    },
+    setCluster: (next) => peers.setUrls(urlsOf(next)),
+    runPass: () => catchUp.runPass(),
+    async close() {
+      await Promise.all([catchUp.stop(), scrubber?.stop()]);
+      peers.close();
+    },
+  };
+}
+
+/** What `GET /status` answers: one server's data and self-healing, as `powerstore-server status` shows it. */
+export interface StatusReport {
+  /** 1-based server id. */
+  readonly server: number;
+  readonly status: 'ok' | 'shutting-down';
+  readonly connections: number;
+  /** Keys holding entries, history entries (stripes) and their bytes on this server. */
+  readonly keys: number;
+  readonly entries: number;
+  readonly bytes: number;
+  /** Absent when self-healing is not running (a library host that did not ask for it). */
+  readonly heal?: HealingStatus;
+}
+
+/** The `/status` report of a server. */
+export function statusReport(ctx: {
+  readonly id: number;
+  readonly storage: AbstractStorage;
+  readonly healing: Healing | undefined;
+  readonly connections: number;
+  readonly shuttingDown: boolean;
+}): StatusReport {
+  const { storage, healing } = ctx;
+  return {
+    server: ctx.id,
+    status: ctx.shuttingDown ? 'shutting-down' : 'ok',
+    connections: ctx.connections,
+    keys: storage.keyCount,
+    entries: storage.historyEntryCount,
+    bytes: [...storage.owners().values()].reduce((sum, u) => sum + u.bytes, 0),
+    ...(healing ? { heal: healing.status() } : {}),
+  };
+}
