@@ -21,7 +21,7 @@ import {
   writerTagOf,
 } from '@powerstore/protocol';
 import { createReferenceCodec } from '@powerstore/erasure/reference';
-import { loadClusterFile } from '../../packages/server/src/index.js';
+import { loadClusterFile, type StatusReport } from '../../packages/server/src/index.js';
 import { crypto } from './driver.js';
 import { CliCluster, cli, collectLc, ensureBuilt, openWebSocket, requestOnce } from './harness.js';
 
@@ -112,10 +112,19 @@ describe('replacing a lost server', () => {
     expect((stale as Error).message).toMatch(/load the cluster file again/);
     await expect(old.put(key(0), 'stale')).rejects.toMatchObject({ code: 'CLUSTER_OUTDATED' });
 
-    // With the new file: every old value reads (server 2 holds none of them), and the old
+    // With the new file: every old value reads (server 2 may hold none of them yet), and the old
     // candidates still verify — validity is timeless.
     const fresh = await open(cluster.clusterJson());
     for (let i = 0; i < VALUES; i++) expect(decode(await fresh.get(key(i)))).toBe(`value ${i}`);
+    // The replacement rebuilds them from its peers (it started empty: rebuilding until then).
+    const status = async (id: number) =>
+      (await (await fetch(`${cluster.http(id)}/status`, { signal: AbortSignal.timeout(5000) })).json()) as StatusReport;
+    const deadline = Date.now() + 60_000;
+    while ((await status(2)).heal?.catchUp.state !== 'caught-up') {
+      if (Date.now() > deadline) throw new Error('the replacement did not finish rebuilding within 60 s');
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    expect((await status(2)).keys).toBe((await status(3)).keys);
     const verifier = new CertificateVerifier(crypto, after.identity);
     expect(await verifier.valid(key(0), oldCandidate)).toBe(true);
     expect(await verifier.valid(key(0), (await collectLc(cluster.urls[1]!, key(0), n, 1))!)).toBe(true);
