@@ -131,7 +131,11 @@ export class Checker {
     this.#writtenByTs.set(`${key}/${timestampKey(ts)}`, { op: id, id, bytes });
     this.#use(key, ts.num);
     this.#storedAt.set(id, this.tick());
+    this.#planted.set(key, [...(this.#planted.get(key) ?? []), id]);
   }
+
+  /** The fence attacks' writes STOREd, by key: versions at the servers before they enter the history. */
+  readonly #planted = new Map<string, string[]>();
 
   /**
    * A fence attack's write got its store proof: it may take effect from now on, so it
@@ -231,7 +235,11 @@ export class Checker {
       (w) => w !== op && w.kind === 'write' && w.key === op.key && w.call < op.ret! && (w.ret === undefined || w.ret > op.call),
     );
     if (overlapping.some((w) => w.value === null)) return;
-    const versions = overlapping.reduce((sum, w) => sum + Math.max(1, this.#attempts.get(w.value!)?.size ?? 0), 0);
+    // A fence attack's write is a version at the servers from its STORE on, though it
+    // enters the history only with its store proof (and never returns until completed).
+    const seen = new Set(overlapping.map((w) => w.value));
+    const plants = (this.#planted.get(op.key) ?? []).filter((id) => !seen.has(id) && this.#storedAt.get(id)! < op.ret!).length;
+    const versions = plants + overlapping.reduce((sum, w) => sum + Math.max(1, this.#attempts.get(w.value!)?.size ?? 0), 0);
     if (versions > this.keep) return;
     this.violations.push(
       `${client} ${kind} of ${op.key} took ${rounds} rounds (not ${usual}) with only ${versions} versions written by ${overlapping.length} writes overlapping it (δ = ${this.keep})`,
