@@ -70,6 +70,8 @@ export interface Mutant {
   readonly deleteRate?: number;
   /** Runs with a server's key replaced mid-run (the mutant breaks key epochs). */
   readonly rotate?: boolean;
+  /** Runs with servers losing their disk and rebuilding (the mutant breaks repair). */
+  readonly rebuild?: boolean;
 }
 
 /** Answers requests of any key epoch, judging them by its own: parties with other keys mix in one operation. */
