@@ -643,6 +643,8 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   const rebuilds = new Map<string, Rebuild>();
   /** Servers that lost their disk and have not finished rebuilding: they count against t. */
   const lost = new Set<number>();
+  /** Servers that ever lost their disk. */
+  const diskLost = new Set<number>();
   const rebuildLog: string[] = [];
   let rebuildOpId = 1;
   /** The newest cluster identity any server has (with `rotate`, the new epoch's, which keeps every older one). */
@@ -693,6 +695,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   const loseDisk = async (j: number) => {
     if (byzIndices.size + lost.size + 1 > t || lost.has(j)) return;
     lost.add(j);
+    diskLost.add(j);
     rebuildLog.push(`s${j} lost its disk at ${network.now}`);
     const storage = new MemoryStorage();
     storages[j] = storage;
@@ -968,7 +971,9 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     network.send(m.to, m.from, r.reply);
     if (m.from === 'mallory') {
       const reply = decodeMessage(r.reply, { n }) as Reply;
-      checker.hostileReply(index, reply, expectations.get(reply.opId));
+      // A server that lost its disk lost what made some forgeries refusable (a stored stripe,
+      // an entry held): it counted against t, and is held to no expectation from then on.
+      checker.hostileReply(index, reply, diskLost.has(index) ? undefined : expectations.get(reply.opId));
     }
   };
 
