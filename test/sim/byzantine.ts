@@ -52,6 +52,17 @@ export const BEHAVIOURS = [
 /** One of {@link BEHAVIOURS}. */
 export type Behaviour = (typeof BEHAVIOURS)[number];
 
+/**
+ * How a Byzantine server lies to a rebuilding (or catching-up) server's host (`rebuild.ts`),
+ * on top of its behaviour towards everyone else (`--rebuild`): its LIST answers carry
+ * candidates stripped of their store proof, or with inflated timestamps; its FILTER answers
+ * corrupted fragments, another stripe, a self-consistent made-up value beside the genuine
+ * certificate, or a claim that the version is gone.
+ */
+export const REBUILD_LIES = ['strip-proof', 'corrupt-fragment', 'wrong-stripe', 'forge-value', 'forge-inflate', 'claim-collected'] as const;
+/** One of {@link REBUILD_LIES}. */
+export type RebuildLie = (typeof REBUILD_LIES)[number];
+
 /** A reply to the requester (possibly held back: a slow server), or a request of its own to another server. */
 export type Emitted = { readonly reply: Reply; readonly slow?: boolean } | { readonly to: string; readonly request: Request };
 
@@ -82,6 +93,8 @@ export class ByzantineServer {
     readonly signer: Signer,
     readonly ctx: AdversaryContext,
     readonly prng: Prng,
+    /** What it tells rebuilding servers' hosts (`rb…`), if it lies to them in particular. */
+    readonly rebuildLie?: RebuildLie,
   ) {
     this.#crashAt = prng.range(0, 400);
     this.#equivocationSalt = prng.u32();
@@ -89,6 +102,7 @@ export class ByzantineServer {
 
   /** Replies to `request` from `from`, and requests of its own. */
   async receive(from: string, request: Request): Promise<Emitted[]> {
+    if (this.rebuildLie && /^rb\d+$/.test(from)) return this.#lieToRebuild(this.rebuildLie, from, request);
     const emitted = await this.#actWithLayout(from, request);
     // Colluding servers relaying each other's relays would flood the network forever;
     // requests of its own answer only what clients sent.
@@ -109,6 +123,21 @@ export class ByzantineServer {
       const { layout: _layout, ...entry } = e.reply.entry;
       return { ...e, reply: { ...e.reply, entry } };
     });
+  }
+
+  /** Answers a rebuilding server's host with `lie` (see {@link REBUILD_LIES}); it relays nothing. */
+  async #lieToRebuild(lie: RebuildLie, from: string, req: Request): Promise<Emitted[]> {
+    if (lie !== 'strip-proof') return (await this.#act(lie, from, req)).filter((e) => 'reply' in e);
+    const reply = await this.inner.handle(req);
+    if (reply.type !== 'LIST_ACK') return [{ reply }];
+    // Every listed candidate without its proof, or with only t receipts: what a writer that
+    // never got n − t servers to store its write could show.
+    const t = this.ctx.config.t;
+    const entries = reply.entries.map((e) => ({
+      ...e,
+      candidate: { ...e.candidate, proof: this.prng.chance(0.5) ? [] : e.candidate.proof.slice(0, t) },
+    }));
+    return [{ reply: { ...reply, entries } }];
   }
 
   #others(): string[] {

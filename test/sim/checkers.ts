@@ -24,10 +24,23 @@
  * - receipts only for whole writes: no correct server stores stripe 0 of a striped write
  *   (and so signs its receipt) without holding every stripe its layout lists;
  * - a key's index: one entry per write, matching the stripes stored, and no write without
- *   its stripe 0 (a headless upload) below `lc` after any request is handled.
+ *   its stripe 0 (a headless upload) below `lc` after any request is handled;
+ * - every entry a correct server stores (by STORE or by repair) carries a fragment that
+ *   matches its hash in a cross-checksum the entry's certificate signs, and a certificate
+ *   signed for the entry's own key and timestamp;
+ * - repair (`rebuild.ts`): a write its writer encoded inconsistently ends every repair with
+ *   `INCONSISTENT_ENCODING` and is never stored by one, and no other write ever does;
+ *   once the network healed and rebuilds and catch-ups ran, every correct server holds the
+ *   entry of its `lc`, which is at least the latest completed write (see `simulate.ts`).
  */
 import {
   compareKeys,
+  compareTimestamps,
+  crossChecksumDigest,
+  entryCovered,
+  fragmentMatches,
+  bytesEqual,
+  stripeMatches,
   entriesEqual,
   entriesOf,
   TIMESTAMP_WINDOW,
@@ -35,7 +48,11 @@ import {
   timestampsEqual,
   toHex,
   type HistoryEntry,
+  type Candidate,
+  type CertificateVerifier,
+  type CryptoProvider,
   type KeyRecord,
+  type RepairOutcome,
   type ListPage,
   type MemoryStorage,
   type ProtocolError,
@@ -105,8 +122,74 @@ export class Checker {
   /** Pinned stripe reads that failed with VALUE_CHANGED (allowed: the version was collected meanwhile). */
   valueChanged = 0;
 
+  /** Writes encoded inconsistently on purpose (`--rebuild`'s hostile writer), by key and timestamp. */
+  readonly #uneven = new Set<string>();
+  /** Every entry a correct server stored, checked at the end ({@link verifyStoredEntries}). */
+  readonly #stored: { server: string; index: number; key: string; entry: HistoryEntry }[] = [];
+  /** The highest timestamp of a completed honest write, per key. */
+  readonly #completed = new Map<string, Timestamp>();
+  /** Repairs that ended with an entry, with INCONSISTENT_ENCODING, given up; repaired entries stored. */
+  readonly repairs = { ended: 0, inconsistent: 0, 'timed out': 0, stored: 0 };
+
   /** `keep` is δ, the entries correct servers keep below `lc`. */
   constructor(readonly keep: number) {}
+
+  /** A write whose fragments match their hashes but do not re-encode alike: no repair may store it. */
+  unevenWrite(key: string, ts: Timestamp): void {
+    this.#uneven.add(`${key}/${timestampKey(ts)}`);
+  }
+
+  isUneven(key: string, ts: Timestamp): boolean {
+    return this.#uneven.has(`${key}/${timestampKey(ts)}`);
+  }
+
+  /** A repair of one stripe of `candidate` ended: an inconsistent write must end it with INCONSISTENT_ENCODING, and only such a write. */
+  repairEnded(server: string, key: string, candidate: Candidate, error: ProtocolError | undefined): void {
+    const uneven = this.isUneven(key, candidate.ts);
+    if (error?.code === 'INCONSISTENT_ENCODING') {
+      this.repairs.inconsistent++;
+      if (!uneven)
+        this.violations.push(
+          `repair: ${server} found ${key} at ${timestampKey(candidate.ts)} inconsistently encoded, which its writer did not`,
+        );
+    } else if (!error) {
+      this.repairs.ended++;
+      if (uneven)
+        this.violations.push(
+          `repair: ${server} rebuilt its fragment of ${key} at ${timestampKey(candidate.ts)}, which its writer encoded inconsistently`,
+        );
+    }
+  }
+
+  /**
+   * A host gave a repair up after waiting far longer than any delay between correct
+   * processes: only a write encoded inconsistently may come to that (with faults within t,
+   * every other completed write has t + 1 correct servers to answer for it).
+   */
+  repairTimedOut(server: string, key: string, candidate: Candidate): void {
+    this.repairs['timed out']++;
+    if (!this.isUneven(key, candidate.ts))
+      this.violations.push(`repair: ${server}'s repair of ${key} at ${timestampKey(candidate.ts)} never finished`);
+  }
+
+  /** `Server.storeRepaired` stored (or kept) a repaired entry. */
+  repairStored(server: string, key: string, candidate: Candidate, stripe: number, outcome: RepairOutcome): void {
+    if (outcome === 'stored' || outcome === 'rewritten') this.repairs.stored++;
+    if ((outcome === 'stored' || outcome === 'rewritten') && this.isUneven(key, candidate.ts))
+      this.violations.push(
+        `repair: ${server} stored stripe ${stripe} of ${key} at ${timestampKey(candidate.ts)}, which its writer encoded inconsistently`,
+      );
+  }
+
+  /** Keys an honest write completed on. */
+  completedKeys(): string[] {
+    return [...this.#completed.keys()];
+  }
+
+  /** The highest timestamp of an honest write of `key` that completed, if any. */
+  completedTop(key: string): Timestamp | undefined {
+    return this.#completed.get(key);
+  }
 
   /** One tick per call or return, so no two history events tie. */
   tick(): number {
@@ -218,6 +301,8 @@ export class Checker {
   /** A write finished. */
   writeDone(op: MutableOp, client: string, result: WriteResult): void {
     op.ret = this.tick();
+    const top = this.#completed.get(op.key);
+    if (!top || compareTimestamps(result.ts, top) > 0) this.#completed.set(op.key, result.ts);
     this.writeRounds.set(String(result.rounds), (this.writeRounds.get(String(result.rounds)) ?? 0) + 1);
     if (result.rounds < 3 || result.rounds % 2 === 0) this.violations.push(`${client} write took ${result.rounds} rounds, expected 3 + 2k`);
     else if (result.rounds > 3) this.#checkMoreRounds(op, client, 'write', result.rounds, 3);
@@ -358,9 +443,14 @@ export class Checker {
    */
   watch(server: string, storage: ServerStorage): ServerStorage {
     const violations = this.violations;
+    const stored = this.#stored;
+    const index = Number(server.slice(1));
     const watched = (key: string, record: KeyRecord): KeyRecord => ({
       ...record,
       async putEntry(entry: HistoryEntry, charge) {
+        // Checked at the end: verifying here would add awaits, and so change the order in
+        // which concurrent requests finish (and every seed's schedule).
+        stored.push({ server, index, key, entry });
         const before = await record.getEntry(entry.ts, entry.stripe);
         if (before && !entriesEqual(before, entry))
           violations.push(`write-once: ${server} replaced its history entry of ${key} at ${timestampKey(entry.ts)}`);
@@ -413,6 +503,39 @@ export class Checker {
       this.violations.push(
         `unfinished upload kept: ${server} still holds ${headless.map((w) => `${w.stripes} stripes at ${w.ts.num}:${toHex(w.ts.writerId.subarray(0, 4))}…`).join(', ')} of ${key} without stripe 0, idle past uploadIdleMs`,
       );
+  }
+
+  /**
+   * At the end: every entry a correct server stored has a fragment matching its hash in the
+   * entry's cross-checksum, a cross-checksum its certificate signs (a stripe ≥ 1 stored by
+   * repair carries its write's certificate, which signs it through the layout of the write's
+   * stripe 0), and a certificate signed for its key and timestamp (a stripe certificate for
+   * a stripe ≥ 1 STOREd by its writer).
+   */
+  async verifyStoredEntries(crypto: CryptoProvider, verifier: CertificateVerifier): Promise<void> {
+    const heads = new Map<string, HistoryEntry>();
+    for (const { server, key, entry } of this.#stored)
+      if (entry.stripe === 0 && entry.layout) heads.set(`${server}/${key}/${timestampKey(entry.ts)}`, entry);
+    const reported = new Set<string>();
+    for (const { server, index, key, entry } of this.#stored) {
+      const { ts, stripe, cc, cert, fragment } = entry;
+      const where = `${server} stored stripe ${stripe} of ${key} at ${timestampKey(ts)}`;
+      const fail = (why: string) => {
+        if (reported.has(where)) return;
+        reported.add(where);
+        this.violations.push(`signed hashes: ${where} ${why}`);
+      };
+      if (!(await fragmentMatches(crypto, cc, index, fragment))) fail('with a fragment that does not match its hash');
+      const stripeCert = stripe > 0 && bytesEqual(crossChecksumDigest(crypto, cc), cert.ccDigest);
+      const signed = stripeCert ? await verifier.checkStripe(key, ts, stripe, cert) : await verifier.check(key, ts, cert);
+      if (!signed.ok) fail(`under a certificate not signed for it: ${signed.reason}`);
+      if (stripe === 0 && !entryCovered(crypto, cert, 0, cc, entry.layout)) fail('with a cross-checksum its certificate does not sign');
+      if (stripe > 0 && !stripeCert) {
+        const head = heads.get(`${server}/${key}/${timestampKey(ts)}`);
+        if (head && (!head.layout || !stripeMatches(crypto, head.layout, stripe, cc)))
+          fail("with a cross-checksum its write's layout does not list");
+      }
+    }
   }
 
   /** Index violations reported already (one line each, not one per request). */

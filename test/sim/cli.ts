@@ -1,5 +1,5 @@
 /**
- * `pnpm sim -- --seeds N [--t T] [--seed S] [--first F] [--mutant NAME] [--hostile] [--contention] [--lists] [--stripes] [--rotate] [--verbose]`
+ * `pnpm sim -- --seeds N [--t T] [--seed S] [--first F] [--mutant NAME] [--hostile] [--contention] [--lists] [--stripes] [--rotate] [--rebuild] [--verbose]`
  *
  * Runs seeded simulations and ends with `N passed, M failed`. A failure prints its seed
  * and the command that replays it exactly.
@@ -22,6 +22,7 @@ const { values } = parseArgs({
     lists: { type: 'boolean', default: false },
     stripes: { type: 'boolean', default: false },
     rotate: { type: 'boolean', default: false },
+    rebuild: { type: 'boolean', default: false },
     verbose: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
   },
@@ -46,6 +47,13 @@ if (values.help) {
   --rotate       a correct server's key is replaced mid-run (a new key epoch): the other
                  servers and the clients take the new cluster file each at its own time,
                  and a thief tries the retired key; everything is checked as always
+  --rebuild      servers lose their disk mid-run (one after another, faulty servers
+                 never more than t, so at most t − 1 Byzantine) and rebuild from the
+                 others while the workload runs; Byzantine servers lie to rebuilding
+                 servers; servers cut off by a partition catch up when it heals; a writer
+                 stores a write encoded inconsistently (repairs must refuse it); at the
+                 end every correct server catches up and must hold every completed write
+                 (a quarter of ordinary seeds do that end check too)
   --mutant NAME  run against a deliberately broken server: ${MUTANTS.map((m) => m.name).join(', ')}
   --verbose      with --seed: print the options and the whole history`);
   process.exit(0);
@@ -71,6 +79,10 @@ if (values.mutant !== undefined && !mutant) {
   console.error(`unknown mutant ${values.mutant}; known: ${MUTANTS.map((m) => m.name).join(', ')}`);
   process.exit(2);
 }
+if (values.rotate && values.rebuild) {
+  console.error('--rotate and --rebuild do not go together (a rebuilding host of another key epoch would be refused)');
+  process.exit(2);
+}
 const seed = int('seed', values.seed);
 const started = performance.now();
 
@@ -84,6 +96,7 @@ if (seed !== undefined && values.verbose) {
     ...(values.lists || mutant?.lists ? { lists: true } : {}),
     ...(values.stripes || mutant?.stripes ? { stripes: true } : {}),
     ...(values.rotate || mutant?.rotate ? { rotate: true } : {}),
+    ...(values.rebuild || mutant?.rebuild ? { rebuild: true } : {}),
     ...(mutant?.behaviours ? { behaviours: mutant.behaviours } : {}),
     ...(mutant?.deleteRate !== undefined ? { deleteRate: mutant.deleteRate } : {}),
   });
@@ -100,6 +113,7 @@ const result = await runBatch({
   ...(values.lists || mutant?.lists ? { lists: true } : {}),
   ...(values.stripes || mutant?.stripes ? { stripes: true } : {}),
   ...(values.rotate || mutant?.rotate ? { rotate: true } : {}),
+  ...(values.rebuild || mutant?.rebuild ? { rebuild: true } : {}),
   ...(mutant?.behaviours ? { behaviours: mutant.behaviours } : {}),
   ...(mutant?.deleteRate !== undefined ? { deleteRate: mutant.deleteRate } : {}),
   onFailure(report, replay) {
@@ -125,6 +139,11 @@ if (result.lists > 0) console.log(`listing pages: ${result.lists}`);
 console.log(
   `striped writes: ${result.stripedWrites} (${result.stripedWritesDone} completed, ${result.crashedMidStripe} crashed mid-upload); striped values read whole: ${result.stripedReads}; reads ending in VALUE_CHANGED: ${result.valueChanged}`,
 );
+if (values.rebuild || mutant?.rebuild)
+  console.log(
+    `disks lost: ${result.disksLost}, rebuilds finished: ${result.rebuildsDone}; repairs (runs that caught up at the end): ${list(result.repairs)}`,
+  );
+else if (result.repairs.runs) console.log(`runs that caught up at the end: ${result.repairs.runs}; repairs: ${list(result.repairs)}`);
 if (values.rotate)
   console.log(
     `key rotations: ${result.passed + result.failed} (${result.rotatedEmpty} on an empty disk); operations refused by servers of another key epoch: ${result.staleOps}`,

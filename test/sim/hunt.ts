@@ -21,6 +21,7 @@ export async function huntMutant(
           ...(mutant.lists ? { lists: true } : {}),
           ...(mutant.stripes ? { stripes: true } : {}),
           ...(mutant.rotate ? { rotate: true } : {}),
+          ...(mutant.rebuild ? { rebuild: true } : {}),
           ...(mutant.behaviours ? { behaviours: mutant.behaviours } : {}),
           ...(mutant.deleteRate !== undefined ? { deleteRate: mutant.deleteRate } : {}),
         })
@@ -39,6 +40,7 @@ export async function huntMutant(
           lists: mutant.lists ?? false,
           stripes: mutant.stripes ?? false,
           rotate: mutant.rotate ?? false,
+          rebuild: mutant.rebuild ?? false,
         }),
       };
   }

@@ -5,6 +5,9 @@
  */
 import {
   authorityProblem,
+  CertificateVerifier,
+  historyEntryBytes,
+  RepairOperation,
   ProtocolError,
   stripeMatches,
   entryCovered,
@@ -22,6 +25,7 @@ import {
   type FilterAck,
   type StripeLayout,
   type CertificateCheck,
+  type RepairOutcome,
   type FilterRequest,
   type Reply,
   type HistoryEntry,
@@ -70,6 +74,8 @@ export interface Mutant {
   readonly deleteRate?: number;
   /** Runs with a server's key replaced mid-run (the mutant breaks key epochs). */
   readonly rotate?: boolean;
+  /** Runs with servers losing their disk and rebuilding (the mutant breaks repair). */
+  readonly rebuild?: boolean;
 }
 
 /** Answers requests of any key epoch, judging them by its own: parties with other keys mix in one operation. */
@@ -297,6 +303,38 @@ class ReusesTimestamp extends WriteOperation {
   }
 }
 
+/** A repair that takes the decoded value as the writer's without encoding it again and comparing all `n` hashes. */
+class SkipsReencodeCheck extends RepairOperation {
+  protected override encodingConsistent(): boolean {
+    return true;
+  }
+}
+
+/** A rebuilding host whose listing and repairs take a candidate's certificate without its store proof. */
+class ProoflessVerifier extends CertificateVerifier {
+  override async proofValid(): Promise<boolean> {
+    return true;
+  }
+}
+
+/**
+ * A server that stores a repaired entry as a fresh write: under the next timestamp number
+ * above its `lc`, with the write's certificate (which signs the write's own timestamp).
+ */
+class RestampsRepair extends Server {
+  override async storeRepaired(key: string, candidate: Candidate, entry: HistoryEntry): Promise<RepairOutcome> {
+    return this.storage.withKey(key, async (record) => {
+      await this.writeBack(record, candidate, key);
+      const lc = await record.getLc();
+      const restamped = { ...entry, ts: { num: (lc?.ts.num ?? 0) + 1, writerId: entry.ts.writerId } };
+      if (await record.getEntryMeta(restamped.ts, entry.stripe)) return 'held';
+      const owner = this.admission.ownerOfKey(key);
+      await record.putEntry(restamped, { owner, bytes: historyEntryBytes(restamped), quota: {} });
+      return 'stored';
+    });
+  }
+}
+
 const withServer = (server: ProtocolFactories['server']): ProtocolFactories => ({ ...correctProtocol, server });
 const withReader = (reader: ProtocolFactories['reader']): ProtocolFactories => ({ ...correctProtocol, reader });
 const withWriter = (writer: ProtocolFactories['writer']): ProtocolFactories => ({ ...correctProtocol, writer });
@@ -463,5 +501,24 @@ export const MUTANTS: readonly Mutant[] = [
     description: 'a server stores, and signs receipts for, writes whose certificate names a retired key epoch',
     protocol: withServer((o) => new AdmitsRetiredEpoch(o)),
     rotate: true,
+  },
+  {
+    name: 'repair-skips-reencode',
+    description:
+      "a rebuilding server takes the value t + 1 fragments decode to without re-encoding it and checking all n hashes of the writer's cross-checksum",
+    protocol: { ...correctProtocol, repairer: (o, key, c, opId, target) => new SkipsReencodeCheck(o, key, c, opId, target) },
+    rebuild: true,
+  },
+  {
+    name: 'repair-proofless',
+    description: "a rebuilding server's listing and repairs accept a candidate without its store proof",
+    protocol: { ...correctProtocol, rebuildVerifier: (crypto, cluster) => new ProoflessVerifier(crypto, cluster) },
+    rebuild: true,
+  },
+  {
+    name: 'repair-restamps',
+    description: 'a server stores a repaired entry under a new timestamp (the next number above its lc), as if it were a fresh write',
+    protocol: withServer((o) => new RestampsRepair(o)),
+    rebuild: true,
   },
 ];

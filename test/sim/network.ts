@@ -26,6 +26,8 @@ export class Network {
   readonly #linkFactor = new Map<string, number>();
   #partition: { a: Set<string>; b: Set<string>; until: number } | undefined;
   #nextPartition: number;
+  /** Processes that stand where another does (a server's own host: `rb3` where `s3` is), for partitions. */
+  readonly #aliases = new Map<string, string>();
 
   constructor(
     private readonly prng: Prng,
@@ -38,6 +40,16 @@ export class Network {
   send(from: string, to: string, frame: Uint8Array, slow = false): void {
     this.#pool.push({ from, to, frame, at: this.now + this.#delay(from, to, slow), duplicates: 0 });
     this.sent++;
+  }
+
+  /** `name` is cut off by partitions exactly as `as` is (it runs on the same machine). */
+  alias(name: string, as: string): void {
+    this.#aliases.set(name, as);
+  }
+
+  /** The partition in force, if any: its two sides. */
+  get partition(): { readonly a: ReadonlySet<string>; readonly b: ReadonlySet<string> } | undefined {
+    return this.#partition;
   }
 
   /** Messages not yet delivered (partitioned ones included). */
@@ -92,7 +104,10 @@ export class Network {
 
   #blocked(m: InFlight): boolean {
     const p = this.#partition;
-    return p !== undefined && ((p.a.has(m.from) && p.b.has(m.to)) || (p.b.has(m.from) && p.a.has(m.to)));
+    if (p === undefined) return false;
+    const from = this.#aliases.get(m.from) ?? m.from;
+    const to = this.#aliases.get(m.to) ?? m.to;
+    return (p.a.has(from) && p.b.has(to)) || (p.b.has(from) && p.a.has(to));
   }
 
   #delay(from: string, to: string, slow: boolean): number {

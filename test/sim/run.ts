@@ -20,6 +20,8 @@ export interface BatchOptions {
   readonly stripes?: boolean;
   /** A server's key replaced mid-run (see `SimOptions.rotate`). */
   readonly rotate?: boolean;
+  /** Servers losing their disk mid-run and rebuilding (see `SimOptions.rebuild`). */
+  readonly rebuild?: boolean;
   /** Byzantine servers draw only these behaviours (a mutant's focus). */
   readonly behaviours?: readonly Behaviour[];
   /** Chance an operation is a delete, instead of the usual (a mutant that breaks what deletes do). */
@@ -61,6 +63,10 @@ export interface BatchResult {
   /** Runs that replaced a server's key on an empty disk, and operations refused by servers of another key epoch. */
   rotatedEmpty: number;
   staleOps: number;
+  /** Disks lost and rebuilds finished (`rebuild`), and what repairs did over every run that caught up at its end. */
+  disksLost: number;
+  rebuildsDone: number;
+  repairs: Record<string, number>;
   /** The fence at work (see `SimReport.fences`). */
   fences: Record<string, number>;
 }
@@ -103,6 +109,9 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     valueChanged: 0,
     rotatedEmpty: 0,
     staleOps: 0,
+    disksLost: 0,
+    rebuildsDone: 0,
+    repairs: {},
     fences: {},
   };
   for (let seed = options.first; seed < options.first + options.count; seed++) {
@@ -118,6 +127,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
         ...(options.lists ? { lists: true } : {}),
         ...(options.stripes ? { stripes: true } : {}),
         ...(options.rotate ? { rotate: true } : {}),
+        ...(options.rebuild ? { rebuild: true } : {}),
         ...(options.behaviours ? { behaviours: options.behaviours } : {}),
         ...(options.deleteRate !== undefined ? { deleteRate: options.deleteRate } : {}),
       });
@@ -137,6 +147,9 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     result.valueChanged += report.valueChanged ?? 0;
     result.staleOps += report.staleOps ?? 0;
     if (report.rotation?.includes('empty')) result.rotatedEmpty++;
+    result.disksLost += report.rebuilds?.filter((r) => r.includes('lost')).length ?? 0;
+    result.rebuildsDone += report.rebuilds?.filter((r) => r.includes('rebuilt')).length ?? 0;
+    add(result.repairs, report.repairs);
     add(result.failedWrites, report.failedWrites);
     add(result.refusals, report.refusals);
     add(result.attacks, report.attacks);
@@ -159,6 +172,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
       lists: options.lists ?? false,
       stripes: options.stripes ?? false,
       rotate: options.rotate ?? false,
+      rebuild: options.rebuild ?? false,
     });
     result.failures.push({ seed, t, violations: report.violations, replay });
     options.onFailure?.(report, replay);

@@ -30,6 +30,7 @@ import {
   namespacePrefix,
   nonceHash,
   ownerIdOf,
+  TS0,
   ProtocolError,
   ReadOperation,
   receiptMessage,
@@ -38,6 +39,7 @@ import {
   WriterSession,
   type ClientOperation,
   type ClusterConfig,
+  type Candidate,
   type ClusterIdentity,
   type CryptoProvider,
   type Grant,
@@ -49,13 +51,15 @@ import {
   type Server,
   type Signer,
   type Step,
+  type StoreProof,
   type StripeLayout,
+  type Timestamp,
   type WriteResult,
   type WriteValue,
 } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import type { RegisterOp } from '../lincheck/lincheck.js';
-import { ByzantineServer, type Behaviour } from './byzantine.js';
+import { ByzantineServer, REBUILD_LIES, type Behaviour } from './byzantine.js';
 import { EPOCH, makeCast } from './cast.js';
 import { Checker, checkIndexMatchesEntries, type Author, type MutableOp } from './checkers.js';
 import { HostileClient, type Attack, type Expectation, type FenceTarget } from './hostile-clients.js';
@@ -63,6 +67,7 @@ import { Network, type InFlight } from './network.js';
 import { describeOptions, drawOptions } from './options.js';
 import { correctProtocol, type ProtocolFactories } from './protocol-factories.js';
 import { Prng } from './prng.js';
+import { Rebuild } from './rebuild.js';
 import { concat, sameLayout, sourceOf, stripedValue } from './stripes.js';
 
 /** What to simulate. */
@@ -101,6 +106,16 @@ export interface SimOptions {
    * always. Off by default, so other runs keep their seeds' schedules.
    */
   readonly rotate?: boolean;
+  /**
+   * Servers lose their storage mid-run (a fresh, empty disk, the same key) and rebuild
+   * from the others (`rebuild.ts`) while the workload runs, one more after each rebuild
+   * finishes, the faulty servers (Byzantine, and lost but not yet rebuilt) never more than
+   * `t` (so at most `t − 1` Byzantine servers); Byzantine servers lie to rebuilding hosts
+   * in particular (`REBUILD_LIES`); correct servers cut off by a partition catch up once it
+   * heals; a writer with a valid identity stores a write encoded inconsistently. Off by
+   * default, so other runs keep their seeds' schedules.
+   */
+  readonly rebuild?: boolean;
 }
 
 /** Share of value writes that are striped without, and with, `SimOptions.stripes`. */
@@ -150,6 +165,12 @@ export interface SimReport {
   /** With `rotate`: what was replaced when, and operations that ended refused by servers of another key epoch. */
   readonly rotation: string | undefined;
   readonly staleOps: number;
+  /**
+   * With `rebuild`: the servers that lost their disk and when each rebuild finished; and
+   * for every run that caught up at its end, what the repairs did.
+   */
+  readonly rebuilds: string[];
+  readonly repairs: Record<string, number>;
   /**
    * The fence at work: the fence attacks' writes planted, planted with their store proof,
    * and completed after the owner wrote; owners' and the admin's writes that jumped; reads
@@ -290,7 +311,11 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   let step = 0;
 
   // Servers: correct ones with watched storage, up to t Byzantine ones.
-  const byzIndices = new Set(prng.shuffle(Array.from({ length: n }, (_, i) => i)).slice(0, opts.adversary.byzantineServers));
+  // With `rebuild`, a server that lost its disk counts against t until it has rebuilt: at most t − 1 Byzantine servers.
+  const byzantineCount = options.rebuild ? Math.min(opts.adversary.byzantineServers, t - 1) : opts.adversary.byzantineServers;
+  const byzIndices = new Set(prng.shuffle(Array.from({ length: n }, (_, i) => i)).slice(0, byzantineCount));
+  // Rebuilds: their own stream, so every other draw of the seed stays as it was.
+  const rebuildRng = new Prng(seed * 49_979_687 + 13);
   const storages: MemoryStorage[] = [];
   const skews: number[] = [];
   const servers: (Server | ByzantineServer)[] = [];
@@ -318,7 +343,9 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     if (byzIndices.has(i)) {
       const behaviour: Behaviour = advRng.pick(opts.adversary.behaviours);
       byzantine.push(`s${i}:${behaviour}`);
-      servers.push(new ByzantineServer(i, behaviour, server, cast.servers[i]!, adversary, advRng.fork()));
+      const lie = options.rebuild ? rebuildRng.pick(REBUILD_LIES) : undefined;
+      if (lie) byzantine[byzantine.length - 1] += `, to rebuilds ${lie}`;
+      servers.push(new ByzantineServer(i, behaviour, server, cast.servers[i]!, adversary, advRng.fork(), lie));
     } else {
       servers.push(server);
     }
@@ -611,6 +638,145 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     }
   };
 
+  // Rebuilds and catch-ups (`rebuild.ts`): one host per server at a time, on the network as
+  // `rb<index>`, cut off by partitions with its server.
+  const rebuilds = new Map<string, Rebuild>();
+  /** Servers that lost their disk and have not finished rebuilding: they count against t. */
+  const lost = new Set<number>();
+  /** Servers that ever lost their disk. */
+  const diskLost = new Set<number>();
+  const rebuildLog: string[] = [];
+  let rebuildOpId = 1;
+  /** The newest cluster identity any server has (with `rotate`, the new epoch's, which keeps every older one). */
+  const finalCluster = () => inners.map((s) => s.cluster).reduce((a, b) => ((b.epoch ?? 0) > (a.epoch ?? 0) ? b : a));
+  const startHost = async (j: number, kind: 'rebuild' | 'catch-up') => {
+    const name = `rb${j}`;
+    network.alias(name, `s${j}`);
+    const host = new Rebuild(
+      name,
+      kind,
+      {
+        config,
+        crypto,
+        codec,
+        protocol,
+        verifier: protocol.rebuildVerifier(crypto, finalCluster()),
+        index: j,
+        server: () => inners[j]!,
+        storage: () => storages[j]!,
+        send: (to, request) => send(name, `s${to}`, { ...request, opId: request.opId }),
+        now: () => network.now,
+        pageLimit: rebuildRng.chance(0.5) ? rebuildRng.range(1, 3) : 1000,
+        nextOpId: () => rebuildOpId++,
+        reports: {
+          repairEnded: (server, key, c, error) => checker.repairEnded(server, key, c, error),
+          repairStored: (server, key, c, stripe, outcome) => checker.repairStored(server, key, c, stripe, outcome),
+          repairTimedOut: (server, key, c) => checker.repairTimedOut(server, key, c),
+          violation: (message) => checker.violations.push(message),
+        },
+      },
+      (done) => {
+        if (rebuilds.get(name) === done) rebuilds.delete(name);
+        if (done.kind === 'rebuild') {
+          lost.delete(j);
+          rebuildLog.push(`s${j} rebuilt at ${network.now} (${done.passes} passes, ${done.repaired} writes repaired)`);
+          scheduleLoss();
+        }
+      },
+    );
+    rebuilds.set(name, host);
+    await host.start();
+  };
+
+  /**
+   * Server `j` loses its disk: a new server with the same key on an empty one, rebuilding
+   * from the others. Only while the faulty servers stay within t.
+   */
+  const loseDisk = async (j: number) => {
+    if (byzIndices.size + lost.size + 1 > t || lost.has(j)) return;
+    lost.add(j);
+    diskLost.add(j);
+    rebuildLog.push(`s${j} lost its disk at ${network.now}`);
+    const storage = new MemoryStorage();
+    storages[j] = storage;
+    const server = protocol.server({
+      config,
+      index: j,
+      crypto,
+      storage: checker.watch(`s${j}`, storage),
+      cluster: inners[j]!.cluster,
+      signer: cast.servers[j]!,
+      policy: policies[j]!,
+      now: () => time() + skews[j]!,
+      history: { keep: opts.storage.historyKeep, uploadIdleMs: UPLOAD_IDLE },
+    });
+    servers[j] = server;
+    inners[j] = server;
+    await startHost(j, 'rebuild');
+  };
+  let lossesLeft = 0;
+  /** The next loss, some time after the last rebuild finished (a correct server, possibly one rebuilt before). */
+  const scheduleLoss = () => {
+    if (lossesLeft === 0) return;
+    lossesLeft--;
+    const j = rebuildRng.pick(correct.filter((i) => !lost.has(i)));
+    events.push({ at: network.now + rebuildRng.range(0, 400), run: () => loseDisk(j) });
+    events.sort((a, b) => a.at - b.at);
+  };
+
+  /**
+   * A writer with a valid identity of its own (any identity may write its namespace) that
+   * encodes a value, swaps one fragment for garbage and signs the cross-checksum of what it
+   * has: every fragment matches its hash, so every server stores its own, but no two sets of
+   * `t + 1` decode alike. STOREd at exactly `n − t` correct servers (the other correct ones
+   * miss it, and try to repair it when they catch up), then COMPLETEd at every server.
+   */
+  let forger: { receive(from: number, reply: Reply): void } | undefined;
+  const forgeUneven = async (rng: Prng) => {
+    const signer = await crypto.signerFromSeed(rng.bytes(32));
+    const key = `${namespacePrefix(ownerIdOf(crypto, signer.publicKey))}uneven`;
+    const writerId = new WriterSession({ crypto, cluster: cast.cluster, signer, instance: rng.bytes(16) }).writerId;
+    const bytes = rng.bytes(rng.range(2 * (t + 1), 80));
+    const fragments = codec.encode(bytes).map((f) => f.slice());
+    const bad = rng.int(n);
+    fragments[bad] = fragments[bad]!.map((b) => b ^ 0x5a);
+    const cc = await computeCrossChecksum(crypto, fragments, bytes.length, false);
+    const ts: Timestamp = { num: 1, writerId };
+    const nonce = rng.bytes(32);
+    const cert = await signCertificate(crypto, cast.cluster.id, signer, {
+      key,
+      ts,
+      nonceHash: nonceHash(crypto, nonce),
+      ccDigest: crossChecksumDigest(crypto, cc),
+      tombstone: false,
+      grant: undefined,
+    });
+    checker.unevenWrite(key, ts);
+    const receipts = new Map<number, Uint8Array>();
+    let completed = false;
+    forger = {
+      receive(from, reply) {
+        if (reply.type !== 'STORE_ACK' || completed) return;
+        receipts.set(from, reply.receipt);
+        if (receipts.size < n - t) return;
+        completed = true;
+        const proof: StoreProof = [...receipts].sort(([a], [b]) => a - b).map(([server, signature]) => ({ server, signature }));
+        const candidate: Candidate = { ts, nonce, cert, proof };
+        for (let i = 0; i < n; i++) send('forger', `s${i}`, { type: 'COMPLETE', key, opId: 2, candidate });
+      },
+    };
+    for (const i of rng.shuffle(correct).slice(0, n - t))
+      send('forger', `s${i}`, { type: 'STORE', key, opId: 1, ts, stripe: 0, fragment: fragments[i]!, cc, cert });
+  };
+  if (options.rebuild) {
+    lossesLeft = rebuildRng.range(1, 3);
+    lossesLeft--;
+    const j = rebuildRng.pick(correct);
+    events.push({ at: rebuildRng.range(50, 1200), run: () => loseDisk(j) });
+    events.push({ at: rebuildRng.range(0, 1500), run: () => forgeUneven(rebuildRng.fork()) });
+    events.sort((a, b) => a.at - b.at);
+  }
+
   /** Puts a client operation's messages on the network, crashing the writer part-way through a round if planned. */
   const emit = (client: Client, run: Running, s: Step<unknown>) => {
     let out = s.send ?? [];
@@ -805,13 +971,17 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     network.send(m.to, m.from, r.reply);
     if (m.from === 'mallory') {
       const reply = decodeMessage(r.reply, { n }) as Reply;
-      checker.hostileReply(index, reply, expectations.get(reply.opId));
+      // A server that lost its disk lost what made some forgeries refusable (a stored stripe,
+      // an entry held): it counted against t, and is held to no expectation from then on.
+      checker.hostileReply(index, reply, diskLost.has(index) ? undefined : expectations.get(reply.opId));
     }
   };
 
   const deliverToClient = async (m: InFlight) => {
     const reply = decodeMessage(m.frame, { n }) as Reply;
     if (m.to === 'mallory') return mallory.receive(Number(m.from.slice(1)), reply);
+    if (m.to === 'forger') return forger?.receive(Number(m.from.slice(1)), reply);
+    if (m.to.startsWith('rb')) return rebuilds.get(m.to)?.receive(Number(m.from.slice(1)), reply);
     const client = clients.find((c) => c.name === m.to)!;
     const run = client.running.get(reply.opId);
     if (client.crashed || !run) return;
@@ -901,89 +1071,119 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     if (client.nextStart === undefined) scheduleNext(client, false);
   };
 
-  while (true) {
-    step++;
-    if (step > MAX_STEPS) {
-      checker.violations.push(`no termination within ${MAX_STEPS} steps`);
-      break;
-    }
-    network.updatePartition([...servers.map((_, i) => `s${i}`), ...clients.map((c) => c.name), 'mallory']);
-    const message = network.next();
-    let starter: Client | undefined;
-    for (const c of clients) {
-      if (c.crashed || c.nextStart === undefined || c.plan.length === 0) continue;
-      if (!starter || c.nextStart < starter.nextStart!) starter = c;
-    }
-    const attackAt = attackTimes[0]?.at;
-    const eventAt = events[0]?.at;
-    let timer: { run: Running; client: Client } | undefined;
-    let giveUp: { run: Running; client: Client } | undefined;
-    for (const c of clients) {
-      if (c.crashed) continue;
-      for (const run of c.running.values()) {
-        if (run.timerAt !== undefined && (!timer || run.timerAt < timer.run.timerAt!)) timer = { run, client: c };
-        if (run.giveUpAt !== undefined && (!giveUp || run.giveUpAt < giveUp.run.giveUpAt!)) giveUp = { run, client: c };
+  /**
+   * Once a partition heals, the correct servers on its smaller side catch up (those not
+   * rebuilding already): they may have missed writes the other side completed.
+   */
+  const partitionHealed = async (cut: { readonly a: ReadonlySet<string>; readonly b: ReadonlySet<string> }) => {
+    const side = (x: ReadonlySet<string>) => correct.filter((i) => x.has(`s${i}`));
+    const a = side(cut.a);
+    const b = side(cut.b);
+    for (const j of a.length <= b.length ? a : b) if (!rebuilds.has(`rb${j}`)) await startHost(j, 'catch-up');
+  };
+
+  /** Runs the simulation until nothing is left to happen (or the step bound). */
+  const drain = async () => {
+    while (true) {
+      step++;
+      if (step > MAX_STEPS) {
+        checker.violations.push(`no termination within ${MAX_STEPS} steps`);
+        return;
       }
-    }
-    const timerAt = timer?.run.timerAt;
-    const giveUpAt = giveUp?.run.giveUpAt;
-    const times = [message?.at, starter?.nextStart, attackAt, timerAt, giveUpAt, eventAt].filter((x): x is number => x !== undefined);
-    // Policy changes, the ends of authority and rotation steps alone do not keep a run going.
-    if (times.length === 0 || (times.length === 1 && eventAt !== undefined)) {
-      if (network.heal()) continue;
-      break;
-    }
-    const at = Math.min(...times);
-    network.now = Math.max(network.now, at);
-    if (starter && starter.nextStart === at) {
-      await startOp(starter);
-      continue;
-    }
-    if (attackAt === at) {
-      const { attack, target } = attackTimes.shift()!;
-      mallory.launch(attack, target);
-      continue;
-    }
-    if (eventAt === at) {
-      await events.shift()!.run();
-      continue;
-    }
-    if (giveUp && giveUpAt === at) {
-      // Refused by a server of another key epoch and still not ended: the client times out.
-      const { client, run } = giveUp;
-      (run.op as { abandon?: () => void }).abandon?.();
-      for (const [id, r] of client.running) if (r === run) client.running.delete(id);
-      staleOps++;
-      if (client.role !== 'reader') checker.writeFailed(client.name, run.record.key, run.epochRefusal!, true);
-      if (client.nextStart === undefined) scheduleNext(client, false);
-      continue;
-    }
-    if (timer && timerAt === at) {
-      // Fired once per FILTER round; a restarted round may arm it again.
-      timer.run.timerAt = undefined;
-      if (timer.run.op instanceof ReadOperation) emit(timer.client, timer.run, timer.run.op.stalled());
-      else if (timer.run.op instanceof ListOperation) {
-        const { client, run } = timer;
-        const opId = [...client.running].find(([, r]) => r === run)?.[0];
-        if (opId !== undefined) await afterStep(client, run, opId, (run.op as ListOperation).stalled());
-      } else if (timer.run.refused) {
-        const { client, run } = timer;
-        const refused = run.refused!;
+      const cut = network.partition;
+      network.updatePartition([...servers.map((_, i) => `s${i}`), ...clients.map((c) => c.name), 'mallory']);
+      if (options.rebuild && cut && !network.partition) await partitionHealed(cut);
+      const message = network.next();
+      let starter: Client | undefined;
+      for (const c of clients) {
+        if (c.crashed || c.nextStart === undefined || c.plan.length === 0) continue;
+        if (!starter || c.nextStart < starter.nextStart!) starter = c;
+      }
+      const attackAt = attackTimes[0]?.at;
+      const eventAt = events[0]?.at;
+      let host: Rebuild | undefined;
+      for (const h of rebuilds.values()) if (h.timerAt !== undefined && (!host || h.timerAt < host.timerAt!)) host = h;
+      const hostAt = host?.timerAt;
+      let timer: { run: Running; client: Client } | undefined;
+      let giveUp: { run: Running; client: Client } | undefined;
+      for (const c of clients) {
+        if (c.crashed) continue;
+        for (const run of c.running.values()) {
+          if (run.timerAt !== undefined && (!timer || run.timerAt < timer.run.timerAt!)) timer = { run, client: c };
+          if (run.giveUpAt !== undefined && (!giveUp || run.giveUpAt < giveUp.run.giveUpAt!)) giveUp = { run, client: c };
+        }
+      }
+      const timerAt = timer?.run.timerAt;
+      const giveUpAt = giveUp?.run.giveUpAt;
+      const times = [message?.at, starter?.nextStart, attackAt, timerAt, giveUpAt, eventAt, hostAt].filter(
+        (x): x is number => x !== undefined,
+      );
+      // Policy changes, the ends of authority and rotation steps alone do not keep a run going.
+      if (times.length === 0 || (times.length === 1 && eventAt !== undefined)) {
+        const healed = network.partition;
+        if (network.heal()) {
+          if (options.rebuild && healed) await partitionHealed(healed);
+          continue;
+        }
+        return;
+      }
+      const at = Math.min(...times);
+      network.now = Math.max(network.now, at);
+      if (starter && starter.nextStart === at) {
+        await startOp(starter);
+        continue;
+      }
+      if (attackAt === at) {
+        const { attack, target } = attackTimes.shift()!;
+        mallory.launch(attack, target);
+        continue;
+      }
+      if (eventAt === at) {
+        await events.shift()!.run();
+        continue;
+      }
+      if (giveUp && giveUpAt === at) {
+        // Refused by a server of another key epoch and still not ended: the client times out.
+        const { client, run } = giveUp;
         (run.op as { abandon?: () => void }).abandon?.();
         for (const [id, r] of client.running) if (r === run) client.running.delete(id);
-        checker.writeFailed(client.name, run.record.key, refused, true);
+        staleOps++;
+        if (client.role !== 'reader') checker.writeFailed(client.name, run.record.key, run.epochRefusal!, true);
         if (client.nextStart === undefined) scheduleNext(client, false);
-        writeEnded(client);
+        continue;
       }
-      continue;
+      if (timer && timerAt === at) {
+        // Fired once per FILTER round; a restarted round may arm it again.
+        timer.run.timerAt = undefined;
+        if (timer.run.op instanceof ReadOperation) emit(timer.client, timer.run, timer.run.op.stalled());
+        else if (timer.run.op instanceof ListOperation) {
+          const { client, run } = timer;
+          const opId = [...client.running].find(([, r]) => r === run)?.[0];
+          if (opId !== undefined) await afterStep(client, run, opId, (run.op as ListOperation).stalled());
+        } else if (timer.run.refused) {
+          const { client, run } = timer;
+          const refused = run.refused!;
+          (run.op as { abandon?: () => void }).abandon?.();
+          for (const [id, r] of client.running) if (r === run) client.running.delete(id);
+          checker.writeFailed(client.name, run.record.key, refused, true);
+          if (client.nextStart === undefined) scheduleNext(client, false);
+          writeEnded(client);
+        }
+        continue;
+      }
+      if (host && hostAt === at) {
+        await host.fire();
+        continue;
+      }
+      const m = message!;
+      network.take(m);
+      const batch = [m, ...network.concurrentWith(m, isServer)];
+      if (batch.length > 1) await Promise.all(batch.map(deliverToServer));
+      else if (isServer(m.to)) await deliverToServer(m);
+      else await deliverToClient(m);
     }
-    const m = message!;
-    network.take(m);
-    const batch = [m, ...network.concurrentWith(m, isServer)];
-    if (batch.length > 1) await Promise.all(batch.map(deliverToServer));
-    else if (isServer(m.to)) await deliverToServer(m);
-    else await deliverToClient(m);
-  }
+  };
+  await drain();
 
   // Wait-freedom: every operation of a correct client finished (or failed as allowed).
   for (const c of clients) {
@@ -992,6 +1192,25 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       checker.stuck(c.name, run.record.kind, run.record.key, (run.op as { phase?: string }).phase ?? '?');
     if (c.plan.length > 0) checker.violations.push(`${c.name} never got to start ${c.plan.length} operations`);
   }
+  // Catch-up at the end, once the network has healed (it has: nothing is left in flight):
+  // every correct server lists the cluster's completed writes and repairs what it misses.
+  // After the run, so the run itself is what it was; for some ordinary seeds too (their own
+  // stream), and never with `rotate` (a host of another key epoch would be refused).
+  const catchUp = !options.rotate && (options.rebuild === true || new Prng(seed * 9973 + 5).chance(CATCH_UP_SHARE));
+  if (catchUp) {
+    for (const h of rebuilds.values())
+      checker.violations.push(`${h.kind}: s${h.ctx.index}'s never finished (${h.passes} passes, ${h.state})`);
+    rebuilds.clear();
+    lost.clear();
+    const floors = await lcFloors(checker, storages, correct, t);
+    for (const j of correct) await startHost(j, 'catch-up');
+    await drain();
+    for (const h of rebuilds.values())
+      checker.violations.push(`catch-up: s${h.ctx.index}'s never finished (${h.passes} passes, ${h.state})`);
+    await checkConverged(checker, storages, inners, correct, floors);
+  }
+  await checker.verifyStoredEntries(crypto, new CertificateVerifier(crypto, finalCluster()));
+
   // Uploads never finished are gone once idle: the clock moves past uploadIdleMs (and any
   // skew) and every correct server sweeps the keys it lists as unfinished, as hosts do.
   network.now += UPLOAD_IDLE + 2 * opts.network.clockSkew + 1;
@@ -1046,8 +1265,64 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     valueChanged: checker.valueChanged,
     rotation,
     staleOps,
+    rebuilds: rebuildLog,
+    repairs: catchUp || options.rebuild ? { ...checker.repairs, runs: 1 } : {},
     fences: { ...mallory.fenceStats, jumps: checker.jumps, 'fenced reads': checker.fencedReads },
   };
+}
+
+/** Share of ordinary seeds (not `rebuild`) that catch up at the end and are checked for it. */
+const CATCH_UP_SHARE = 0.25;
+
+/**
+ * Before the final catch-up, for each key: the timestamp every correct server's `lc` must
+ * reach by the end. The latest honest write that completed, and the (t + 1)-th highest `lc`
+ * among correct servers: at least t + 1 correct servers hold a write at least that high, so
+ * any n − t answers to a listing name it (or a newer one).
+ */
+async function lcFloors(
+  checker: Checker,
+  storages: readonly MemoryStorage[],
+  correct: readonly number[],
+  t: number,
+): Promise<Map<string, Timestamp>> {
+  const keys = new Set(correct.flatMap((i) => storages[i]!.keys()));
+  const floors = new Map<string, Timestamp>();
+  for (const key of keys) {
+    const lcs: Timestamp[] = [];
+    for (const i of correct) lcs.push((await storages[i]!.withKey(key, (r) => r.getLc()))?.ts ?? TS0);
+    lcs.sort((a, b) => compareTimestamps(b, a));
+    const done = checker.completedTop(key);
+    floors.set(key, done && compareTimestamps(done, lcs[t]!) > 0 ? done : lcs[t]!);
+  }
+  for (const key of checker.completedKeys()) if (!floors.has(key)) floors.set(key, checker.completedTop(key)!);
+  return floors;
+}
+
+/**
+ * After the final catch-up: every completed write is on every correct server. For each
+ * key, each correct server's `lc` reaches the key's floor ({@link lcFloors}: a newer write
+ * may have superseded it), and the server holds `lc`'s entry (every stripe), unless its
+ * writer encoded it inconsistently (no repair may store that).
+ */
+async function checkConverged(
+  checker: Checker,
+  storages: readonly MemoryStorage[],
+  servers: readonly Server[],
+  correct: readonly number[],
+  floors: ReadonlyMap<string, Timestamp>,
+): Promise<void> {
+  for (const [key, floor] of floors) {
+    for (const i of correct) {
+      const lc = await storages[i]!.withKey(key, (r) => r.getLc());
+      if (compareTimestamps(lc?.ts ?? TS0, floor) < 0) {
+        checker.violations.push(`catch-up: s${i}'s lc of ${key} is ${lc ? lc.ts.num : 'none'}, below the completed write at ${floor.num}`);
+        continue;
+      }
+      if (lc && !checker.isUneven(key, lc.ts) && !(await servers[i]!.holds(key, lc.ts)))
+        checker.violations.push(`catch-up: s${i} does not hold the entry of its lc of ${key} (${lc.ts.num}) after catching up`);
+    }
+  }
 }
 
 /** Refusals by servers of another key epoch than the client's (`rotate`). */
@@ -1137,7 +1412,16 @@ export function replayCommand(
     lists,
     stripes,
     rotate,
-  }: { mutant?: string; hostile?: boolean; contention?: boolean; lists?: boolean; stripes?: boolean; rotate?: boolean } = {},
+    rebuild,
+  }: {
+    mutant?: string;
+    hostile?: boolean;
+    contention?: boolean;
+    lists?: boolean;
+    stripes?: boolean;
+    rotate?: boolean;
+    rebuild?: boolean;
+  } = {},
 ): string {
   // A mutant always runs hostile, so its replay needs no flag for it.
   const flags =
@@ -1145,6 +1429,7 @@ export function replayCommand(
     (contention ? ' --contention' : '') +
     (lists ? ' --lists' : '') +
     (stripes ? ' --stripes' : '') +
-    (rotate ? ' --rotate' : '');
+    (rotate ? ' --rotate' : '') +
+    (rebuild ? ' --rebuild' : '');
   return `pnpm sim -- --seed ${seed} --t ${t}${flags}`;
 }

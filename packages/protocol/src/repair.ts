@@ -23,9 +23,9 @@
  */
 import type { ErasureCodec } from '@powerstore/erasure';
 import type { Candidate } from './candidate.js';
-import type { CertificateVerifier } from './certificate.js';
+import type { CertificateVerifier, WriteCertificate } from './certificate.js';
 import type { ClusterConfig } from './config.js';
-import { computeCrossChecksum } from './cross-checksum.js';
+import { computeCrossChecksum, type CrossChecksum } from './cross-checksum.js';
 import type { CryptoProvider } from './crypto.js';
 import { check, ProtocolError } from './errors.js';
 import type { ClientOperation, HistoryEntry, Reply, Step } from './messages.js';
@@ -126,6 +126,16 @@ export class RepairOperation implements ClientOperation<RepairResult> {
     return this.#read.awaitingFragments;
   }
 
+  /**
+   * Whether the value decoded, erasure-coded again, gives the cross-checksum `cc` the
+   * write's certificate signs (through `layout` for a stripe ≥ 1). All `n` hashes, not only
+   * the fragments read: a writer whose fragments disagree with one another is found here,
+   * whichever `t + 1` of them were read. Protected so the simulator's mutants can skip it.
+   */
+  protected encodingConsistent(cert: WriteCertificate, stripe: number, cc: CrossChecksum, layout: StripeLayout | undefined): boolean {
+    return entryCovered(this.#options.crypto, cert, stripe, cc, layout);
+  }
+
   async #map(step: Step<ReadResult>): Promise<Step<RepairResult>> {
     if (!step.result) {
       const { send, supplement, error } = step;
@@ -138,9 +148,7 @@ export class RepairOperation implements ClientOperation<RepairResult> {
     const bytes = value ?? new Uint8Array(0);
     const fragments = codec.encode(bytes);
     const cc = await computeCrossChecksum(crypto, fragments, bytes.length, tombstone);
-    // All n hashes, not only the fragments read: a writer whose fragments disagree with
-    // one another is found here, whichever t + 1 of them were read.
-    if (!entryCovered(crypto, cert, stripe, cc, layout)) {
+    if (!this.encodingConsistent(cert, stripe, cc, layout)) {
       return {
         error: new ProtocolError(
           'INCONSISTENT_ENCODING',

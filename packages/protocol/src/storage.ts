@@ -16,7 +16,7 @@
  * {@link KeyRecord.putEntry} checks the owner's quota and reserves the bytes in one
  * synchronous step, so concurrent STOREs of different keys cannot overshoot a quota.
  */
-import type { Candidate } from './candidate.js';
+import { certificatesEqual, type Candidate } from './candidate.js';
 import type { CrossChecksum } from './cross-checksum.js';
 import { detached } from './bytes.js';
 import { compareKeys, inListRange, MAX_LIST_SCAN } from './listing.js';
@@ -287,7 +287,10 @@ export abstract class AbstractStorage implements ServerStorage {
         if (!state.lc) continue;
         if (keys.length === limit) return { keys, more: true };
         const lcTs = state.lc.ts;
-        const meta = state.index.some((e) => e.head && timestampsEqual(e.ts, lcTs)) ? await this.readEntryMeta(key, lcTs, 0) : undefined;
+        const held = state.index.some((e) => e.head && timestampsEqual(e.ts, lcTs)) ? await this.readEntryMeta(key, lcTs, 0) : undefined;
+        // The entry at lc's timestamp may be another value its writer signed for it (only one
+        // got a store proof): its cross-checksum is then not lc's, and is left out.
+        const meta = held && certificatesEqual(held.cert, state.lc.cert) ? held : undefined;
         keys.push(meta?.layout ? { key, lc: state.lc, cc: meta.cc, layout: meta.layout } : { key, lc: state.lc, cc: meta?.cc });
       }
       if (batch.length < want) return { keys, more: false };

@@ -9,6 +9,7 @@ import {
   MAX_LIST_SCAN,
   MemoryStorage,
   MIN_LIST_PAGE,
+  receiptMessage,
   Server,
   type KeyState,
   type ListAck,
@@ -18,7 +19,7 @@ import {
   type ServerStorage,
 } from '../src/index.js';
 import { entry, ts } from '../src/storage-conformance.js';
-import { crypto, makeCluster, own, testCluster } from './cluster.js';
+import { crypto, makeCluster, own, storeFor, testCluster } from './cluster.js';
 
 const text = (s: string) => new TextEncoder().encode(s);
 const utf8Order = (a: string, b: string) => Math.sign(Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8')));
@@ -199,6 +200,40 @@ describe('ListOperation', () => {
     };
     const page = await listPage(c, c.listOp(''), [0, 1, 2], tamper);
     expect(page.keys).toEqual([]);
+  });
+
+  it('a correct server holding the other value a writer signed for its lc timestamp still gives an answer the listing takes', async () => {
+    // A writer signs two values for one timestamp: servers 0 and 1 store A, servers 2 and 3
+    // B, which gets the store proof and completes everywhere. Servers 0 and 1 hold A's entry
+    // at lc's timestamp; their answers must not carry A's cross-checksum beside B's
+    // certificate (which does not sign it), or the listing drops them as Byzantine, and
+    // with t + 1 such servers it never gets n − t answers.
+    const c = await makeCluster(1);
+    const key = own(c.owner, 'twice');
+    const a = await storeFor(c, c.owner, key, text('value A'), { nonce: new Uint8Array(32).fill(1) });
+    const writerId = a.store.ts.writerId;
+    const b = await storeFor(c, c.owner, key, text('value B, longer'), { nonce: new Uint8Array(32).fill(2), writerId });
+    const proof = [];
+    for (const i of [0, 1])
+      expect(await c.servers[i]!.handle({ ...a.store, fragment: a.fragments[i]! })).toMatchObject({ type: 'STORE_ACK' });
+    for (const i of [2, 3]) {
+      const ack = await c.servers[i]!.handle({ ...b.store, fragment: b.fragments[i]! });
+      if (ack.type === 'STORE_ACK') proof.push({ server: i, signature: ack.receipt });
+    }
+    // Servers 0 and 1 refuse B (history is write-once); a third receipt from a Byzantine server 1 completes it.
+    const receipt1 = await c.serverSigners[1]!.sign(receiptMessage(crypto, c.cluster.id, key, b.store.ts, b.store.cert, 1));
+    const candidate = { ...b.candidate, proof: [{ server: 1, signature: receipt1 }, ...proof] };
+    expect(await c.verifier.valid(key, candidate)).toBe(true);
+    for (const s of c.servers) await s.handle({ type: 'COMPLETE', key, opId: 2, candidate });
+    const evidence: string[] = [];
+    const page = await listPage(
+      c,
+      c.listOp('', '', 1000, (from, reason) => evidence.push(`s${from}: ${reason}`)),
+      [0, 1, 2, 3],
+      (from) => (from === 3 ? { type: 'ERROR', key: '', opId: 0, code: 'INTERNAL', message: 'down' } : undefined),
+    );
+    expect(evidence).toEqual([]);
+    expect(page.keys.map((k) => k.key)).toEqual([key]);
   });
 
   it('answers out of range, out of order, over the limit or cut short are dropped', async () => {
