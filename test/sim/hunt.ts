@@ -29,7 +29,7 @@ export async function huntMutant(
     } catch (err) {
       violations = [`threw: ${err instanceof Error ? err.message : String(err)}`];
     }
-    if (violations.length > 0)
+    if (violations.some((v) => !mutant.caughtBy || mutant.caughtBy.test(v)))
       return {
         seed,
         t,

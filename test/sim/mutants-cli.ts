@@ -36,7 +36,7 @@ for (const mutant of MUTANTS) {
   if (hunt) {
     caught++;
     console.log(`caught   ${mutant.name} (${mutant.description}) at seed ${hunt.seed}, t = ${hunt.t}, after ${hunt.tried} seeds, ${ms} ms`);
-    console.log(`         ${hunt.violations[0]}`);
+    console.log(`         ${hunt.violations.find((v) => !mutant.caughtBy || mutant.caughtBy.test(v)) ?? hunt.violations[0]}`);
     console.log(`         replay: ${hunt.replay}`);
   } else {
     console.log(`SURVIVED ${mutant.name} (${mutant.description}) after ${budget} seeds`);

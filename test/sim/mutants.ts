@@ -76,6 +76,12 @@ export interface Mutant {
   readonly rotate?: boolean;
   /** Runs with servers losing their disk and rebuilding (the mutant breaks repair). */
   readonly rebuild?: boolean;
+  /**
+   * Only a violation matching this counts as catching the mutant: its own symptom, where
+   * the mode it runs in has a known failure of the correct protocol too (`--rebuild
+   * --hostile`: a repair that never finishes, see the protocol README).
+   */
+  readonly caughtBy?: RegExp;
 }
 
 /** Answers requests of any key epoch, judging them by its own: parties with other keys mix in one operation. */
@@ -508,17 +514,20 @@ export const MUTANTS: readonly Mutant[] = [
       "a rebuilding server takes the value t + 1 fragments decode to without re-encoding it and checking all n hashes of the writer's cross-checksum",
     protocol: { ...correctProtocol, repairer: (o, key, c, opId, target) => new SkipsReencodeCheck(o, key, c, opId, target) },
     rebuild: true,
+    caughtBy: /encoded inconsistently|refused its own repair/,
   },
   {
     name: 'repair-proofless',
     description: "a rebuilding server's listing and repairs accept a candidate without its store proof",
     protocol: { ...correctProtocol, rebuildVerifier: (crypto, cluster) => new ProoflessVerifier(crypto, cluster) },
     rebuild: true,
+    caughtBy: /a candidate that is not valid/,
   },
   {
     name: 'repair-restamps',
     description: 'a server stores a repaired entry under a new timestamp (the next number above its lc), as if it were a fresh write',
     protocol: withServer((o) => new RestampsRepair(o)),
     rebuild: true,
+    caughtBy: /signed hashes|not signed for it/,
   },
 ];

@@ -61,6 +61,8 @@ export class CatalogListOperation extends ListOperation {
 
 /** What a rebuild reports to the checker as it goes. */
 export interface RebuildReports {
+  /** A repair of `candidate` starts: the host judged it valid (the checker judges again, honestly). */
+  repairStarted(server: string, key: string, candidate: Candidate): Promise<void>;
   /** A repair operation of `candidate` ended: with an entry, or an error. */
   repairEnded(server: string, key: string, candidate: Candidate, error: ProtocolError | undefined): void;
   /** A repair was given up after waiting {@link REPAIR_TIMEOUT}. */
@@ -255,6 +257,7 @@ export class Rebuild {
       if (!candidate) continue;
       if (await this.ctx.server().holds(key, candidate.ts)) continue;
       this.#repairing = { key, candidate, stripe: 0, queue: [] };
+      await this.ctx.reports.repairStarted(this.server, key, candidate);
       return this.#repair();
     }
     if (this.#retry.size > 0 && this.passes < MAX_PASSES) return this.start();

@@ -652,6 +652,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   const startHost = async (j: number, kind: 'rebuild' | 'catch-up') => {
     const name = `rb${j}`;
     network.alias(name, `s${j}`);
+    const honest = new CertificateVerifier(crypto, finalCluster());
     const host = new Rebuild(
       name,
       kind,
@@ -669,6 +670,10 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
         pageLimit: rebuildRng.chance(0.5) ? rebuildRng.range(1, 3) : 1000,
         nextOpId: () => rebuildOpId++,
         reports: {
+          repairStarted: async (server, key, c) => {
+            if (!(await honest.valid(key, c)))
+              checker.violations.push(`repair: ${server} set out to repair ${key} at ${c.ts.num}, a candidate that is not valid`);
+          },
           repairEnded: (server, key, c, error) => checker.repairEnded(server, key, c, error),
           repairStored: (server, key, c, stripe, outcome) => checker.repairStored(server, key, c, stripe, outcome),
           repairTimedOut: (server, key, c) => checker.repairTimedOut(server, key, c),
