@@ -52,6 +52,11 @@ export class Network {
     return this.#partition;
   }
 
+  /** When the partition in force ends, if one is. */
+  get partitionEnds(): number | undefined {
+    return this.#partition?.until;
+  }
+
   /** Messages not yet delivered (partitioned ones included). */
   get pending(): number {
     return this.#pool.length;

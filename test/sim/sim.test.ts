@@ -78,6 +78,17 @@ describe('simulation', () => {
     expect(result.reads).toBeGreaterThan(240);
   }, 600_000);
 
+  it('60 runs with servers losing their disks and rebuilding while the workload runs (Byzantine peers lying to them) all pass', async () => {
+    const result = await runBatch({ first: 5_000_001, count: 60, rebuild: true });
+    expect(result.failures.map((f) => `seed ${f.seed}: ${f.violations.join('; ')}\n  replay: ${f.replay}`)).toEqual([]);
+    // The runs must reach the interesting states: disks lost and rebuilt, repairs stored, and
+    // the inconsistently encoded write refused by every repair of it.
+    expect(result.disksLost).toBeGreaterThan(30);
+    expect(result.rebuildsDone).toBe(result.disksLost);
+    expect(result.repairs.stored).toBeGreaterThan(30);
+    expect(result.repairs.inconsistent).toBeGreaterThan(0);
+  }, 600_000);
+
   it('replays a seed exactly', async () => {
     const a = await simulate({ seed: 4242, t: 2 });
     const b = await simulate({ seed: 4242, t: 2 });

@@ -1133,6 +1133,14 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
         return;
       }
       const at = Math.min(...times);
+      // A rebuild host's timers reach far (its give-up is 200 000 away): a partition ending
+      // before one fires ends first, so the answers it held arrive. (Only host timers: the
+      // other runs' schedules stay as they were.)
+      const ends = network.partitionEnds;
+      if (at === hostAt && ends !== undefined && ends < at && ends >= network.now) {
+        network.now = ends;
+        continue;
+      }
       network.now = Math.max(network.now, at);
       if (starter && starter.nextStart === at) {
         await startOp(starter);
@@ -1278,10 +1286,8 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
 
 /**
  * Share of ordinary seeds (not `rebuild`) that catch up at the end and are checked for it.
- * Off for now: in ordinary runs the rebuild host's repairs sometimes never finish (`--stripes`
- * seed 3000035 at this share: a stripe's repair gets fewer than `n − t` answers, two of its
- * `t + 1` fragment servers being crashed Byzantine ones, and the host never asks again),
- * which is still to be told apart from a fault of the protocol's repair (issue 24).
+ * Off for now: at 0.25, 3 of 2000 seeds (143, 268, 581) end with correct servers whose `lc`
+ * stayed below a completed write after catching up, still to be explained (issue 24).
  */
 const CATCH_UP_SHARE = 0;
 
