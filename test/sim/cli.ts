@@ -53,6 +53,7 @@ if (values.help) {
                  servers; servers cut off by a partition catch up when it heals; a writer
                  stores a write encoded inconsistently (repairs must refuse it); at the
                  end every correct server catches up and must hold every completed write
+                 (a quarter of ordinary seeds do that end check too)
   --mutant NAME  run against a deliberately broken server: ${MUTANTS.map((m) => m.name).join(', ')}
   --verbose      with --seed: print the options and the whole history`);
   process.exit(0);

@@ -255,7 +255,12 @@ export class Rebuild {
       const listed = this.#listed.get(key);
       const candidate = !own ? listed : !listed || compareTimestamps(own.ts, listed.ts) >= 0 ? own : listed;
       if (!candidate) continue;
-      if (await this.ctx.server().holds(key, candidate.ts)) continue;
+      if (await this.ctx.server().holds(key, candidate.ts)) {
+        if (own && compareTimestamps(own.ts, candidate.ts) >= 0) continue;
+        // The entry is here; only its COMPLETE was missed: as `powerstore-server`'s catch-up does.
+        await this.ctx.server().handle({ type: 'COMPLETE', key, opId: 0, candidate });
+        continue;
+      }
       this.#repairing = { key, candidate, stripe: 0, queue: [] };
       await this.ctx.reports.repairStarted(this.server, key, candidate);
       return this.#repair();
