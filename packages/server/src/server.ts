@@ -401,31 +401,8 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     if (heartbeat) clearInterval(heartbeat);
   };
 
-  try {
-    await new Promise<void>((resolve, reject) => {
-      http.once('error', reject);
-      http.listen(options.port, options.host, () => {
-        http.off('error', reject);
-        resolve();
-      });
-    });
-  } catch (err) {
-    stopTimers();
-    await store.close();
-    const code = (err as NodeJS.ErrnoException).code ?? 'unknown';
-    throw new ServerError(
-      'LISTEN_FAILED',
-      `cannot listen on ${options.host}:${options.port} (${code}${code === 'EADDRINUSE' ? ': another process has the port' : ''})`,
-      { cause: err },
-    );
-  }
-  const port = (http.address() as AddressInfo).port;
-  const urlHost = options.host.includes(':') ? `[${options.host}]` : options.host;
-  const url = `${options.tls ? 'wss' : 'ws'}://${urlHost}:${port}`;
-  log.info(
-    { url, id: options.index + 1, t: config.t, n: config.n, cluster: options.cluster.file.id, sync: options.sync ?? true, limits },
-    'listening',
-  );
+  // Self-healing starts before the server listens, so `/status` and `/healthz` show its
+  // state (`rebuilding` on an empty directory) from the first request on.
   if (options.heal) {
     try {
       healing = await startHealing({
@@ -441,12 +418,38 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
         options: options.heal,
       });
     } catch (err) {
-      closing ??= shutdown();
-      await closing;
+      stopTimers();
+      await store.close();
       throw err;
     }
   }
 
+  try {
+    await new Promise<void>((resolve, reject) => {
+      http.once('error', reject);
+      http.listen(options.port, options.host, () => {
+        http.off('error', reject);
+        resolve();
+      });
+    });
+  } catch (err) {
+    stopTimers();
+    await healing?.close();
+    await store.close();
+    const code = (err as NodeJS.ErrnoException).code ?? 'unknown';
+    throw new ServerError(
+      'LISTEN_FAILED',
+      `cannot listen on ${options.host}:${options.port} (${code}${code === 'EADDRINUSE' ? ': another process has the port' : ''})`,
+      { cause: err },
+    );
+  }
+  const port = (http.address() as AddressInfo).port;
+  const urlHost = options.host.includes(':') ? `[${options.host}]` : options.host;
+  const url = `${options.tls ? 'wss' : 'ws'}://${urlHost}:${port}`;
+  log.info(
+    { url, id: options.index + 1, t: config.t, n: config.n, cluster: options.cluster.file.id, sync: options.sync ?? true, limits },
+    'listening',
+  );
   async function shutdown(): Promise<void> {
     log.info({ connections: connections.size }, 'shutting down');
     stopTimers();
