@@ -36,6 +36,7 @@ import {
   type Request,
   type Signer,
   type Timestamp,
+  storeProof,
 } from '@powerstore/protocol';
 import { EPOCH, type Cast } from './cast.js';
 import type { Prng } from './prng.js';
@@ -532,7 +533,7 @@ export class HostileClient {
       receipts.set(from, reply.receipt);
       if (receipts.size === this.#ctx.config.n - this.#ctx.config.t) {
         // A store proof: complete this value everywhere (at most one of the two can get here).
-        const proof = [...receipts].sort(([a], [b]) => a - b).map(([server, signature]) => ({ server, signature }));
+        const proof = storeProof(receipts);
         this.#toAll(() => ({ type: 'COMPLETE', key: eq.key, opId: this.#opId, candidate: { ...c, proof } }), undefined);
       }
     }
@@ -724,7 +725,7 @@ export class HostileClient {
     if (plant.receipts.size < config.n - config.t) return;
     plant.proven = true;
     this.fenceStats.proven++;
-    const proof = [...plant.receipts].sort(([a], [b]) => a - b).map(([server, signature]) => ({ server, signature }));
+    const proof = storeProof(plant.receipts);
     plant.candidate = { ...candidate, proof };
     this.#ctx.writes?.proven(plant.fence.target.key, plant.id, plant.fence.identity);
     if (plant.early || plant.fence.late) this.#completePlant(plant);
@@ -928,7 +929,7 @@ export class HostileClient {
         receipts.set(i, reply.receipt);
         if (receipts.size < config.n - config.t) return;
         completed = true;
-        const proof = [...receipts].sort(([a], [b]) => a - b).map(([server, signature]) => ({ server, signature }));
+        const proof = storeProof(receipts);
         this.#toAllThen((opId) => ({ type: 'COMPLETE', key, opId, candidate: { ts, nonce, cert, proof } }), undefined);
         after();
       },

@@ -51,11 +51,11 @@ import {
   type Server,
   type Signer,
   type Step,
-  type StoreProof,
   type StripeLayout,
   type Timestamp,
   type WriteResult,
   type WriteValue,
+  storeProof,
 } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import type { RegisterOp } from '../lincheck/lincheck.js';
@@ -765,7 +765,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
         receipts.set(from, reply.receipt);
         if (receipts.size < n - t) return;
         completed = true;
-        const proof: StoreProof = [...receipts].sort(([a], [b]) => a - b).map(([server, signature]) => ({ server, signature }));
+        const proof = storeProof(receipts);
         const candidate: Candidate = { ts, nonce, cert, proof };
         for (let i = 0; i < n; i++) send('forger', `s${i}`, { type: 'COMPLETE', key, opId: 2, candidate });
       },

@@ -74,6 +74,11 @@ export interface StoreReceipt {
 /** `n − t` receipts of distinct servers, in increasing server order. */
 export type StoreProof = readonly StoreReceipt[];
 
+/** The store proof of `receipts` (signature by server index), in increasing server order. */
+export function storeProof(receipts: ReadonlyMap<number, Uint8Array>): StoreProof {
+  return [...receipts].sort(([a], [b]) => a - b).map(([server, signature]) => ({ server, signature }));
+}
+
 const NO_GRANT = new Uint8Array(HASH_LENGTH);
 
 /**

@@ -24,6 +24,7 @@ export {
   isValidCandidate,
   receiptMessage,
   signCertificate,
+  storeProof,
   type CandidateFields,
   type CertificateCheck,
   type StoreProof,

@@ -5,7 +5,14 @@
  */
 import type { ErasureCodec } from '@powerstore/erasure';
 import { NONCE_LENGTH, type Candidate } from './candidate.js';
-import { authorityProblem, CertificateVerifier, certificateMessage, signCertificate, type WriteCertificate } from './certificate.js';
+import {
+  authorityProblem,
+  CertificateVerifier,
+  certificateMessage,
+  signCertificate,
+  storeProof,
+  type WriteCertificate,
+} from './certificate.js';
 import { MAX_VALUE_LENGTH, quorum, type ClusterConfig } from './config.js';
 import { computeCrossChecksum, crossChecksumDigest, type CrossChecksum } from './cross-checksum.js';
 import { nonceHash, type CryptoProvider, type Signer } from './crypto.js';
@@ -529,7 +536,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
   }
 
   #complete(): Step<WriteResult> {
-    const proof = [...this.#receipts].sort(([a], [b]) => a - b).map(([server, signature]) => ({ server, signature }));
+    const proof = storeProof(this.#receipts);
     this.#candidate = { ...this.#candidate!, proof };
     this.#nextRound('complete');
     return { send: this.#toAll({ type: 'COMPLETE', key: this.key, opId: this.opId, candidate: this.#candidate }) };
