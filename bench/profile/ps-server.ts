@@ -77,6 +77,7 @@ const storage: ServerStorage = {
   usage: (owner) => level.usage(owner),
   owners: () => level.owners(),
   list: (prefix, after, limit) => level.list(prefix, after, limit),
+  listPending: (prefix, after, limit) => level.listPending(prefix, after, limit),
   unfinishedKeys: () => level.unfinishedKeys(),
 };
 

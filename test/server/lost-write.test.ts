@@ -14,7 +14,7 @@ import { connect, Identity, type Store } from '@powerstore/client';
 import { encodeMessage, type Message } from '@powerstore/protocol';
 import type { StatusReport } from '../../packages/server/src/index.js';
 import { startProxy, type ByzantineProxy } from '../fixtures/byzantine-proxy.js';
-import { CliCluster, ensureBuilt } from './harness.js';
+import { CliCluster, ensureBuilt, openWebSocket, requestOnce } from './harness.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const text = (b: Uint8Array | undefined) => (b === undefined ? undefined : new TextDecoder().decode(b));
@@ -69,6 +69,17 @@ async function hidingProxy(target: string, n: number, key: string) {
   return { proxy, state, recorded: () => collect !== undefined && filter !== undefined };
 }
 
+/** Waits until server `i` reports `caught-up`, and returns its last pass. */
+async function caughtUp(c: CliCluster, i: number): Promise<NonNullable<NonNullable<StatusReport['heal']>['catchUp']['lastPass']>> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const s = (await (await fetch(`${c.http(i)}/status`, { signal: AbortSignal.timeout(5000) })).json()) as StatusReport;
+    if (s.heal?.catchUp.state === 'caught-up' && s.heal.catchUp.lastPass) return s.heal.catchUp.lastPass;
+    if (Date.now() > deadline) throw new Error(`server ${i} did not finish rebuilding within 60 s`);
+    await sleep(250);
+  }
+}
+
 it('a write completed on 3 of 4 servers survives a lost disk and a Byzantine server hiding it', async () => {
   cluster = await CliCluster.create(1, ['--heal-interval-ms', '2000']);
   const c = cluster;
@@ -95,12 +106,75 @@ it('a write completed on 3 of 4 servers survives a lost disk and a Byzantine ser
   rmSync(join(c.dir, 'data-2'), { recursive: true, force: true });
   await c.start(4, ['--heal-interval-ms', '0']);
   await c.start(2);
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const s = (await (await fetch(`${c.http(2)}/status`, { signal: AbortSignal.timeout(5000) })).json()) as StatusReport;
-    if (s.heal?.catchUp.state === 'caught-up') break;
-    if (Date.now() > deadline) throw new Error('server 2 did not finish rebuilding within 60 s');
-    await sleep(250);
+  await caughtUp(c, 2);
+
+  liar.state.lying = true;
+  const reader = await open(c, file);
+  expect(text(await reader.get(key))).toBe('v2');
+  expect(liar.proxy.corrupted).toBeGreaterThan(0);
+}, 180_000);
+
+/**
+ * The same two faults, with the write still under way when the disk is lost: v2 is stored
+ * on servers 1–3 (server 4 down), server 2 signs its receipt, and only then loses its disk.
+ * The writer's COMPLETE goes out after server 2 has rebuilt, so v2's store proof counts
+ * server 2 among its holders. A rebuild that repaired only completed writes left server 2
+ * without v2's fragment: with server 3 hiding it and server 4 never having stored it, only
+ * server 1 held it, and no read could decode it. The rebuild now also repairs the writes
+ * its peers hold above `lc` (PENDING).
+ */
+it('a write under way when a disk is lost is rebuilt too, and survives a Byzantine server hiding it', async () => {
+  cluster = await CliCluster.create(1, ['--heal-interval-ms', '2000']);
+  const c = cluster;
+  await c.startAll();
+  const writer = await open(c, c.clusterJson());
+  const key = `${writer.namespace}doc`;
+  await writer.put(key, 'v1');
+
+  const file = c.clusterJson() as { servers: { url: string }[] };
+  const slow = await startProxy(c.urls[0], c.config.n, { replyDelayMs: 1500 });
+  proxies.push(slow);
+  const liar = await hidingProxy(c.urls[2]!, c.config.n, key);
+  file.servers[0]!.url = slow.url;
+  file.servers[2]!.url = liar.proxy.url;
+  expect(text(await (await open(c, file)).get(key))).toBe('v1');
+  expect(liar.recorded()).toBe(true);
+
+  // A writer whose COMPLETE of v2 is held back (acknowledged by the proxies, delivered later).
+  const held: Message[] = [];
+  const late = c.clusterJson() as { servers: { url: string }[] };
+  for (let i = 0; i < c.config.n; i++) {
+    const p = await startProxy(c.urls[i], c.config.n, {
+      onRequest: (m) => {
+        if (m.type !== 'COMPLETE' || m.key !== key) return undefined;
+        held.push(m);
+        return encodeMessage({ type: 'COMPLETE_ACK', key, opId: m.opId, ts: m.candidate.ts });
+      },
+    });
+    proxies.push(p);
+    late.servers[i]!.url = p.url;
+  }
+  expect(await c.signal(4, 'SIGTERM')).toBe(0);
+  await (await open(c, late)).put(key, 'v2');
+  expect(held.length).toBeGreaterThan(0);
+  const complete = held[0] as Extract<Message, { type: 'COMPLETE' }>;
+  // Server 2 signed its receipt for v2; no server has v2 as its lc yet.
+  expect(complete.candidate.proof.map((r) => r.server)).toContain(1);
+
+  expect(await c.signal(2, 'SIGTERM')).toBe(0);
+  rmSync(join(c.dir, 'data-2'), { recursive: true, force: true });
+  await c.start(4, ['--heal-interval-ms', '0']);
+  await c.start(2);
+  const pass = await caughtUp(c, 2);
+  expect(pass.pendingRepaired).toBe(1);
+  expect(pass.failures).toEqual({});
+
+  // v2 completes now, with server 2's receipt from before the loss in its proof.
+  for (let i = 0; i < c.config.n; i++) {
+    const ws = await openWebSocket(c.urls[i]!);
+    const ack = await requestOnce(ws, { ...complete, opId: 1 }, c.config.n);
+    ws.close();
+    expect(ack.type).toBe('COMPLETE_ACK');
   }
 
   liar.state.lying = true;

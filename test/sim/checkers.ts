@@ -475,6 +475,7 @@ export class Checker {
       usage: (owner) => storage.usage(owner),
       owners: () => storage.owners(),
       list: (prefix, after, limit) => storage.list(prefix, after, limit),
+      listPending: (prefix, after, limit) => storage.listPending(prefix, after, limit),
       unfinishedKeys: () => storage.unfinishedKeys(),
     };
   }

@@ -25,6 +25,7 @@ const ACK_OF: { readonly [T in RequestType]: Reply['type'] } = {
   COLLECT: 'COLLECT_ACK',
   FILTER: 'FILTER_ACK',
   LIST: 'LIST_ACK',
+  PENDING: 'PENDING_ACK',
 };
 
 /**

@@ -8,7 +8,7 @@ import { MAX_SERVERS, MAX_VALUE_LENGTH } from './config.js';
 import { SIGNATURE_LENGTH } from './crypto.js';
 import { ERROR_CODE_NUMBERS, ProtocolError, errorCodeOf } from './errors.js';
 import { MAX_LIST_LIMIT } from './listing.js';
-import type { FilterAck, ListEntry, Message } from './messages.js';
+import type { FilterAck, ListEntry, Message, PendingEntry } from './messages.js';
 import {
   ByteReader,
   ByteWriter,
@@ -37,9 +37,13 @@ import {
  * resume key; 4, 3 (stripes), 2 and 1 (MAC vectors) are refused.
  */
 export const WIRE_VERSION = 5;
-/** FILTER's flags byte: bit 0 asks for the entry's fragment, bit 1 for no layout; other bits are invalid. */
+/**
+ * FILTER's flags byte: bit 0 asks for the entry's fragment, bit 1 for no layout, bit 2 for
+ * the entry of a pending write (`FilterRequest.pending`); other bits are invalid.
+ */
 const FILTER_WANTS_FRAGMENT = 0x01;
 const FILTER_WITHOUT_LAYOUT = 0x02;
+const FILTER_PENDING = 0x04;
 /** FILTER_ACK's entry byte: no entry, the entry with its fragment, or its metadata only. */
 const ENTRY_NONE = 0;
 const ENTRY_WITH_FRAGMENT = 1;
@@ -52,6 +56,8 @@ const LIST_MORE = 0x01;
 const LIST_RESUME = 0x02;
 /** Longest key name, in UTF-8 bytes. */
 export const MAX_KEY_LENGTH = 1024;
+/** Most entries one PENDING_ACK carries (a key may list several writes). */
+export const MAX_PENDING_ENTRIES = 4 * MAX_LIST_LIMIT;
 /** Longest ERROR message, in UTF-8 bytes. */
 export const MAX_ERROR_MESSAGE_LENGTH = 1024;
 
@@ -63,12 +69,14 @@ const TYPE_CODES = {
   FILTER: 0x05,
   // 0x06 was REPAIR (version 1); certificates made it unnecessary.
   LIST: 0x07,
+  PENDING: 0x08,
   CLOCK_ACK: 0x81,
   STORE_ACK: 0x82,
   COMPLETE_ACK: 0x83,
   COLLECT_ACK: 0x84,
   FILTER_ACK: 0x85,
   LIST_ACK: 0x87,
+  PENDING_ACK: 0x88,
   ERROR: 0xff,
 } as const satisfies Record<Message['type'], number>;
 const TYPE_NAMES = new Map<number, Message['type']>(Object.entries(TYPE_CODES).map(([name, code]) => [code, name as Message['type']]));
@@ -107,12 +115,13 @@ export function encodeMessage(m: Message): Uint8Array {
       break;
     case 'FILTER':
       w.u32(m.stripe, 'stripe');
-      w.u8((m.fragment ? FILTER_WANTS_FRAGMENT : 0) | (m.withoutLayout ? FILTER_WITHOUT_LAYOUT : 0));
+      w.u8((m.fragment ? FILTER_WANTS_FRAGMENT : 0) | (m.withoutLayout ? FILTER_WITHOUT_LAYOUT : 0) | (m.pending ? FILTER_PENDING : 0));
       if (m.candidates.length > MAX_SERVERS) throw new ProtocolError('INVALID_ARGUMENT', 'too many candidates');
       w.u8(m.candidates.length);
       for (const c of m.candidates) writeCandidate(w, c);
       break;
     case 'LIST':
+    case 'PENDING':
       w.string(m.after, MAX_KEY_LENGTH, 'after');
       if (!Number.isInteger(m.limit) || m.limit < 1 || m.limit > MAX_LIST_LIMIT) {
         throw new ProtocolError('INVALID_ARGUMENT', `limit must be in 1..${MAX_LIST_LIMIT}`);
@@ -127,12 +136,19 @@ export function encodeMessage(m: Message): Uint8Array {
       writeOptionalCandidate(w, m.candidate);
       break;
     case 'LIST_ACK':
+    case 'PENDING_ACK':
       if (m.resumeAfter !== undefined && !m.more) throw new ProtocolError('INVALID_ARGUMENT', 'resumeAfter needs more');
       w.u8((m.more ? LIST_MORE : 0) | (m.resumeAfter !== undefined ? LIST_RESUME : 0));
       if (m.resumeAfter !== undefined) w.string(m.resumeAfter, MAX_KEY_LENGTH, 'resumeAfter');
-      if (m.entries.length > MAX_LIST_LIMIT) throw new ProtocolError('INVALID_ARGUMENT', 'too many list entries');
-      w.u16(m.entries.length);
-      for (const e of m.entries) writeListEntry(w, e);
+      if (m.type === 'LIST_ACK') {
+        if (m.entries.length > MAX_LIST_LIMIT) throw new ProtocolError('INVALID_ARGUMENT', 'too many list entries');
+        w.u16(m.entries.length);
+        for (const e of m.entries) writeListEntry(w, e);
+      } else {
+        if (m.entries.length > MAX_PENDING_ENTRIES) throw new ProtocolError('INVALID_ARGUMENT', 'too many pending entries');
+        w.u16(m.entries.length);
+        for (const e of m.entries) writePendingEntry(w, e);
+      }
       break;
     case 'STORE_ACK':
       writeTs(w, m.ts);
@@ -168,6 +184,21 @@ function writeListEntry(w: ByteWriter, e: ListEntry): void {
   w.u8(e.cc ? 1 : 0);
   if (e.cc) writeCc(w, e.cc);
   writeOptionalSummary(w, e.layout);
+}
+
+function writePendingEntry(w: ByteWriter, e: PendingEntry): void {
+  w.string(e.key, MAX_KEY_LENGTH, 'key');
+  writeTs(w, e.ts);
+  writeCc(w, e.cc);
+  writeCert(w, e.cert);
+  writeOptionalLayout(w, e.layout);
+}
+
+/** Bytes `e` takes in a PENDING_ACK frame. */
+export function pendingEntryBytes(e: PendingEntry): number {
+  const w = new ByteWriter();
+  writePendingEntry(w, e);
+  return w.length;
 }
 
 /** Bytes `e` takes in a LIST_ACK frame: what a server counts to keep its answer under `MAX_LIST_REPLY_BYTES`. */
@@ -254,17 +285,26 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
     case 'FILTER': {
       const stripe = r.u32('stripe');
       const flags = r.u8('FILTER flags');
-      if ((flags & ~(FILTER_WANTS_FRAGMENT | FILTER_WITHOUT_LAYOUT)) !== 0)
+      if ((flags & ~(FILTER_WANTS_FRAGMENT | FILTER_WITHOUT_LAYOUT | FILTER_PENDING)) !== 0)
         ByteReader.invalid(`unknown FILTER flags 0x${flags.toString(16)}`);
       const count = r.u8('candidate count');
       if (count > r.n) ByteReader.invalid(`${count} candidates, at most ${r.n}`);
+      if (flags & FILTER_PENDING && count !== 1) ByteReader.invalid(`a FILTER for a pending write names one write, not ${count}`);
       const candidates = Array.from({ length: count }, () => readCandidate(r));
       const fragment = (flags & FILTER_WANTS_FRAGMENT) !== 0;
-      return flags & FILTER_WITHOUT_LAYOUT
-        ? { type, key, opId, stripe, fragment, withoutLayout: true, candidates }
-        : { type, key, opId, stripe, fragment, candidates };
+      return {
+        type,
+        key,
+        opId,
+        stripe,
+        fragment,
+        ...(flags & FILTER_WITHOUT_LAYOUT ? { withoutLayout: true } : {}),
+        ...(flags & FILTER_PENDING ? { pending: true } : {}),
+        candidates,
+      };
     }
-    case 'LIST': {
+    case 'LIST':
+    case 'PENDING': {
       const after = r.string(MAX_KEY_LENGTH, 'after');
       const limit = r.u16('limit');
       if (limit < 1 || limit > MAX_LIST_LIMIT) ByteReader.invalid(`list limit ${limit}, must be in 1..${MAX_LIST_LIMIT}`);
@@ -290,6 +330,25 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
         const cc = hasCc === 1 ? readCc(r) : undefined;
         const layout = readOptionalSummary(r);
         entries.push(layout ? { key: entryKey, candidate, cc, layout } : { key: entryKey, candidate, cc });
+      }
+      const more = (flags & LIST_MORE) !== 0;
+      return resumeAfter === undefined ? { type, key, opId, entries, more } : { type, key, opId, entries, more, resumeAfter };
+    }
+    case 'PENDING_ACK': {
+      const flags = r.u8('PENDING_ACK flags');
+      if ((flags & ~(LIST_MORE | LIST_RESUME)) !== 0 || flags === LIST_RESUME)
+        ByteReader.invalid(`unknown PENDING_ACK flags 0x${flags.toString(16)}`);
+      const resumeAfter = flags & LIST_RESUME ? r.string(MAX_KEY_LENGTH, 'resumeAfter') : undefined;
+      const count = r.u16('entry count');
+      if (count > MAX_PENDING_ENTRIES) ByteReader.invalid(`${count} pending entries, at most ${MAX_PENDING_ENTRIES}`);
+      const entries: PendingEntry[] = [];
+      for (let i = 0; i < count; i++) {
+        const entryKey = r.string(MAX_KEY_LENGTH, 'key');
+        const ts = readTs(r);
+        const cc = readCc(r);
+        const cert = readCert(r);
+        const layout = readOptionalLayout(r);
+        entries.push(layout ? { key: entryKey, ts, cc, cert, layout } : { key: entryKey, ts, cc, cert });
       }
       const more = (flags & LIST_MORE) !== 0;
       return resumeAfter === undefined ? { type, key, opId, entries, more } : { type, key, opId, entries, more, resumeAfter };

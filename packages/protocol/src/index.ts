@@ -50,6 +50,7 @@ export {
   encodeMessage,
   frameType,
   MAX_KEY_LENGTH,
+  MAX_PENDING_ENTRIES,
   WIRE_VERSION,
   type DecodeOptions,
   type FrameHeader,
@@ -152,7 +153,7 @@ export {
   type ScrubOutcome,
   type ServerOptions,
 } from './server.js';
-export { RepairOperation, repairFragmentServers, type RepairOptions, type RepairResult } from './repair.js';
+export { pendingCandidate, RepairOperation, repairFragmentServers, type RepairOptions, type RepairResult } from './repair.js';
 export { KeyedMutex } from './key-mutex.js';
 export {
   AbstractStorage,
@@ -169,6 +170,7 @@ export {
   type StorageTotals,
   type StoredKey,
   type StoredKeys,
+  type StoredPending,
   type Usage,
 } from './storage.js';
 export { storageConformance, type ConformanceCheck, type StorageHarness, type StorageSupports } from './storage-conformance.js';
@@ -193,3 +195,11 @@ export {
   type WriteValue,
 } from './writer.js';
 export { jumpTarget, TIMESTAMP_WINDOW, windowTop, writerRank, type WriterRank } from './window.js';
+export {
+  mustRepair,
+  PendingListOperation,
+  PendingWrites,
+  type PendingListOptions,
+  type PendingPage,
+  type PendingWrite,
+} from './pending.js';

@@ -81,6 +81,13 @@ export interface FilterRequest extends Base {
    * bytes per stripe) would be wasted.
    */
   readonly withoutLayout?: boolean;
+  /**
+   * Set by a server rebuilding a write still under way (`repair.ts`): `candidates` is one
+   * candidate without nonce or proof, naming the write by timestamp and certificate, and
+   * the server answers with its entry of exactly that write if it holds it, without
+   * checking validity and without writing anything back (nothing here is proven complete).
+   */
+  readonly pending?: boolean;
   readonly candidates: readonly Candidate[];
 }
 
@@ -90,6 +97,17 @@ export interface FilterRequest extends Base {
  */
 export interface ListRequest extends Base {
   readonly type: 'LIST';
+  readonly after: string;
+  readonly limit: number;
+}
+
+/**
+ * The writes this server holds above `lc` (under way, or never finished), for keys starting
+ * with `key` and after `after`, at most `limit` keys: what a server rebuilding after a lost
+ * disk asks its peers, since it may have signed receipts for some of them before the loss.
+ */
+export interface PendingRequest extends Base {
+  readonly type: 'PENDING';
   readonly after: string;
   readonly limit: number;
 }
@@ -172,6 +190,27 @@ export interface ListAck extends Base {
    */
   readonly resumeAfter?: string;
 }
+/**
+ * One write a PENDING answer lists: its timestamp, certificate and (stripe 0's) cross-checksum
+ * and layout, which the certificate signs. Not proven complete: only the writer's signature
+ * vouches for it.
+ */
+export interface PendingEntry {
+  readonly key: string;
+  readonly ts: Timestamp;
+  readonly cc: CrossChecksum;
+  readonly cert: WriteCertificate;
+  readonly layout?: StripeLayout;
+}
+/** The writes with their stripe 0 this server holds above `lc`, key by key in code point order (several per key, oldest first). */
+export interface PendingAck extends Base {
+  readonly type: 'PENDING_ACK';
+  readonly entries: readonly PendingEntry[];
+  /** As in {@link ListAck}: the server has more keys after the last entry's. */
+  readonly more: boolean;
+  /** As in {@link ListAck}: where its reading stopped, when the bound on records read stopped it. */
+  readonly resumeAfter?: string;
+}
 /** The request was rejected; `code` says why. */
 export interface ErrorReply extends Base {
   readonly type: 'ERROR';
@@ -180,16 +219,16 @@ export interface ErrorReply extends Base {
 }
 
 /** Client → server. */
-export type Request = ClockRequest | StoreRequest | CompleteRequest | CollectRequest | FilterRequest | ListRequest;
+export type Request = ClockRequest | StoreRequest | CompleteRequest | CollectRequest | FilterRequest | ListRequest | PendingRequest;
 /** Server → client. */
-export type Reply = ClockAck | StoreAck | CompleteAck | CollectAck | FilterAck | ListAck | ErrorReply;
+export type Reply = ClockAck | StoreAck | CompleteAck | CollectAck | FilterAck | ListAck | PendingAck | ErrorReply;
 /** Anything on the wire. */
 export type Message = Request | Reply;
 /** The request types. */
 export type RequestType = Request['type'];
 
 /** Every request type, for hosts that label metrics by type. */
-export const REQUEST_TYPES: readonly RequestType[] = ['CLOCK', 'STORE', 'COMPLETE', 'COLLECT', 'FILTER', 'LIST'];
+export const REQUEST_TYPES: readonly RequestType[] = ['CLOCK', 'STORE', 'COMPLETE', 'COLLECT', 'FILTER', 'LIST', 'PENDING'];
 
 /** Whether `m` is a request (rather than a reply). */
 export function isRequest(m: Message): m is Request {

@@ -103,6 +103,12 @@ export interface ReadTarget {
    * bytes per stripe in every answer and the reader hashing them again.
    */
   readonly layout?: StripeLayout;
+  /**
+   * The pinned version is a write still under way, named by timestamp and certificate
+   * without nonce or proof (a rebuilding server's repair, `repair.ts`): servers answer with
+   * their entry of exactly it (`FilterRequest.pending`), never with a newer one.
+   */
+  readonly pending?: boolean;
 }
 
 /** `W[i]`: server `i`'s FILTER answer, checked against its own certificate. */
@@ -147,6 +153,7 @@ export class ReadOperation implements ClientOperation<ReadResult> {
   #fellBack = false;
   readonly #stripe: number;
   readonly #pinned: Candidate | undefined;
+  readonly #pending: boolean;
   /** The pinned version's layout, when the caller gave it. */
   readonly #layout: StripeLayout | undefined;
 
@@ -160,6 +167,8 @@ export class ReadOperation implements ClientOperation<ReadResult> {
     this.opId = opId;
     this.#stripe = stripe;
     this.#pinned = target.pinned;
+    check(!target.pending || target.pinned !== undefined, 'only a pinned version can be a pending one');
+    this.#pending = target.pending ?? false;
     if (target.layout) {
       check(target.pinned !== undefined, 'a layout is given only with the pinned version it belongs to');
       check(
@@ -324,6 +333,7 @@ export class ReadOperation implements ClientOperation<ReadResult> {
       stripe: this.#stripe,
       fragment,
       ...(this.#layout ? { withoutLayout: true } : {}),
+      ...(this.#pending ? { pending: true } : {}),
       candidates: this.#sent,
     };
     return withEpoch(request, currentEpoch(this.options.verifier.cluster));

@@ -20,9 +20,16 @@
  *
  * A striped value is repaired stripe by stripe: stripe 0 first (it brings the layout), kept
  * until every other stripe is stored, and stored last, as a writer does.
+ *
+ * **Writes under way.** A server that lost its disk may have signed receipts for writes
+ * that had not completed yet; once they complete, their store proofs count it as holding
+ * them. So a rebuild also repairs the writes its peers hold above `lc` (PENDING), named by
+ * {@link pendingCandidate}: the same read, decode and re-encode checks, with the writer's
+ * certificate (signatures and authority) in place of `valid(c)`, which a write under way
+ * cannot pass yet, and the entry stored above `lc` with nothing written back.
  */
 import type { ErasureCodec } from '@powerstore/erasure';
-import type { Candidate } from './candidate.js';
+import { NONCE_LENGTH, type Candidate } from './candidate.js';
 import type { CertificateVerifier, WriteCertificate } from './certificate.js';
 import type { ClusterConfig } from './config.js';
 import { computeCrossChecksum, type CrossChecksum } from './cross-checksum.js';
@@ -31,6 +38,7 @@ import { check, ProtocolError } from './errors.js';
 import type { ClientOperation, HistoryEntry, Reply, Step } from './messages.js';
 import { ReadOperation, type ReadResult } from './reader.js';
 import { entryCovered, type StripeLayout } from './stripes.js';
+import type { Timestamp } from './timestamp.js';
 
 /** What a repair needs. */
 export interface RepairOptions {
@@ -58,6 +66,15 @@ export function repairFragmentServers(n: number, t: number, index: number, start
   return Array.from({ length: t + 1 }, (_, k) => others[(first + k) % others.length]!);
 }
 
+/**
+ * A write under way named as a candidate for a pending repair: its timestamp and certificate,
+ * a zero nonce and no proof. Never valid (`valid(c)` fails on the nonce and the proof), so it
+ * cannot be mistaken for a completed write anywhere a candidate is checked.
+ */
+export function pendingCandidate(ts: Timestamp, cert: WriteCertificate): Candidate {
+  return { ts, nonce: new Uint8Array(NONCE_LENGTH), cert, proof: [] };
+}
+
 /** What a finished repair of one stripe gives: the entry to store, and the value's layout (a striped value's). */
 export interface RepairResult {
   readonly entry: HistoryEntry;
@@ -78,13 +95,18 @@ export class RepairOperation implements ClientOperation<RepairResult> {
   readonly #options: RepairOptions;
   readonly #candidate: Candidate;
   readonly #read: ReadOperation;
+  readonly #pending: boolean;
 
+  /**
+   * `target.pending`: `candidate` is a write under way ({@link pendingCandidate}), checked by
+   * its certificate, not `valid(c)`.
+   */
   constructor(
     options: RepairOptions,
     key: string,
     candidate: Candidate,
     opId: number,
-    target: { stripe?: number; layout?: StripeLayout } = {},
+    target: { stripe?: number; layout?: StripeLayout; pending?: boolean } = {},
   ) {
     check(
       Number.isInteger(options.index) && options.index >= 0 && options.index < options.config.n,
@@ -94,6 +116,7 @@ export class RepairOperation implements ClientOperation<RepairResult> {
     this.opId = opId;
     this.#options = options;
     this.#candidate = candidate;
+    this.#pending = target.pending ?? false;
     const { config, crypto, codec, verifier, onEvidence, index } = options;
     const fragmentServers =
       options.fragmentServers ?? ((op: number, round: number) => repairFragmentServers(config.n, config.t, index, op + round));
@@ -101,11 +124,16 @@ export class RepairOperation implements ClientOperation<RepairResult> {
       pinned: candidate,
       ...(target.stripe !== undefined ? { stripe: target.stripe } : {}),
       ...(target.layout ? { layout: target.layout } : {}),
+      ...(this.#pending ? { pending: true } : {}),
     });
   }
 
   async start(): Promise<Step<RepairResult>> {
-    if (!(await this.#options.verifier.valid(this.key, this.#candidate))) {
+    if (this.#pending) {
+      const { ts, cert } = this.#candidate;
+      const checked = await this.#options.verifier.check(this.key, ts, cert);
+      if (!checked.ok) return { error: new ProtocolError(checked.code, `the write under way to repair: ${checked.reason}`) };
+    } else if (!(await this.#options.verifier.valid(this.key, this.#candidate))) {
       return { error: new ProtocolError('UNAUTHENTICATED', 'the candidate to repair is not valid') };
     }
     return this.#map(await this.#read.start());

@@ -18,7 +18,7 @@
 import { bytesEqual } from './bytes.js';
 import { certificatesEqual, type Candidate } from './candidate.js';
 import { CertificateVerifier, receiptMessage, type CertificateCheck, type StoreProof, type WriteCertificate } from './certificate.js';
-import { decodeHeader, decodeMessage, encodeMessage, listEntryBytes } from './codec.js';
+import { decodeHeader, decodeMessage, encodeMessage, listEntryBytes, MAX_PENDING_ENTRIES, pendingEntryBytes } from './codec.js';
 import type { ClusterConfig } from './config.js';
 import { crossChecksumDigest, fragmentMatches, type CrossChecksum } from './cross-checksum.js';
 import { currentEpoch, epochRefusal } from './epochs.js';
@@ -34,6 +34,8 @@ import {
   type FilterRequest,
   type ListEntry,
   type ListRequest,
+  type PendingEntry,
+  type PendingRequest,
   type HistoryEntry,
   type Message,
   type Reply,
@@ -250,6 +252,8 @@ export class Server {
           return await this.onFilter(request);
         case 'LIST':
           return await this.onList(request);
+        case 'PENDING':
+          return await this.onPending(request);
       }
     } catch (err) {
       if (err instanceof ProtocolError) return errorReply(request, err.code, err.message);
@@ -590,18 +594,29 @@ export class Server {
    *
    * Resolves `stored`, `held` (already here), `rewritten`, or `superseded` (this server's
    * `lc` is newer, or the version was collected here: nothing to repair).
+   *
+   * With `pending`, the write is one still under way at the peers (a rebuilding server may
+   * have signed a receipt for it before it lost its disk): `candidate` names it without
+   * nonce or proof, so its certificate is checked instead of `valid(c)` (signatures and
+   * authority, timeless like validity), nothing is written back, and the entry is stored
+   * above `lc` as its STORE would have.
    */
   async storeRepaired(
     key: string,
     candidate: Candidate,
     entry: HistoryEntry,
-    options: { readonly layout?: StripeLayout; readonly rewrite?: boolean } = {},
+    options: { readonly layout?: StripeLayout; readonly rewrite?: boolean; readonly pending?: boolean } = {},
   ): Promise<RepairOutcome> {
     const { ts, stripe, cc, cert, fragment } = entry;
     if (!timestampsEqual(ts, candidate.ts) || !certificatesEqual(cert, candidate.cert)) {
       throw new ProtocolError('INVALID_ARGUMENT', 'a repaired entry carries its write’s own timestamp and certificate');
     }
-    if (!(await this.#validOrCount(key, candidate))) throw new ProtocolError('UNAUTHENTICATED', 'the candidate to repair is not valid');
+    if (options.pending) {
+      const checked = await this.checkCertificate(key, ts, cert);
+      if (!checked.ok) throw new ProtocolError(checked.code, checked.reason);
+    } else if (!(await this.#validOrCount(key, candidate))) {
+      throw new ProtocolError('UNAUTHENTICATED', 'the candidate to repair is not valid');
+    }
     const layout = stripe === 0 ? entry.layout : options.layout;
     if (!entryCovered(this.crypto, cert, stripe, cc, layout)) {
       throw new ProtocolError('UNAUTHENTICATED', `the certificate does not cover stripe ${stripe}'s cross-checksum`);
@@ -613,7 +628,7 @@ export class Server {
       throw new ProtocolError('INVALID_ARGUMENT', `fragment ${this.index} does not match the cross-checksum`);
     }
     return this.storage.withKey(key, async (record) => {
-      await this.writeBack(record, candidate, key);
+      if (!options.pending) await this.writeBack(record, candidate, key);
       const lc = await record.getLc();
       const collected = await record.getCollected();
       if ((lc && compareTimestamps(lc.ts, ts) > 0) || (collected && compareTimestamps(ts, collected) <= 0)) return 'superseded';
@@ -695,6 +710,7 @@ export class Server {
    * metadata write-back that makes reads linearizable), answer with `Hist[c_hv.ts]`.
    */
   protected async onFilter(req: FilterRequest): Promise<Reply> {
+    if (req.pending) return this.onFilterPending(req);
     const chv = await this.highestValid(req.key, req.candidates);
     const ts = chv?.ts ?? TS0;
     const { entry, stripe, newer } = await this.storage.withKey(req.key, async (record) => {
@@ -705,6 +721,24 @@ export class Server {
     });
     const reply: FilterAck = { type: 'FILTER_ACK', key: req.key, opId: req.opId, ts, stripe, entry };
     return newer ? { ...reply, newer } : reply;
+  }
+
+  /**
+   * FILTER for a write under way (`FilterRequest.pending`), from a server rebuilding it:
+   * this server's entry of exactly that write (same timestamp and certificate), or none.
+   * Nothing is checked or written back: the entry is what this server stored, checked then,
+   * and the asker checks every fragment against the certificate itself. The answer names
+   * the write's timestamp either way, so "not here" never reads as "older".
+   */
+  protected async onFilterPending(req: FilterRequest): Promise<Reply> {
+    const wanted = req.candidates[0];
+    if (req.candidates.length !== 1 || !wanted) throw new ProtocolError('INVALID_ARGUMENT', 'a FILTER for a pending write names one write');
+    const { entry, stripe } = await this.storage.withKey(req.key, async (record) => {
+      const head = await record.getEntryMeta(wanted.ts, 0);
+      if (!head || !certificatesEqual(head.cert, wanted.cert)) return { entry: undefined, stripe: 0 };
+      return this.readStripe(record, wanted.ts, req.stripe, req.fragment, !req.withoutLayout);
+    });
+    return { type: 'FILTER_ACK', key: req.key, opId: req.opId, ts: wanted.ts, stripe, entry };
   }
 
   /**
@@ -754,6 +788,29 @@ export class Server {
     return resumeAfter === undefined
       ? { type: 'LIST_ACK', key: req.key, opId: req.opId, entries, more }
       : { type: 'LIST_ACK', key: req.key, opId: req.opId, entries, more, resumeAfter };
+  }
+
+  /**
+   * PENDING: the writes with their stripe 0 stored above `lc`, key by key, bounded like LIST
+   * (`limit` keys, {@link MAX_PENDING_ENTRIES} writes, `MAX_LIST_REPLY_BYTES`, `MAX_LIST_SCAN`
+   * records read). A rebuilding server asks this of its peers (`heal.ts`).
+   */
+  protected async onPending(req: PendingRequest): Promise<Reply> {
+    const { keys, more, resumeAfter } = await this.storage.listPending(req.key, req.after, req.limit);
+    const entries: PendingEntry[] = [];
+    let bytes = 4096;
+    for (const k of keys) {
+      const listed = k.writes.map(({ ts, cc, cert, layout }): PendingEntry => (layout ? { key: k.key, ts, cc, cert, layout } : { key: k.key, ts, cc, cert }));
+      bytes += listed.reduce((sum, e) => sum + pendingEntryBytes(e), 0);
+      // Cut short, the answer speaks for the keys up to its last entry's; a key's writes are never split.
+      if (bytes > MAX_LIST_REPLY_BYTES || entries.length + listed.length > MAX_PENDING_ENTRIES) {
+        return { type: 'PENDING_ACK', key: req.key, opId: req.opId, entries, more: true };
+      }
+      entries.push(...listed);
+    }
+    return resumeAfter === undefined
+      ? { type: 'PENDING_ACK', key: req.key, opId: req.opId, entries, more }
+      : { type: 'PENDING_ACK', key: req.key, opId: req.opId, entries, more, resumeAfter };
   }
 
   /**
@@ -840,7 +897,7 @@ export class Server {
       throw new ProtocolError('INVALID_ARGUMENT', m);
     };
     // A LIST's key is the prefix, and every key starts with the empty one.
-    if (req.key.length === 0 && req.type !== 'LIST') bad('the key must not be empty');
+    if (req.key.length === 0 && req.type !== 'LIST' && req.type !== 'PENDING') bad('the key must not be empty');
     switch (req.type) {
       case 'STORE':
         if (req.fragment.length !== Math.ceil(req.cc.valueLength / (t + 1))) bad('fragment length does not match the value length');

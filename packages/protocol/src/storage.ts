@@ -25,7 +25,7 @@ import type { HistoryEntry } from './messages.js';
 import type { Quota } from './policy.js';
 import { entriesOf, type EntryMeta, type KeyState, type WriteInfo } from './record.js';
 import { MIN_STRIPE_SIZE, type StripeLayout } from './stripes.js';
-import { compareTimestamps, timestampKey, timestampsEqual, type Timestamp } from './timestamp.js';
+import { compareTimestamps, timestampKey, timestampsEqual, TS0, type Timestamp } from './timestamp.js';
 
 /** What one owner has stored on one server. */
 export interface Usage {
@@ -100,6 +100,12 @@ export interface ServerStorage {
    */
   list(prefix: string, after: string, limit: number, maxScan?: number): Promise<StoredKeys>;
   /**
+   * Like {@link list}, for the writes with their stripe 0 stored above each key's `lc` (under
+   * way, or never finished): the keys that hold one, each with those writes' entry metadata,
+   * oldest first. The same bounds (`limit` keys, `maxScan` records read, `resumeAfter`).
+   */
+  listPending(prefix: string, after: string, limit: number, maxScan?: number): Promise<StoredPending>;
+  /**
    * Keys holding an upload without its stripe 0 (see `HistoryLimits.uploadIdleMs`), as
    * committed, in no particular order: what a host sweeps so an abandoned upload is deleted
    * even if its key is never written again.
@@ -112,6 +118,13 @@ export interface StoredKeys {
   readonly keys: readonly StoredKey[];
   readonly more: boolean;
   /** Set when the bound on records read stopped the listing: the last key read, at or after the last of `keys`. */
+  readonly resumeAfter?: string;
+}
+
+/** What {@link ServerStorage.listPending} found. */
+export interface StoredPending {
+  readonly keys: readonly { readonly key: string; readonly writes: readonly EntryMeta[] }[];
+  readonly more: boolean;
   readonly resumeAfter?: string;
 }
 
@@ -271,27 +284,57 @@ export abstract class AbstractStorage implements ServerStorage {
   protected abstract readStates(prefix: string, after: string, limit: number): Promise<readonly (readonly [string, KeyState])[]>;
 
   async list(prefix: string, after: string, limit: number, maxScan = MAX_LIST_SCAN): Promise<StoredKeys> {
+    return this.#scan(prefix, after, limit, maxScan, async (key, state) => {
+      if (!state.lc) return undefined;
+      const lcTs = state.lc.ts;
+      const held = state.index.some((e) => e.head && timestampsEqual(e.ts, lcTs)) ? await this.readEntryMeta(key, lcTs, 0) : undefined;
+      // The entry at lc's timestamp may be another value its writer signed for it (only one
+      // got a store proof): its cross-checksum is then not lc's, and is left out.
+      const meta = held && certificatesEqual(held.cert, state.lc.cert) ? held : undefined;
+      return meta?.layout ? { key, lc: state.lc, cc: meta.cc, layout: meta.layout } : { key, lc: state.lc, cc: meta?.cc };
+    });
+  }
+
+  async listPending(prefix: string, after: string, limit: number, maxScan = MAX_LIST_SCAN): Promise<StoredPending> {
+    return this.#scan(prefix, after, limit, maxScan, async (key, state) => {
+      const lcTs = state.lc?.ts ?? TS0;
+      const writes: EntryMeta[] = [];
+      for (const w of state.index) {
+        if (!w.head || compareTimestamps(w.ts, lcTs) <= 0) continue;
+        const meta = await this.readEntryMeta(key, w.ts, 0);
+        if (meta) writes.push(meta);
+      }
+      return writes.length > 0 ? { key, writes } : undefined;
+    });
+  }
+
+  /**
+   * The keys `pick` returns something for, in order, at most `limit`, reading at most
+   * `maxScan` key records: keys it skips (no `lc`, no pending write) are read in batches,
+   * growing, so a long run of them takes few reads.
+   */
+  async #scan<T>(
+    prefix: string,
+    after: string,
+    limit: number,
+    maxScan: number,
+    pick: (key: string, state: KeyState) => Promise<T | undefined>,
+  ): Promise<{ keys: T[]; more: boolean; resumeAfter?: string }> {
     if (this.#closing) throw new StorageError('STORAGE_CLOSED', 'storage is closing');
     if (!Number.isSafeInteger(maxScan) || maxScan < 1) throw new RangeError(`maxScan must be a positive integer, got ${maxScan}`);
-    const keys: StoredKey[] = [];
+    const keys: T[] = [];
     let from = after;
     let read = 0;
     let want = 0;
-    // Keys holding only writes in progress have no `lc`: skip them, reading on in batches
-    // (growing, so a long run of them takes few reads), at most `maxScan` records in all.
     for (;;) {
       want = Math.min(maxScan - read, Math.max(limit + 1 - keys.length, 2 * want));
       const batch = await this.readStates(prefix, from, want);
       read += batch.length;
       for (const [key, state] of batch) {
-        if (!state.lc) continue;
+        const picked = await pick(key, state);
+        if (picked === undefined) continue;
         if (keys.length === limit) return { keys, more: true };
-        const lcTs = state.lc.ts;
-        const held = state.index.some((e) => e.head && timestampsEqual(e.ts, lcTs)) ? await this.readEntryMeta(key, lcTs, 0) : undefined;
-        // The entry at lc's timestamp may be another value its writer signed for it (only one
-        // got a store proof): its cross-checksum is then not lc's, and is left out.
-        const meta = held && certificatesEqual(held.cert, state.lc.cert) ? held : undefined;
-        keys.push(meta?.layout ? { key, lc: state.lc, cc: meta.cc, layout: meta.layout } : { key, lc: state.lc, cc: meta?.cc });
+        keys.push(picked);
       }
       if (batch.length < want) return { keys, more: false };
       from = batch.at(-1)![0];

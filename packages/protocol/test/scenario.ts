@@ -541,7 +541,7 @@ export class Scenario {
       case 'COMPLETE':
         return `${head} ts=${this.#ts(m.candidate.ts)} proof=${m.candidate.proof.map((r) => serverName(r.server)).join(',')}`;
       case 'FILTER':
-        return `${head}${m.fragment ? ' +fragment' : ''} C={${m.candidates.map((c) => this.#ts(c.ts)).join(',')}}`;
+        return `${head}${m.fragment ? ' +fragment' : ''}${m.pending ? ' pending' : ''} C={${m.candidates.map((c) => this.#ts(c.ts)).join(',')}}`;
       case 'FILTER_ACK': {
         const entry = !m.entry
           ? 'no entry'
@@ -556,6 +556,10 @@ export class Scenario {
         return `${head} after=${JSON.stringify(m.after)} limit=${m.limit}`;
       case 'LIST_ACK':
         return `${head} ${m.entries.map((e) => `${e.key}@${this.#ts(e.candidate.ts)}`).join(',')}${m.more ? ' +more' : ''}`;
+      case 'PENDING':
+        return `${head} pending after=${JSON.stringify(m.after)} limit=${m.limit}`;
+      case 'PENDING_ACK':
+        return `${head} ${m.entries.map((e) => `${e.key}@${this.#ts(e.ts)}`).join(',')}${m.more ? ' +more' : ''}`;
       case 'ERROR':
         return `${head} ${m.code}: ${m.message}`;
     }

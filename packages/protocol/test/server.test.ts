@@ -375,6 +375,7 @@ describe('Server.handleFrame', () => {
         usage: () => ({ bytes: 0, keys: 0 }),
         owners: () => new Map(),
         list: () => Promise.reject(new Error('disk on fire')),
+        listPending: () => Promise.reject(new Error('disk on fire')),
         unfinishedKeys: () => new MemoryStorage().unfinishedKeys(),
       },
     });

@@ -51,6 +51,7 @@ describe('the conformance suite', () => {
         usage: (o) => ledger.usage(o),
         owners: () => ledger.owners(),
         list: async () => ({ keys: [], more: false }),
+        listPending: async () => ({ keys: [], more: false }),
         unfinishedKeys: () => new MemoryStorage().unfinishedKeys(),
       };
     };
@@ -80,6 +81,7 @@ describe('the conformance suite', () => {
         usage: (o) => ledger.usage(o),
         owners: () => ledger.owners(),
         list: (prefix, after, limit) => inner.list(prefix, after, limit),
+        listPending: (prefix, after, limit) => inner.listPending(prefix, after, limit),
         unfinishedKeys: () => inner.unfinishedKeys(),
       };
     };

@@ -30,11 +30,13 @@ import {
   compareKeys,
   compareTimestamps,
   ListOperation,
+  PendingListOperation,
   type Candidate,
   type ClusterConfig,
   type CryptoProvider,
   type ListAck,
   type ListPage,
+  type PendingPage,
   type Reply,
   type Request,
 } from '@powerstore/protocol';
@@ -149,6 +151,17 @@ export class Catalog {
     const op = new CatalogListOperation(this.#listOptions(this.#options.verifier), key, '', 1, this.#options.opId());
     const page = await this.#run(op, options.signal ? { signal: options.signal } : {});
     return page.entries.find((e) => e.key === key);
+  }
+
+  /**
+   * A page of the writes under way at peer `server` (PENDING), each one's certificate and
+   * cross-checksum checked (`PendingListOperation`): what a rebuilding server repairs
+   * besides the completed writes (`heal.ts`).
+   */
+  async pendingPage(server: number, after: string, options: { readonly signal?: AbortSignal } = {}): Promise<PendingPage> {
+    const { config, crypto, verifier, onEvidence, peers, timeoutMs } = this.#options;
+    const op = new PendingListOperation({ config, crypto, verifier, ...(onEvidence ? { onEvidence } : {}) }, server, after, this.#options.opId());
+    return peers.run(op, { timeoutMs, ...(options.signal ? { signal: options.signal } : {}) });
   }
 
   #listOptions(verifier: KnownVerifier) {

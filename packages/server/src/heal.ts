@@ -36,6 +36,8 @@ import type { ErasureCodec } from '@powerstore/erasure';
 import {
   CertificateVerifier,
   compareTimestamps,
+  mustRepair,
+  PendingWrites,
   ProtocolError,
   RepairOperation,
   StorageError,
@@ -312,13 +314,16 @@ export class Repairer {
       readonly stripe?: number;
       readonly sizeHint?: number | undefined;
       readonly signal?: AbortSignal;
+      /** `candidate` is a write under way (`pendingCandidate`): checked by its certificate, stored above `lc`. */
+      readonly pending?: boolean;
     },
   ): Promise<RepairSummary> {
     const rewrite = options.rewrite ?? false;
+    const pending = options.pending ?? false;
     // Stripe 0's size is known only once it is read: a value up to 64 MiB may be one stripe
     // (its size is the estimate), a larger one is in stripes (a client's are 2 MiB).
     const hint = options.sizeHint ?? HEAL_INFLIGHT_BYTES;
-    const first = await this.#stripe(key, candidate, 0, undefined, hint <= HEAL_INFLIGHT_BYTES ? hint : STRIPE_ESTIMATE, options.signal);
+    const first = await this.#stripe(key, candidate, 0, undefined, hint <= HEAL_INFLIGHT_BYTES ? hint : STRIPE_ESTIMATE, options.signal, pending);
     const layout = first.layout;
     let entries = 0;
     let bytes = 0;
@@ -333,12 +338,12 @@ export class Repairer {
       const stripes = options.stripe !== undefined ? [options.stripe] : Array.from({ length: layout.digests.length - 1 }, (_, i) => i + 1);
       await pool(stripes, this.#o.settings.concurrency, async (s) => {
         if (superseded) return;
-        const r = await this.#stripe(key, candidate, s, layout, layout.stripeSize, options.signal);
-        note(await this.#store(key, candidate, r, { layout, rewrite }), r.entry.fragment.length);
+        const r = await this.#stripe(key, candidate, s, layout, layout.stripeSize, options.signal, pending);
+        note(await this.#store(key, candidate, r, { layout, rewrite, pending }), r.entry.fragment.length);
       });
     }
     if (!superseded && (options.stripe === undefined || options.stripe === 0)) {
-      note(await this.#store(key, candidate, first, { rewrite }), first.entry.fragment.length);
+      note(await this.#store(key, candidate, first, { rewrite, pending }), first.entry.fragment.length);
     }
     const outcome: RepairOutcome = superseded ? 'superseded' : entries > 0 ? (rewrite ? 'rewritten' : 'stored') : 'held';
     return { outcome, entries, bytes };
@@ -348,7 +353,7 @@ export class Repairer {
     key: string,
     candidate: Candidate,
     r: RepairResult,
-    options: { layout?: StripeLayout; rewrite: boolean },
+    options: { layout?: StripeLayout; rewrite: boolean; pending: boolean },
   ): Promise<RepairOutcome> {
     const started = performance.now();
     const outcome = await this.#o.protocol.storeRepaired(key, candidate, r.entry, options);
@@ -363,6 +368,7 @@ export class Repairer {
     layout: StripeLayout | undefined,
     weight: number,
     signal: AbortSignal | undefined,
+    pending: boolean,
   ): Promise<RepairResult> {
     const { config, crypto, codec, index, peers, settings, metrics, verifier } = this.#o;
     await this.limiter.ready(signal);
@@ -384,7 +390,7 @@ export class Repairer {
         key,
         candidate,
         this.#o.opId(),
-        { stripe, ...(layout ? { layout } : {}) },
+        { stripe, ...(layout ? { layout } : {}), ...(pending ? { pending } : {}) },
       );
       let fetched = 0;
       const started = performance.now();
@@ -419,6 +425,13 @@ export interface PassReport {
   writesRepaired: number;
   /** Keys whose entry was here but whose newer `lc` this server had missed. */
   lcUpdated: number;
+  /**
+   * While rebuilding: writes still under way at the peers that this server stored (it may
+   * have signed receipts for them before it lost its disk), and those left alone because
+   * too few peers listed them to ever complete with its old receipt.
+   */
+  pendingRepaired?: number;
+  pendingSkipped?: number;
   /** Fragment bytes stored. */
   bytesRepaired: number;
   /** Keys not repaired, by reason. */
@@ -449,6 +462,9 @@ export interface CatchUpStatus {
 
 /** What a {@link CatchUp} needs. */
 export interface CatchUpOptions {
+  readonly config: ClusterConfig;
+  /** This server's protocol index. */
+  readonly index: number;
   readonly protocol: Server;
   readonly peers: PeerSet;
   readonly handleSelf: (request: Request) => Promise<Reply>;
@@ -584,6 +600,7 @@ export class CatchUp {
         after = page.cursor;
         report.position = after;
       }
+      if (rebuilding) failed += await this.#pendingWrites(report, signal);
       report.complete = failed === 0;
     } catch (err) {
       report.complete = false;
@@ -633,6 +650,75 @@ export class CatchUp {
         await sleep(1000 * attempt, signal);
       }
     }
+  }
+
+  /**
+   * A rebuilding server's second part: the writes under way at its peers (PENDING), which it
+   * may have signed receipts for before its disk was lost (`pending.ts` in the protocol).
+   * Every peer is asked for all its pages; each write `mustRepair` names is repaired unless
+   * this server holds it or its `lc` has passed it. Returns the failures, which keep the
+   * pass incomplete (and the server rebuilding): too few peers listed everything, or a
+   * repair failed. A write that completed or was collected meanwhile (`VALUE_CHANGED`) is
+   * no failure: the catalog of a later pass has it, or nothing does.
+   */
+  async #pendingWrites(report: PassReport, signal: AbortSignal): Promise<number> {
+    const { config, index, catalog, protocol, repairer, metrics, log, settings } = this.#o;
+    report.pendingRepaired = 0;
+    report.pendingSkipped = 0;
+    const writes = new PendingWrites();
+    const peers = Array.from({ length: config.n }, (_, i) => i).filter((i) => i !== index);
+    const listed = await Promise.all(
+      peers.map(async (peer) => {
+        let after = '';
+        try {
+          for (;;) {
+            const page = await catalog.pendingPage(peer, after, { signal });
+            writes.add(peer, page.entries);
+            if (page.cursor === undefined) return true;
+            after = page.cursor;
+          }
+        } catch (err) {
+          if (!signal.aborted) log.warn({ peer, err: (err as Error).message }, 'rebuild: listing the writes under way at a peer failed');
+          return false;
+        }
+      }),
+    );
+    if (signal.aborted) throw new Error('stopped');
+    const complete = listed.filter(Boolean).length;
+    if (mustRepair(config, 0, complete) === undefined) {
+      report.failures.pending_unlisted = (report.failures.pending_unlisted ?? 0) + 1;
+      metrics.failures.inc({ reason: 'pending_unlisted' });
+      log.warn({ peersListed: complete, needed: 2 * config.t }, 'rebuild: too few peers listed their writes under way; trying again');
+      return 1;
+    }
+    let failed = 0;
+    await pool(writes.all(), settings.concurrency, async (w) => {
+      if (signal.aborted) return;
+      const { key, candidate } = w;
+      if (!mustRepair(config, w.listedBy.size, complete)) {
+        report.pendingSkipped!++;
+        return;
+      }
+      try {
+        const own = await this.#ownLc(key);
+        if ((own && compareTimestamps(own.ts, candidate.ts) > 0) || (await protocol.holds(key, candidate.ts))) return;
+        const r = await repairer.repair(key, candidate, { sizeHint: w.size, signal, pending: true });
+        if (r.outcome !== 'stored') return;
+        report.pendingRepaired!++;
+        report.bytesRepaired += r.bytes;
+        metrics.writesRepaired.inc({ cause: 'pending' });
+        metrics.bytesRepaired.inc({ cause: 'pending' }, r.bytes);
+        log.info({ key, ...tsText(candidate), stripes: r.entries, bytes: r.bytes }, 'rebuild: repaired a write still under way');
+      } catch (err) {
+        if (signal.aborted) return;
+        const reason = failureReason(err);
+        if (reason === 'value_changed') return;
+        this.#failed(key, candidate, 'repair of a write under way', reason, err);
+        report.failures[reason] = (report.failures[reason] ?? 0) + 1;
+        if (reason !== 'inconsistent_encoding') failed++;
+      }
+    });
+    return failed;
   }
 
   /** This server's `lc` of `key`. */

@@ -176,6 +176,8 @@ export async function startHealing(ctx: HealingContext): Promise<Healing> {
     );
   }
   const catchUp = new CatchUp({
+    config,
+    index,
     protocol,
     peers,
     handleSelf,

@@ -215,16 +215,20 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     admission,
     lists,
     replyRoom(frame) {
-      // A FILTER's reply carries one fragment, at most the longest stored; a LIST's is kept
-      // under MAX_LIST_REPLY_BYTES; every other reply is a header, a candidate or an error.
+      // A FILTER's reply carries one fragment, at most the longest stored; a LIST's (and a
+      // PENDING's) is kept under MAX_LIST_REPLY_BYTES; every other reply is a header, a
+      // candidate or an error.
       const type = frameType(frame);
-      if (type === 'LIST') return MAX_LIST_REPLY_BYTES + FRAME_OVERHEAD_BYTES;
+      if (type === 'LIST' || type === 'PENDING') return MAX_LIST_REPLY_BYTES + FRAME_OVERHEAD_BYTES;
       if (type !== 'FILTER') return FRAME_OVERHEAD_BYTES;
       return Math.min(limits.maxFrameBytes, store.largestFragmentBytes + FRAME_OVERHEAD_BYTES);
     },
     isList(frame) {
-      // A frame longer than any LIST fails to decode, cheaply: it needs no slot.
-      return frame.length <= MAX_LIST_FRAME_BYTES && frameType(frame) === 'LIST';
+      // A frame longer than any LIST fails to decode, cheaply: it needs no slot. A PENDING
+      // scans like a LIST and takes a slot like one.
+      if (frame.length > MAX_LIST_FRAME_BYTES) return false;
+      const type = frameType(frame);
+      return type === 'LIST' || type === 'PENDING';
     },
     handle: (frame, isBinary) =>
       // handle answers every failure itself; this catch is the last line against a bug
