@@ -800,7 +800,9 @@ export class Server {
     const entries: PendingEntry[] = [];
     let bytes = 4096;
     for (const k of keys) {
-      const listed = k.writes.map(({ ts, cc, cert, layout }): PendingEntry => (layout ? { key: k.key, ts, cc, cert, layout } : { key: k.key, ts, cc, cert }));
+      const listed = k.writes.map(({ ts, cc, cert, layout }): PendingEntry =>
+        layout ? { key: k.key, ts, cc, cert, layout } : { key: k.key, ts, cc, cert },
+      );
       bytes += listed.reduce((sum, e) => sum + pendingEntryBytes(e), 0);
       // Cut short, the answer speaks for the keys up to its last entry's; a key's writes are never split.
       if (bytes > MAX_LIST_REPLY_BYTES || entries.length + listed.length > MAX_PENDING_ENTRIES) {

@@ -94,6 +94,25 @@ function anyMessage(n: number): fc.Arbitrary<Message> {
       fragment: fc.boolean(),
       candidates: fc.array(candidate(n), { maxLength: n }),
     }),
+    // A rebuilding server's FILTER for a write under way names exactly one write.
+    fc.record({
+      type: fc.constant('FILTER' as const),
+      ...base,
+      stripe,
+      fragment: fc.boolean(),
+      pending: fc.constant(true),
+      candidates: fc.array(candidate(n), { minLength: 1, maxLength: 1 }),
+    }),
+    fc.record({ type: fc.constant('PENDING' as const), ...base, after: key, limit: fc.integer({ min: 1, max: MAX_LIST_LIMIT }) }),
+    fc
+      .record({
+        type: fc.constant('PENDING_ACK' as const),
+        ...base,
+        entries: fc.array(fc.record({ key, ts: timestamp(), cc: cc(n), cert: certificate(), layout: optionalLayout }), { maxLength: 3 }),
+        more: fc.boolean(),
+        resumeAfter: fc.option(key, { nil: undefined }),
+      })
+      .map(({ resumeAfter, ...m }) => (m.more && resumeAfter !== undefined ? { ...m, resumeAfter } : m)),
     fc.record({ type: fc.constant('STORE_ACK' as const), ...base, ts: timestamp(), stripe, receipt: bytes(64) }),
     fc.record({ type: fc.constant('COMPLETE_ACK' as const), ...base, ts: timestamp() }),
     fc.record({

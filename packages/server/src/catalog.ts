@@ -160,7 +160,12 @@ export class Catalog {
    */
   async pendingPage(server: number, after: string, options: { readonly signal?: AbortSignal } = {}): Promise<PendingPage> {
     const { config, crypto, verifier, onEvidence, peers, timeoutMs } = this.#options;
-    const op = new PendingListOperation({ config, crypto, verifier, ...(onEvidence ? { onEvidence } : {}) }, server, after, this.#options.opId());
+    const op = new PendingListOperation(
+      { config, crypto, verifier, ...(onEvidence ? { onEvidence } : {}) },
+      server,
+      after,
+      this.#options.opId(),
+    );
     return peers.run(op, { timeoutMs, ...(options.signal ? { signal: options.signal } : {}) });
   }
 

@@ -323,7 +323,15 @@ export class Repairer {
     // Stripe 0's size is known only once it is read: a value up to 64 MiB may be one stripe
     // (its size is the estimate), a larger one is in stripes (a client's are 2 MiB).
     const hint = options.sizeHint ?? HEAL_INFLIGHT_BYTES;
-    const first = await this.#stripe(key, candidate, 0, undefined, hint <= HEAL_INFLIGHT_BYTES ? hint : STRIPE_ESTIMATE, options.signal, pending);
+    const first = await this.#stripe(
+      key,
+      candidate,
+      0,
+      undefined,
+      hint <= HEAL_INFLIGHT_BYTES ? hint : STRIPE_ESTIMATE,
+      options.signal,
+      pending,
+    );
     const layout = first.layout;
     let entries = 0;
     let bytes = 0;
