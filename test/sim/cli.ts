@@ -141,7 +141,7 @@ console.log(
 );
 if (values.rebuild || mutant?.rebuild)
   console.log(
-    `disks lost: ${result.disksLost}, rebuilds finished: ${result.rebuildsDone}; repairs (runs that caught up at the end): ${list(result.repairs)}`,
+    `disks lost: ${result.disksLost}, rebuilds finished: ${result.rebuildsDone} (writes under way repaired: ${result.pendingRepaired}, unfinished: ${result.pendingUnfinished}); repairs (runs that caught up at the end): ${list(result.repairs)}`,
   );
 else if (result.repairs.runs) console.log(`runs that caught up at the end: ${result.repairs.runs}; repairs: ${list(result.repairs)}`);
 if (values.rotate)

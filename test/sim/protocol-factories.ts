@@ -35,7 +35,7 @@ export interface ProtocolFactories {
     key: string,
     candidate: Candidate,
     opId: number,
-    target?: { stripe?: number; layout?: StripeLayout },
+    target?: { stripe?: number; layout?: StripeLayout; pending?: boolean },
   ): RepairOperation;
   /** What a rebuilding server's host checks the candidates it lists and repairs with. */
   rebuildVerifier(crypto: CryptoProvider, cluster: ClusterIdentity): CertificateVerifier;

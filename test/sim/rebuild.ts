@@ -7,6 +7,9 @@
  * result with `Server.storeRepaired`: every stripe ≥ 1 of a striped value first, stripe 0
  * last. The same procedure serves a server that lost its disk (`rebuild`: it counts against
  * `t` until it finishes) and one that only missed writes (`catch-up`, once the network heals).
+ * A rebuild then asks every peer for its writes under way (PENDING, `PendingListOperation`)
+ * and repairs each one `mustRepair` names by its certificate (`pending`), as the server does:
+ * it may have signed receipts for them before its disk was lost.
  *
  * It is a state machine driven by the simulator's loop, one operation at a time: each reply,
  * and each timer, is handled to the end before the loop goes on, so a seed replays exactly.
@@ -15,6 +18,9 @@ import {
   compareKeys,
   compareTimestamps,
   ListOperation,
+  mustRepair,
+  PendingListOperation,
+  PendingWrites,
   ProtocolError,
   type Candidate,
   type CertificateVerifier,
@@ -24,6 +30,8 @@ import {
   type ListAck,
   type ListPage,
   type MemoryStorage,
+  type PendingPage,
+  type PendingWrite,
   type Reply,
   type Request,
   type RepairOutcome,
@@ -63,6 +71,8 @@ export class CatalogListOperation extends ListOperation {
 export interface RebuildReports {
   /** A repair of `candidate` starts: the host judged it valid (the checker judges again, honestly). */
   repairStarted(server: string, key: string, candidate: Candidate): Promise<void>;
+  /** A repair of a write under way starts: the host judged its certificate good (the checker judges again). */
+  pendingRepairStarted(server: string, key: string, candidate: Candidate): Promise<void>;
   /** A repair operation of `candidate` ended: with an entry, or an error. */
   repairEnded(server: string, key: string, candidate: Candidate, error: ProtocolError | undefined): void;
   /** A repair was given up after waiting {@link REPAIR_TIMEOUT}. */
@@ -110,6 +120,8 @@ const MAX_PASSES = 12;
 interface Repairing {
   readonly key: string;
   readonly candidate: Candidate;
+  /** A write under way (`pendingCandidate`), repaired by its certificate. */
+  readonly pending?: boolean;
   /** The stripe the operation in flight repairs. */
   stripe: number;
   layout?: StripeLayout;
@@ -130,7 +142,17 @@ export class Rebuild {
   passes = 0;
   repaired = 0;
   inconsistent = 0;
-  #op: CatalogListOperation | RepairOperation | undefined;
+  /** Writes under way stored, and those whose repair never finished (maybe nowhere to decode from: no violation). */
+  pendingRepaired = 0;
+  pendingUnfinished = 0;
+  #op: CatalogListOperation | RepairOperation | PendingListOperation | undefined;
+  /** A rebuild's second part: peers still to list, the one listing now, where, and what they listed. */
+  #pendingPeers: number[] | undefined;
+  #pendingPeer = -1;
+  #pendingAfter = '';
+  #pendingListed = 0;
+  #pendingWrites = new PendingWrites();
+  #pendingTargets: PendingWrite[] = [];
   #after = '';
   #listed = new Map<string, Candidate>();
   #targets: string[] = [];
@@ -157,6 +179,8 @@ export class Rebuild {
     const r = this.#repairing;
     if (!op) return 'idle';
     if (op instanceof CatalogListOperation) return `listing after ${JSON.stringify(this.#after)}`;
+    if (op instanceof PendingListOperation)
+      return `listing s${this.#pendingPeer}'s writes under way after ${JSON.stringify(this.#pendingAfter)}`;
     return `repairing ${r?.key} at ${r?.candidate.ts.num} stripe ${r?.stripe}`;
   }
 
@@ -169,6 +193,7 @@ export class Rebuild {
     this.#after = '';
     this.#listed = new Map();
     this.#retry.clear();
+    this.#pendingPeers = undefined;
     await this.#list();
   }
 
@@ -183,15 +208,23 @@ export class Rebuild {
   async fire(): Promise<void> {
     const op = this.#op;
     const r = this.#repairing;
+    if (this.#giveUpAt !== undefined && this.ctx.now() >= this.#giveUpAt && op instanceof PendingListOperation) {
+      // A peer that never answers lists nothing: the others decide (`mustRepair`).
+      this.#op = undefined;
+      this.#stallAt = this.#giveUpAt = undefined;
+      return this.#listPending();
+    }
     if (this.#giveUpAt !== undefined && this.ctx.now() >= this.#giveUpAt && r) {
       this.#op = undefined;
       this.#stallAt = this.#giveUpAt = undefined;
       this.#repairing = undefined;
-      this.ctx.reports.repairTimedOut(this.server, r.key, r.candidate);
+      // A write under way may be on too few correct servers to decode, and then can never complete either.
+      if (r.pending) this.pendingUnfinished++;
+      else this.ctx.reports.repairTimedOut(this.server, r.key, r.candidate);
       return this.#next();
     }
     this.#stallAt = undefined;
-    if (op) await this.#step(op, op.stalled());
+    if (op && !(op instanceof PendingListOperation)) await this.#step(op, op.stalled());
   }
 
   async #guard(f: () => Promise<Step<unknown>>): Promise<Step<unknown>> {
@@ -205,16 +238,17 @@ export class Rebuild {
     }
   }
 
-  async #begin(op: CatalogListOperation | RepairOperation): Promise<void> {
+  async #begin(op: CatalogListOperation | RepairOperation | PendingListOperation): Promise<void> {
     this.#op = op;
     this.#stallAt = undefined;
     this.#giveUpAt = op instanceof CatalogListOperation ? undefined : this.ctx.now() + REPAIR_TIMEOUT;
     await this.#step(op, await this.#guard(() => op.start()));
   }
 
-  async #step(op: CatalogListOperation | RepairOperation, s: Step<unknown>): Promise<void> {
+  async #step(op: CatalogListOperation | RepairOperation | PendingListOperation, s: Step<unknown>): Promise<void> {
     if (op !== this.#op) return;
     for (const o of s.send ?? []) this.ctx.send(o.to, o.message);
+    if (op instanceof PendingListOperation) return this.#pendingStep(s as Step<PendingPage>);
     const awaiting = op instanceof CatalogListOperation ? op.awaitingAnswers : op.awaitingFragments;
     if (awaiting && this.#stallAt === undefined) this.#stallAt = this.ctx.now() + STALL_TIMEOUT;
     if (s.error) {
@@ -270,20 +304,80 @@ export class Rebuild {
       this.ctx.reports.violation(
         `${this.kind}: ${this.server} gave up after ${this.passes} passes with ${[...this.#retry].join(', ')} still changing`,
       );
+    if (this.kind === 'rebuild') {
+      if (this.#pendingPeers === undefined) {
+        this.#pendingPeers = Array.from({ length: this.ctx.config.n }, (_, i) => i).filter((i) => i !== this.ctx.index);
+        this.#pendingListed = 0;
+        this.#pendingWrites = new PendingWrites();
+        this.#pendingTargets = [];
+        return this.#listPending();
+      }
+      while (this.#pendingTargets.length > 0) {
+        const { key, candidate } = this.#pendingTargets.shift()!;
+        const own = await this.ctx.storage().withKey(key, (r) => r.getLc());
+        if ((own && compareTimestamps(own.ts, candidate.ts) > 0) || (await this.ctx.server().holds(key, candidate.ts))) continue;
+        this.#repairing = { key, candidate, pending: true, stripe: 0, queue: [] };
+        await this.ctx.reports.pendingRepairStarted(this.server, key, candidate);
+        return this.#repair();
+      }
+    }
     this.done = true;
     this.onDone(this);
+  }
+
+  /** Lists the next peer's writes under way, or, all peers asked, picks the ones to repair. */
+  async #listPending(): Promise<void> {
+    const peers = this.#pendingPeers!;
+    if (peers.length === 0) {
+      const { config } = this.ctx;
+      if (mustRepair(config, 0, this.#pendingListed) === undefined) {
+        // At most t − 1 Byzantine peers beside a rebuilding server: 2t correct ones always list everything.
+        this.ctx.reports.violation(`rebuild: ${this.server} got complete lists of writes under way from only ${this.#pendingListed} peers`);
+      } else {
+        this.#pendingTargets = this.#pendingWrites.all().filter((w) => mustRepair(config, w.listedBy.size, this.#pendingListed));
+      }
+      return this.#next();
+    }
+    this.#pendingPeer = peers.shift()!;
+    this.#pendingAfter = '';
+    return this.#pendingPage();
+  }
+
+  async #pendingPage(): Promise<void> {
+    const { config, crypto, verifier } = this.ctx;
+    await this.#begin(
+      new PendingListOperation(
+        { config, crypto, verifier },
+        this.#pendingPeer,
+        this.#pendingAfter,
+        this.ctx.nextOpId(),
+        this.ctx.pageLimit,
+      ),
+    );
+  }
+
+  async #pendingStep(s: Step<PendingPage>): Promise<void> {
+    if (!s.error && !s.result) return;
+    this.#op = undefined;
+    this.#stallAt = this.#giveUpAt = undefined;
+    if (s.result) {
+      this.#pendingWrites.add(this.#pendingPeer, s.result.entries);
+      if (s.result.cursor !== undefined) {
+        this.#pendingAfter = s.result.cursor;
+        return this.#pendingPage();
+      }
+      this.#pendingListed++;
+    }
+    return this.#listPending();
   }
 
   async #repair(): Promise<void> {
     const r = this.#repairing!;
     const { config, crypto, codec, verifier, index } = this.ctx;
-    const op = this.ctx.protocol.repairer(
-      { config, crypto, codec, verifier, index },
-      r.key,
-      r.candidate,
-      this.ctx.nextOpId(),
-      r.stripe === 0 ? {} : { stripe: r.stripe, layout: r.layout! },
-    );
+    const op = this.ctx.protocol.repairer({ config, crypto, codec, verifier, index }, r.key, r.candidate, this.ctx.nextOpId(), {
+      ...(r.stripe === 0 ? {} : { stripe: r.stripe, layout: r.layout! }),
+      ...(r.pending ? { pending: true } : {}),
+    });
     await this.#begin(op);
   }
 
@@ -298,6 +392,8 @@ export class Rebuild {
     }
     this.#repairing = undefined;
     this.ctx.reports.repairEnded(this.server, r.key, r.candidate, error);
+    // A write under way that completed or was collected meanwhile: the next rebuild or catch-up has it, or nothing does.
+    if (r.pending && error.code === 'VALUE_CHANGED') return this.#next();
     if (error.code === 'VALUE_CHANGED') this.#retry.add(r.key);
     else if (error.code === 'INCONSISTENT_ENCODING') this.inconsistent++;
     else
@@ -332,7 +428,12 @@ export class Rebuild {
   async #store(r: Repairing, entry: HistoryEntry): Promise<boolean> {
     let outcome: RepairOutcome;
     try {
-      outcome = await this.ctx.server().storeRepaired(r.key, r.candidate, entry, r.layout && entry.stripe > 0 ? { layout: r.layout } : {});
+      outcome = await this.ctx
+        .server()
+        .storeRepaired(r.key, r.candidate, entry, {
+          ...(r.layout && entry.stripe > 0 ? { layout: r.layout } : {}),
+          ...(r.pending ? { pending: true } : {}),
+        });
     } catch (err) {
       this.#repairing = undefined;
       const message = err instanceof Error ? err.message : String(err);
@@ -345,6 +446,11 @@ export class Rebuild {
     if (entry.stripe === 0) {
       this.#repairing = undefined;
       if (outcome === 'stored') this.repaired++;
+      if (outcome === 'stored' && r.pending) this.pendingRepaired++;
+    }
+    if (outcome === 'superseded' && r.pending) {
+      this.#repairing = undefined;
+      return false;
     }
     if (outcome === 'superseded') {
       // A newer write of the key is here (or this version was collected): the next pass repairs that one.

@@ -66,6 +66,9 @@ export interface BatchResult {
   /** Disks lost and rebuilds finished (`rebuild`), and what repairs did over every run that caught up at its end. */
   disksLost: number;
   rebuildsDone: number;
+  /** Writes under way at a disk loss that rebuilds repaired (by certificate), and those whose repair never finished. */
+  pendingRepaired: number;
+  pendingUnfinished: number;
   repairs: Record<string, number>;
   /** The fence at work (see `SimReport.fences`). */
   fences: Record<string, number>;
@@ -111,6 +114,8 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     staleOps: 0,
     disksLost: 0,
     rebuildsDone: 0,
+    pendingRepaired: 0,
+    pendingUnfinished: 0,
     repairs: {},
     fences: {},
   };
@@ -149,6 +154,13 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     if (report.rotation?.includes('empty')) result.rotatedEmpty++;
     result.disksLost += report.rebuilds?.filter((r) => r.includes('lost')).length ?? 0;
     result.rebuildsDone += report.rebuilds?.filter((r) => r.includes('rebuilt')).length ?? 0;
+    for (const line of report.rebuilds ?? []) {
+      const m = / (\d+) of them under way, (\d+) under way unfinished/.exec(line);
+      if (m) {
+        result.pendingRepaired += Number(m[1]);
+        result.pendingUnfinished += Number(m[2]);
+      }
+    }
     add(result.repairs, report.repairs);
     add(result.failedWrites, report.failedWrites);
     add(result.refusals, report.refusals);

@@ -674,6 +674,12 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
             if (!(await honest.valid(key, c)))
               checker.violations.push(`repair: ${server} set out to repair ${key} at ${c.ts.num}, a candidate that is not valid`);
           },
+          pendingRepairStarted: async (server, key, c) => {
+            if (!(await honest.check(key, c.ts, c.cert)).ok)
+              checker.violations.push(
+                `repair: ${server} set out to repair ${key} at ${c.ts.num}, a write under way whose certificate does not check out`,
+              );
+          },
           repairEnded: (server, key, c, error) => checker.repairEnded(server, key, c, error),
           repairStored: (server, key, c, stripe, outcome) => checker.repairStored(server, key, c, stripe, outcome),
           repairTimedOut: (server, key, c) => checker.repairTimedOut(server, key, c),
@@ -684,7 +690,9 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
         if (rebuilds.get(name) === done) rebuilds.delete(name);
         if (done.kind === 'rebuild') {
           lost.delete(j);
-          rebuildLog.push(`s${j} rebuilt at ${network.now} (${done.passes} passes, ${done.repaired} writes repaired)`);
+          rebuildLog.push(
+            `s${j} rebuilt at ${network.now} (${done.passes} passes, ${done.repaired} writes repaired, ${done.pendingRepaired} of them under way, ${done.pendingUnfinished} under way unfinished)`,
+          );
           scheduleLoss();
         }
       },
