@@ -12,10 +12,10 @@ import { join } from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connect, Identity, type Store } from '@powerstore/client';
-import { fragmentMatches, toHex, type Candidate, type Message, type StripeLayout } from '@powerstore/protocol';
+import { encodeMessage, fragmentMatches, toHex, type Candidate, type Message, type StripeLayout } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import type { StatusReport } from '../../packages/server/src/index.js';
-import { startByzantineProxy, type ByzantineProxy } from '../fixtures/byzantine-proxy.js';
+import { startByzantineProxy, startProxy, type ByzantineProxy } from '../fixtures/byzantine-proxy.js';
 import { cli, CliCluster, collectLc, ensureBuilt, metricValue, openWebSocket, requestOnce } from './harness.js';
 
 const crypto = createCryptoProvider();
@@ -146,6 +146,40 @@ describe('catch-up', () => {
     const log = readFileSync(join(c.dir, 'server-4.log'), 'utf8');
     expect(log).toContain('catch-up: repaired a write this server did not hold');
     expect(log).toContain(`${ns}big`);
+  }, 120_000);
+});
+
+describe('a write completed here without its STORE', () => {
+  it('is repaired within seconds of its COMPLETE, not at the next pass', async () => {
+    // One pass at start-up, the next in 10 minutes: only the COMPLETE can bring the write back in time.
+    cluster = await CliCluster.create(1, ['--heal-interval-ms', '600000']);
+    const c = cluster;
+    await c.startAll();
+    const direct = await open(c);
+    const key = `${direct.namespace}missed`;
+    await direct.put(key, 'v1');
+    // The writer's STORE to server 4 is lost on the way (refused by the proxy); its COMPLETE gets through.
+    proxy = await startProxy(c.urls[3], c.config.n, {
+      onRequest: (m) =>
+        m.type === 'STORE' && m.key === key
+          ? encodeMessage({ type: 'ERROR', key, opId: m.opId, code: 'INTERNAL', message: 'lost on the way' })
+          : undefined,
+    });
+    const file = c.clusterJson() as { servers: { url: string }[] };
+    file.servers[3]!.url = proxy.url;
+    const value = bytes(40_000, 'missed');
+    await (await open(c, file)).put(key, value);
+    await until(
+      'server 4 has the write as lc',
+      async () => (await collectLc(c.urls[3]!, key, c.config.n))?.ts.num === (await collectLc(c.urls[0]!, key, c.config.n))?.ts.num,
+    );
+    const started = Date.now();
+    await until('server 4 holds its fragment of the write', () => holdsAll(c, 4, key, 1), 30_000);
+    expect(Date.now() - started).toBeLessThan(30_000);
+    const m = await c.metrics(4);
+    expect(metricValue(m, 'powerstore_heal_writes_repaired_total', { cause: 'complete' })).toBe(1);
+    expect(metricValue(m, 'powerstore_heal_failures_total')).toBe(0);
+    expect(readFileSync(join(c.dir, 'server-4.log'), 'utf8')).toContain('catch-up: repaired a write that completed here without its STORE');
   }, 120_000);
 });
 

@@ -125,6 +125,13 @@ export interface ServerOptions {
   readonly history?: Partial<HistoryLimits>;
   /** Called when garbage collection deleted `count` entries of `key`. */
   readonly onCollected?: (key: string, count: number) => void;
+  /**
+   * Called when `lc` of `key` moved to `candidate` (a COMPLETE, a FILTER's write-back) and
+   * this server does not hold its entry: it missed the write's STORE, or lost it. Hosts
+   * repair it from the other servers (`powerstore-server`'s catch-up) instead of waiting
+   * for their next pass over every key.
+   */
+  readonly onMissedEntry?: (key: string, candidate: Candidate) => void;
 }
 
 /** What {@link Server.handleFrame} did with a frame. */
@@ -831,6 +838,8 @@ export class Server {
     if (compareTimestamps(c.ts, lc?.ts ?? TS0) > 0) {
       await record.setLc(c);
       await this.collect(record, key);
+      const missed = this.#options.onMissedEntry;
+      if (missed && !(await record.index()).some((w) => w.head && timestampsEqual(w.ts, c.ts))) missed(key, c);
     }
   }
 

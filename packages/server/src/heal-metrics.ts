@@ -8,7 +8,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 export interface HealMetrics {
   /** Keys a catch-up pass compared with the cluster's catalog. */
   readonly keysChecked: Counter;
-  /** Writes (every stripe of one version of one key) this server stored from its peers, by cause: `catch_up`, `pending` (a write under way, while rebuilding), `scrub`. */
+  /** Writes (every stripe of one version of one key) this server stored from its peers, by cause: `catch_up` (a pass), `complete` (a COMPLETE without its STORE), `pending` (a write under way, while rebuilding), `scrub`. */
   readonly writesRepaired: Counter<'cause'>;
   /** Fragment bytes stored (or rewritten) by repairs, by cause. */
   readonly bytesRepaired: Counter<'cause'>;
@@ -62,7 +62,7 @@ export function createHealMetrics(registry: Registry): HealMetrics {
     }),
     bytesRepaired: new Counter({
       name: 'powerstore_heal_bytes_repaired_total',
-      help: 'Fragment bytes this server stored or rewrote through repairs, by cause: catch_up, pending, scrub',
+      help: 'Fragment bytes this server stored or rewrote through repairs, by cause: catch_up, complete, pending, scrub',
       labelNames: ['cause'],
       registers,
     }),

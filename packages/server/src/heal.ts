@@ -69,6 +69,13 @@ const MAX_ATTEMPTS = 4;
 const RETRY_MIN_MS = 5_000;
 /** Attempts at one catalog page before the pass gives up. */
 const PAGE_ATTEMPTS = 3;
+/**
+ * How long a write whose COMPLETE came before its STORE waits before it is repaired: a
+ * STORE only slower than its COMPLETE still arrives, and then nothing needs fetching.
+ */
+export const MISSED_GRACE_MS = 5_000;
+/** Missed writes queued for repair at most; more wait for the next pass. */
+const MAX_MISSED = 4096;
 
 /** Catch-up settings an operator sets (`powerstore-server start --heal-…`). */
 export interface CatchUpSettings {
@@ -499,6 +506,10 @@ export class CatchUp {
   #lastComplete: number | undefined;
   #next: number | undefined;
   #loop: Promise<void> | undefined;
+  /** Writes completed here whose entry this server missed, by key, repaired after {@link MISSED_GRACE_MS}. */
+  #missed = new Map<string, Candidate>();
+  #missedTimer: ReturnType<typeof setTimeout> | undefined;
+  #missedRun: Promise<void> | undefined;
 
   constructor(options: CatchUpOptions) {
     this.#o = options;
@@ -519,7 +530,64 @@ export class CatchUp {
   /** Stops the loop; a repair in flight is abandoned. */
   async stop(): Promise<void> {
     this.#stop.abort();
+    clearTimeout(this.#missedTimer);
     await this.#loop;
+    await this.#missedRun;
+  }
+
+  /**
+   * `lc` of `key` moved to `candidate` here, and this server does not hold its entry (it
+   * missed the STORE, or lost it with its disk): repaired after {@link MISSED_GRACE_MS},
+   * unless it arrived meanwhile, so a write completed elsewhere is back here within seconds
+   * rather than at the next pass. At most {@link MAX_MISSED} wait; the pass finds the rest.
+   */
+  missed(key: string, candidate: Candidate): void {
+    if (this.#o.settings.intervalMs <= 0 || this.#stop.signal.aborted) return;
+    const queued = this.#missed.get(key);
+    if (queued ? compareTimestamps(candidate.ts, queued.ts) <= 0 : this.#missed.size >= MAX_MISSED) return;
+    this.#missed.set(key, candidate);
+    this.#missedTimer ??= setTimeout(() => {
+      this.#missedRun = this.#repairMissed().finally(() => {
+        this.#missedTimer = undefined;
+        this.#missedRun = undefined;
+        // Writes missed while these were repaired wait their own grace.
+        if (this.#missed.size > 0 && !this.#stop.signal.aborted) this.missed(...this.#first());
+      });
+    }, MISSED_GRACE_MS);
+  }
+
+  #first(): [string, Candidate] {
+    const [key, candidate] = this.#missed.entries().next().value!;
+    this.#missed.delete(key);
+    return [key, candidate];
+  }
+
+  async #repairMissed(): Promise<void> {
+    const batch = [...this.#missed];
+    this.#missed.clear();
+    const { protocol, repairer, metrics, log, settings } = this.#o;
+    const signal = this.#stop.signal;
+    await pool(batch, settings.concurrency, async ([key, candidate]) => {
+      if (signal.aborted) return;
+      try {
+        const own = await this.#ownLc(key);
+        if ((own && compareTimestamps(own.ts, candidate.ts) > 0) || (await protocol.holds(key, candidate.ts))) return;
+        const r = await repairer.repair(key, candidate, { signal });
+        if (r.outcome !== 'stored') return;
+        metrics.writesRepaired.inc({ cause: 'complete' });
+        metrics.bytesRepaired.inc({ cause: 'complete' }, r.bytes);
+        log.info(
+          { key, ...tsText(candidate), stripes: r.entries, bytes: r.bytes },
+          'catch-up: repaired a write that completed here without its STORE',
+        );
+      } catch (err) {
+        if (signal.aborted) return;
+        const reason = failureReason(err);
+        // Overwritten and collected meanwhile: whatever replaced it is the pass's to check.
+        if (reason !== 'value_changed') this.#failed(key, candidate, 'repair of a missed write', reason, err);
+      }
+    });
+    this.#o.peers.release();
   }
 
   status(): CatchUpStatus {

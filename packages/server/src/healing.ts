@@ -53,6 +53,8 @@ export interface Healing {
   readonly rebuilding: boolean;
   /** A reloaded cluster file: the peers' URLs may have changed (`--peer-url` still wins). */
   setCluster(cluster: Cluster): void;
+  /** `lc` of `key` moved to `candidate`, whose entry this server does not hold: repaired soon (`CatchUp.missed`). */
+  missed(key: string, candidate: Candidate): void;
   /** One catch-up pass now (tests; the loop runs them on its own). */
   runPass(): ReturnType<CatchUp['runPass']>;
   /** Stops catch-up and scrub and closes the peer connections. */
@@ -211,6 +213,7 @@ export async function startHealing(ctx: HealingContext): Promise<Healing> {
     },
     setCluster: (next) => peers.setUrls(urlsOf(next)),
     runPass: () => catchUp.runPass(),
+    missed: (key, candidate) => catchUp.missed(key, candidate),
     async close() {
       await Promise.all([catchUp.stop(), scrubber?.stop()]);
       peers.close();

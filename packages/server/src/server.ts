@@ -205,6 +205,8 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     onConflict: () => metrics.conflicts.inc(),
     ...(options.history ? { history: options.history } : {}),
     onCollected: (_key, count) => metrics.collected.inc(count),
+    // A write this server missed completes here: catch-up repairs it soon, not at its next pass.
+    onMissedEntry: (key, candidate) => healing?.missed(key, candidate),
   });
   const frameOptions = { maxFragmentLength: limits.maxFrameBytes };
   let closing: Promise<void> | undefined;
