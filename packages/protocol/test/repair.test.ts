@@ -219,3 +219,36 @@ describe('scrub', () => {
     expect(decode((await c.read(key)).value)).toBe('current version');
   });
 });
+
+describe('onMissedEntry', () => {
+  it('names a write whose COMPLETE arrives at a server without its entry, and no other', async () => {
+    const skip = new Set([3]);
+    const c = await makeCluster(1, { skip });
+    const missed: string[] = [];
+    const { Server } = await import('../src/index.js');
+    c.servers[3] = new Server({
+      config: c.config,
+      index: 3,
+      crypto,
+      storage: c.storages[3]!,
+      cluster: c.cluster,
+      signer: c.serverSigners[3]!,
+      now: () => 1_000_000,
+      onMissedEntry: (key, candidate) => missed.push(`${key}@${candidate.ts.num}`),
+    });
+    const key = own(c.owner, 'k');
+    await c.write(key, { kind: 'value', value: text('stored everywhere but server 4') });
+    const lc = (await lcOf(c, 0, key))!;
+    expect(missed).toEqual([]);
+    await c.servers[3]!.handle({ type: 'COMPLETE', key, opId: 1, candidate: lc });
+    expect(missed).toEqual([`${key}@${lc.ts.num}`]);
+    // Again, or once it holds the entry: nothing.
+    await c.servers[3]!.handle({ type: 'COMPLETE', key, opId: 2, candidate: lc });
+    skip.clear();
+    const next = own(c.owner, 'held');
+    await c.write(next, { kind: 'value', value: text('stored at server 4 too') });
+    const held = (await lcOf(c, 0, next))!;
+    await c.servers[3]!.handle({ type: 'COMPLETE', key: next, opId: 3, candidate: held });
+    expect(missed).toHaveLength(1);
+  });
+});
