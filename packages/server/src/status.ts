@@ -66,7 +66,9 @@ export function formatStatuses(lines: readonly ServerStatusLine[], now = Date.no
     const progress = pass
       ? `${pass.keysChecked} keys checked, ${pass.writesRepaired} repaired (${humanBytes(pass.bytesRepaired)})`
       : last
-        ? `last pass: ${last.keysChecked} keys, ${last.writesRepaired} repaired in ${(last.seconds ?? 0).toFixed(1)} s${
+        ? `last pass: ${last.keysChecked} keys, ${last.writesRepaired} repaired${
+            last.pendingRepaired ? ` (and ${last.pendingRepaired} under way)` : ''
+          } in ${(last.seconds ?? 0).toFixed(1)} s${
             Object.keys(last.failures).length
               ? `, failed: ${Object.entries(last.failures)
                   .map(([k, v]) => `${v} ${k}`)
