@@ -428,12 +428,10 @@ export class Rebuild {
   async #store(r: Repairing, entry: HistoryEntry): Promise<boolean> {
     let outcome: RepairOutcome;
     try {
-      outcome = await this.ctx
-        .server()
-        .storeRepaired(r.key, r.candidate, entry, {
-          ...(r.layout && entry.stripe > 0 ? { layout: r.layout } : {}),
-          ...(r.pending ? { pending: true } : {}),
-        });
+      outcome = await this.ctx.server().storeRepaired(r.key, r.candidate, entry, {
+        ...(r.layout && entry.stripe > 0 ? { layout: r.layout } : {}),
+        ...(r.pending ? { pending: true } : {}),
+      });
     } catch (err) {
       this.#repairing = undefined;
       const message = err instanceof Error ? err.message : String(err);

@@ -240,15 +240,15 @@ describe('onMissedEntry', () => {
     await c.write(key, { kind: 'value', value: text('stored everywhere but server 4') });
     const lc = (await lcOf(c, 0, key))!;
     expect(missed).toEqual([]);
-    await c.servers[3]!.handle({ type: 'COMPLETE', key, opId: 1, candidate: lc });
+    await c.servers[3].handle({ type: 'COMPLETE', key, opId: 1, candidate: lc });
     expect(missed).toEqual([`${key}@${lc.ts.num}`]);
     // Again, or once it holds the entry: nothing.
-    await c.servers[3]!.handle({ type: 'COMPLETE', key, opId: 2, candidate: lc });
+    await c.servers[3].handle({ type: 'COMPLETE', key, opId: 2, candidate: lc });
     skip.clear();
     const next = own(c.owner, 'held');
     await c.write(next, { kind: 'value', value: text('stored at server 4 too') });
     const held = (await lcOf(c, 0, next))!;
-    await c.servers[3]!.handle({ type: 'COMPLETE', key: next, opId: 3, candidate: held });
+    await c.servers[3].handle({ type: 'COMPLETE', key: next, opId: 3, candidate: held });
     expect(missed).toHaveLength(1);
   });
 });

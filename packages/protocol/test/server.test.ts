@@ -336,7 +336,9 @@ describe('Server.handleFrame', () => {
       fc.asyncProperty(fc.oneof(fc.uint8Array({ maxLength: 200 }), message(4).map(encodeMessage)), async (frame) => {
         const r = await c.servers[0]!.handleFrame(frame);
         const reply = decodeMessage(r.reply, { n: 4 });
-        expect(['CLOCK_ACK', 'STORE_ACK', 'COMPLETE_ACK', 'COLLECT_ACK', 'FILTER_ACK', 'LIST_ACK', 'PENDING_ACK', 'ERROR']).toContain(reply.type);
+        expect(['CLOCK_ACK', 'STORE_ACK', 'COMPLETE_ACK', 'COLLECT_ACK', 'FILTER_ACK', 'LIST_ACK', 'PENDING_ACK', 'ERROR']).toContain(
+          reply.type,
+        );
         expect(r.error).toBe(reply.type === 'ERROR' ? reply.code : undefined);
       }),
       { numRuns: 1000 },
