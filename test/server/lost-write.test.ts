@@ -80,15 +80,18 @@ async function caughtUp(c: CliCluster, i: number): Promise<NonNullable<NonNullab
   }
 }
 
-it('a write completed on 3 of 4 servers survives a lost disk and a Byzantine server hiding it', async () => {
+/**
+ * A cluster (catch-up every 2 s) with v1 of a key, and the reader's view of it: server 1
+ * slow (a correct server whose answers come last), server 3 Byzantine, having recorded its
+ * answers to a read of v1 (it lies with them once `liar.state.lying` is set).
+ */
+async function setUp() {
   cluster = await CliCluster.create(1, ['--heal-interval-ms', '2000']);
   const c = cluster;
   await c.startAll();
   const writer = await open(c, c.clusterJson());
   const key = `${writer.namespace}doc`;
   await writer.put(key, 'v1');
-
-  // The reader's view: server 1 slow (a correct server whose answers come last), server 3 Byzantine.
   const file = c.clusterJson() as { servers: { url: string }[] };
   const slow = await startProxy(c.urls[0], c.config.n, { replyDelayMs: 1500 });
   proxies.push(slow);
@@ -97,6 +100,11 @@ it('a write completed on 3 of 4 servers survives a lost disk and a Byzantine ser
   file.servers[2]!.url = liar.proxy.url;
   expect(text(await (await open(c, file)).get(key))).toBe('v1');
   expect(liar.recorded()).toBe(true);
+  return { c, writer, key, file, liar };
+}
+
+it('a write completed on 3 of 4 servers survives a lost disk and a Byzantine server hiding it', async () => {
+  const { c, writer, key, file, liar } = await setUp();
 
   // v2 completes on servers 1–3 while server 4 is down.
   expect(await c.signal(4, 'SIGTERM')).toBe(0);
@@ -124,21 +132,7 @@ it('a write completed on 3 of 4 servers survives a lost disk and a Byzantine ser
  * its peers hold above `lc` (PENDING).
  */
 it('a write under way when a disk is lost is rebuilt too, and survives a Byzantine server hiding it', async () => {
-  cluster = await CliCluster.create(1, ['--heal-interval-ms', '2000']);
-  const c = cluster;
-  await c.startAll();
-  const writer = await open(c, c.clusterJson());
-  const key = `${writer.namespace}doc`;
-  await writer.put(key, 'v1');
-
-  const file = c.clusterJson() as { servers: { url: string }[] };
-  const slow = await startProxy(c.urls[0], c.config.n, { replyDelayMs: 1500 });
-  proxies.push(slow);
-  const liar = await hidingProxy(c.urls[2]!, c.config.n, key);
-  file.servers[0]!.url = slow.url;
-  file.servers[2]!.url = liar.proxy.url;
-  expect(text(await (await open(c, file)).get(key))).toBe('v1');
-  expect(liar.recorded()).toBe(true);
+  const { c, key, file, liar } = await setUp();
 
   // A writer whose COMPLETE of v2 is held back (acknowledged by the proxies, delivered later).
   const held: Message[] = [];

@@ -178,6 +178,15 @@ export function encodeMessage(m: Message): Uint8Array {
   return w.finish();
 }
 
+/** The flags byte of a LIST_ACK or PENDING_ACK, and the key to resume after that flag 2 announces. */
+function readPaging(r: ByteReader, type: 'LIST_ACK' | 'PENDING_ACK'): { more: boolean; resumeAfter: string | undefined } {
+  const flags = r.u8(`${type} flags`);
+  if ((flags & ~(LIST_MORE | LIST_RESUME)) !== 0 || flags === LIST_RESUME)
+    ByteReader.invalid(`unknown ${type} flags 0x${flags.toString(16)}`);
+  const resumeAfter = flags & LIST_RESUME ? r.string(MAX_KEY_LENGTH, 'resumeAfter') : undefined;
+  return { more: (flags & LIST_MORE) !== 0, resumeAfter };
+}
+
 function writeListEntry(w: ByteWriter, e: ListEntry): void {
   w.string(e.key, MAX_KEY_LENGTH, 'key');
   writeCandidate(w, e.candidate);
@@ -315,10 +324,7 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
     case 'COLLECT_ACK':
       return { type, key, opId, candidate: readOptionalCandidate(r) };
     case 'LIST_ACK': {
-      const flags = r.u8('LIST_ACK flags');
-      if ((flags & ~(LIST_MORE | LIST_RESUME)) !== 0 || flags === LIST_RESUME)
-        ByteReader.invalid(`unknown LIST_ACK flags 0x${flags.toString(16)}`);
-      const resumeAfter = flags & LIST_RESUME ? r.string(MAX_KEY_LENGTH, 'resumeAfter') : undefined;
+      const { more, resumeAfter } = readPaging(r, type);
       const count = r.u16('entry count');
       if (count > MAX_LIST_LIMIT) ByteReader.invalid(`${count} list entries, at most ${MAX_LIST_LIMIT}`);
       const entries: ListEntry[] = [];
@@ -331,14 +337,10 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
         const layout = readOptionalSummary(r);
         entries.push(layout ? { key: entryKey, candidate, cc, layout } : { key: entryKey, candidate, cc });
       }
-      const more = (flags & LIST_MORE) !== 0;
       return resumeAfter === undefined ? { type, key, opId, entries, more } : { type, key, opId, entries, more, resumeAfter };
     }
     case 'PENDING_ACK': {
-      const flags = r.u8('PENDING_ACK flags');
-      if ((flags & ~(LIST_MORE | LIST_RESUME)) !== 0 || flags === LIST_RESUME)
-        ByteReader.invalid(`unknown PENDING_ACK flags 0x${flags.toString(16)}`);
-      const resumeAfter = flags & LIST_RESUME ? r.string(MAX_KEY_LENGTH, 'resumeAfter') : undefined;
+      const { more, resumeAfter } = readPaging(r, type);
       const count = r.u16('entry count');
       if (count > MAX_PENDING_ENTRIES) ByteReader.invalid(`${count} pending entries, at most ${MAX_PENDING_ENTRIES}`);
       const entries: PendingEntry[] = [];
@@ -350,7 +352,6 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
         const layout = readOptionalLayout(r);
         entries.push(layout ? { key: entryKey, ts, cc, cert, layout } : { key: entryKey, ts, cc, cert });
       }
-      const more = (flags & LIST_MORE) !== 0;
       return resumeAfter === undefined ? { type, key, opId, entries, more } : { type, key, opId, entries, more, resumeAfter };
     }
     case 'STORE_ACK': {
