@@ -74,6 +74,12 @@ const PAGE_ATTEMPTS = 3;
  * STORE only slower than its COMPLETE still arrives, and then nothing needs fetching.
  */
 export const MISSED_GRACE_MS = 5_000;
+/**
+ * Writes under way one peer may list to a rebuilding server: each costs a signature check
+ * and some memory, and a Byzantine peer with a colluding writer could list them without
+ * end. A peer listing more counts as one that did not list everything (`mustRepair`).
+ */
+export const MAX_PENDING_LISTED = 100_000;
 /** Missed writes queued for repair at most; more wait for the next pass. */
 const MAX_MISSED = 4096;
 
@@ -746,9 +752,18 @@ export class CatchUp {
     const listed = await Promise.all(
       peers.map(async (peer) => {
         let after = '';
+        let count = 0;
         try {
           for (;;) {
             const page = await catalog.pendingPage(peer, after, { signal });
+            count += page.entries.length;
+            if (count > MAX_PENDING_LISTED) {
+              log.warn(
+                { peer, listed: count },
+                'rebuild: a peer lists more writes under way than a rebuild takes from one; its list does not count',
+              );
+              return false;
+            }
             writes.add(peer, page.entries);
             if (page.cursor === undefined) return true;
             after = page.cursor;
