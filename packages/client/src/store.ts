@@ -21,7 +21,6 @@ import {
   MIN_STRIPE_SIZE,
   ownerIdOf,
   namespaceOf,
-  ProtocolError,
   quorum,
   ReadOperation,
   signGrant,
@@ -64,7 +63,7 @@ import {
   type StripePosition,
   type WriteOrigin,
 } from './encryption.js';
-import { PowerStoreError, invalid, invalidInput, type PowerStoreErrorCode } from './errors.js';
+import { PowerStoreError, invalid, invalidInput, toClientError } from './errors.js';
 import { Identity } from './identity.js';
 import { KeyRing } from './keyring.js';
 import { RoundBook, type Round } from './rounds.js';
@@ -476,31 +475,6 @@ interface StoreParts {
   readonly maxValueBytes: number;
   readonly stripeBytes: number;
   readonly onServerStatus: ((servers: readonly ServerStatus[]) => void) | undefined;
-}
-
-/** Protocol codes the client reports as they are; the rest are `REJECTED`. */
-const PASSED_THROUGH: ReadonlySet<string> = new Set([
-  'NOT_AUTHORIZED',
-  'GRANT_EXPIRED',
-  'REVOKED',
-  'QUOTA_EXCEEDED',
-  'VALUE_CHANGED',
-  'CLUSTER_OUTDATED',
-]);
-
-function toClientError(err: unknown): Error {
-  if (!(err instanceof ProtocolError)) return err instanceof Error ? err : new Error(String(err));
-  // The reader's own limit is maxValueBytes; servers refusing with this code say so in their message.
-  if (err.code === 'VALUE_TOO_LARGE') {
-    return new PowerStoreError(
-      'VALUE_TOO_LARGE',
-      /servers refused/.test(err.message) ? err.message : `${err.message} (connect's maxValueBytes)`,
-      { cause: err },
-    );
-  }
-  if (PASSED_THROUGH.has(err.code)) return new PowerStoreError(err.code as PowerStoreErrorCode, err.message, { cause: err });
-  if (err.code === 'INVALID_ARGUMENT' && !/servers refused/.test(err.message)) return invalid(err.message, err);
-  return new PowerStoreError('REJECTED', err.message, { cause: err });
 }
 
 class PowerStore implements Store {

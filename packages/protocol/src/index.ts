@@ -82,7 +82,7 @@ export {
   type CryptoProvider,
   type Signer,
 } from './crypto.js';
-export { ERROR_CODE_NUMBERS, ERROR_CODES, errorCodeOf, ProtocolError, type ProtocolErrorCode } from './errors.js';
+export { ERROR_CODE_NUMBERS, ERROR_CODES, errorCodeOf, ProtocolError, type ProtocolErrorCode, type ProtocolErrorOrigin } from './errors.js';
 export {
   CLUSTER_ID_LENGTH,
   grantFromJson,
