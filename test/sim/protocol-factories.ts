@@ -9,7 +9,7 @@ import {
   ReadOperation,
   Server,
   WriteOperation,
-  type ListOptions,
+  type ListOperationOptions,
   type ReaderOptions,
   type Candidate,
   type ClusterIdentity,
@@ -28,7 +28,7 @@ export interface ProtocolFactories {
   /** `target`: which stripe, and (pinned) which version, for the stripes of a striped value. */
   reader(options: ReaderOptions, key: string, opId: number, target?: ReadTarget): ReadOperation;
   writer(options: WriterOptions, key: string, value: WriteValue, opId: number): WriteOperation;
-  lister(options: ListOptions, prefix: string, after: string, limit: number, opId: number): ListOperation;
+  lister(options: ListOperationOptions, prefix: string, after: string, limit: number, opId: number): ListOperation;
   /** A repair of one stripe of a completed write (`repair.ts`). */
   repairer(
     options: RepairOptions,

@@ -1,3 +1,5 @@
+import { ProtocolError } from '@powerstore/protocol';
+
 /**
  * Stable codes, so applications branch on `error.code` while messages say what happened
  * in words ("need 3 of 4 servers, 2 reachable: s2 refused, s4 timed out").
@@ -87,4 +89,34 @@ export function invalid(message: string, cause?: unknown): PowerStoreError {
 /** `INVALID_ARGUMENT` about `source`, one of the files a user hands to `connect`. */
 export function invalidInput(source: PowerStoreErrorSource, message: string, cause?: unknown): PowerStoreError {
   return new PowerStoreError('INVALID_ARGUMENT', message, cause === undefined ? { source } : { cause, source });
+}
+
+/** Protocol codes the client reports as they are; the rest are `REJECTED`. */
+const PASSED_THROUGH: ReadonlySet<string> = new Set([
+  'NOT_AUTHORIZED',
+  'GRANT_EXPIRED',
+  'REVOKED',
+  'QUOTA_EXCEEDED',
+  'VALUE_CHANGED',
+  'CLUSTER_OUTDATED',
+]);
+
+/**
+ * The client's error for what an operation failed with. Whether the servers refused or
+ * this side's own check failed is read from `origin`, never from the message: messages
+ * may be reworded freely, and the code (hence the CLI's exit status) must not move with them.
+ */
+export function toClientError(err: unknown): Error {
+  if (!(err instanceof ProtocolError)) return err instanceof Error ? err : new Error(String(err));
+  const fromServers = err.origin === 'servers';
+  if (err.code === 'VALUE_TOO_LARGE') {
+    // The reader's own limit is maxValueBytes, so point at it; servers refusing say why in their message.
+    return new PowerStoreError('VALUE_TOO_LARGE', fromServers ? err.message : `${err.message} (connect's maxValueBytes)`, {
+      cause: err,
+    });
+  }
+  if (PASSED_THROUGH.has(err.code)) return new PowerStoreError(err.code as PowerStoreErrorCode, err.message, { cause: err });
+  // Servers agreeing an argument is invalid is a refusal like any other; only this side's checks are the caller's mistake.
+  if (err.code === 'INVALID_ARGUMENT' && !fromServers) return invalid(err.message, err);
+  return new PowerStoreError('REJECTED', err.message, { cause: err });
 }

@@ -16,6 +16,7 @@ export { connect, DEFAULT_MAX_VALUE_BYTES, DEFAULT_TIMEOUT_MS, STRIPE_BYTES } fr
 /** Most keys one `list` page holds. */
 export { MAX_LIST_LIMIT } from '@powerstore/protocol';
 export type {
+  AbortOptions,
   ByteRange,
   ByteSource,
   ConnectOptions,

@@ -21,7 +21,6 @@ import {
   MIN_STRIPE_SIZE,
   ownerIdOf,
   namespaceOf,
-  ProtocolError,
   quorum,
   ReadOperation,
   signGrant,
@@ -64,7 +63,7 @@ import {
   type StripePosition,
   type WriteOrigin,
 } from './encryption.js';
-import { PowerStoreError, invalid, invalidInput, type PowerStoreErrorCode } from './errors.js';
+import { PowerStoreError, invalid, invalidInput, toClientError } from './errors.js';
 import { Identity } from './identity.js';
 import { KeyRing } from './keyring.js';
 import { RoundBook, type Round } from './rounds.js';
@@ -127,10 +126,23 @@ export interface ConnectOptions {
   readonly allowInsecure?: boolean;
 }
 
-/** Per-operation options. */
-export interface OperationOptions {
+/**
+ * How to give up on an operation, the same for every operation that takes them. Both
+ * are honoured wherever this type is accepted.
+ */
+export interface AbortOptions {
+  /** Cancels the operation: it fails with `ABORTED` (a stream errors with it). */
   readonly signal?: AbortSignal;
+  /**
+   * Milliseconds the operation (a streamed one: each of its rounds) may take before it fails
+   * with `QUORUM_UNREACHABLE`, which names the servers that did not answer. Default:
+   * connect's `timeoutMs`.
+   */
   readonly timeoutMs?: number;
+}
+
+/** Per-operation options. */
+export interface OperationOptions extends AbortOptions {
   /** Called as each round starts and, while large frames drain, about every 100 ms. */
   readonly onProgress?: (progress: Progress) => void;
 }
@@ -168,12 +180,11 @@ export interface TransferProgress {
   readonly bytesTotal: number | undefined;
 }
 
-/** Options of `putStream`. */
-export interface PutStreamOptions {
-  /** Cancels the upload; nothing of it becomes visible (the servers collect what they hold of it). */
-  readonly signal?: AbortSignal;
-  /** Time each round of the upload may take (not the whole upload). Default: connect's `timeoutMs`. */
-  readonly timeoutMs?: number;
+/**
+ * Options of `putStream`. An aborted upload leaves nothing visible (the servers collect
+ * what they hold of it); `timeoutMs` bounds each round of the upload, not the whole upload.
+ */
+export interface PutStreamOptions extends AbortOptions {
   /** Called as stripes are stored, and once at the end. */
   readonly onProgress?: (progress: TransferProgress) => void;
   /** Bytes the source will yield, for progress (a `Blob` knows its own). A source yielding another count fails the put. */
@@ -188,12 +199,8 @@ export interface ByteRange {
   readonly end?: number;
 }
 
-/** Options of `getStream`. */
-export interface GetStreamOptions {
-  /** Cancels the read; the stream errors with `ABORTED`. */
-  readonly signal?: AbortSignal;
-  /** Time each round may take. Default: connect's `timeoutMs`. */
-  readonly timeoutMs?: number;
+/** Options of `getStream`. `timeoutMs` bounds each round of the read, not the whole stream. */
+export interface GetStreamOptions extends AbortOptions {
   /** Only these bytes: reads only the stripes they lie in (and an encrypted value's stripe 0). Clamped to the value's length. */
   readonly range?: ByteRange;
   /** Called as bytes are delivered. */
@@ -476,31 +483,6 @@ interface StoreParts {
   readonly maxValueBytes: number;
   readonly stripeBytes: number;
   readonly onServerStatus: ((servers: readonly ServerStatus[]) => void) | undefined;
-}
-
-/** Protocol codes the client reports as they are; the rest are `REJECTED`. */
-const PASSED_THROUGH: ReadonlySet<string> = new Set([
-  'NOT_AUTHORIZED',
-  'GRANT_EXPIRED',
-  'REVOKED',
-  'QUOTA_EXCEEDED',
-  'VALUE_CHANGED',
-  'CLUSTER_OUTDATED',
-]);
-
-function toClientError(err: unknown): Error {
-  if (!(err instanceof ProtocolError)) return err instanceof Error ? err : new Error(String(err));
-  // The reader's own limit is maxValueBytes; servers refusing with this code say so in their message.
-  if (err.code === 'VALUE_TOO_LARGE') {
-    return new PowerStoreError(
-      'VALUE_TOO_LARGE',
-      /servers refused/.test(err.message) ? err.message : `${err.message} (connect's maxValueBytes)`,
-      { cause: err },
-    );
-  }
-  if (PASSED_THROUGH.has(err.code)) return new PowerStoreError(err.code as PowerStoreErrorCode, err.message, { cause: err });
-  if (err.code === 'INVALID_ARGUMENT' && !/servers refused/.test(err.message)) return invalid(err.message, err);
-  return new PowerStoreError('REJECTED', err.message, { cause: err });
 }
 
 class PowerStore implements Store {

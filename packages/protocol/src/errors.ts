@@ -91,14 +91,28 @@ export function errorCodeOf(num: number): ProtocolErrorCode | undefined {
   return BY_NUMBER.get(num);
 }
 
+/**
+ * Where a {@link ProtocolError} came from, so callers can tell "I got this wrong" from "the
+ * cluster said no" by a field rather than by the message, whose words may change:
+ * - `'local'`: a check on this side (a bad argument, a value over this side's limit, a
+ *   reply that does not add up); the default.
+ * - `'servers'`: more than `t` servers refused the request (`Rejections`), so at least one
+ *   correct server did; the message lists their replies.
+ */
+export type ProtocolErrorOrigin = 'local' | 'servers';
+
 /** Every error the protocol core throws on bad input or reports in an ERROR reply. */
 export class ProtocolError extends Error {
   override readonly name = 'ProtocolError';
+  /** See {@link ProtocolErrorOrigin}. */
+  readonly origin: ProtocolErrorOrigin;
   constructor(
     readonly code: ProtocolErrorCode,
     message: string,
+    options?: { origin?: ProtocolErrorOrigin },
   ) {
     super(message);
+    this.origin = options?.origin ?? 'local';
   }
 }
 

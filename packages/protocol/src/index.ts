@@ -82,7 +82,7 @@ export {
   type CryptoProvider,
   type Signer,
 } from './crypto.js';
-export { ERROR_CODE_NUMBERS, ERROR_CODES, errorCodeOf, ProtocolError, type ProtocolErrorCode } from './errors.js';
+export { ERROR_CODE_NUMBERS, ERROR_CODES, errorCodeOf, ProtocolError, type ProtocolErrorCode, type ProtocolErrorOrigin } from './errors.js';
 export {
   CLUSTER_ID_LENGTH,
   grantFromJson,
@@ -122,13 +122,13 @@ export {
   MAX_LIST_REPLY_BYTES,
   MAX_LIST_SCAN,
   MIN_LIST_PAGE,
-  type ListedKey,
-  type ListOptions,
+  type ListOperationOptions,
   type ListPage,
+  type ListPageKey,
 } from './listing.js';
 export { isRequest, REQUEST_TYPES, type ClientOperation, type HistoryEntry, type Outgoing, type Step } from './messages.js';
 export type * from './messages.js';
-export { Admission, OPEN_POLICY, type Quota, type Refusal, type WritePolicy } from './policy.js';
+export { OPEN_POLICY, WritePolicyCheck, type Quota, type Refusal, type WritePolicy } from './policy.js';
 export type { RandomBytes } from './random.js';
 export { ReadOperation, type FilterAnswer, type ReaderOptions, type ReadResult, type ReadTarget } from './reader.js';
 export {

@@ -97,8 +97,8 @@ export function inListRange(key: string, prefix: string, after: string): boolean
   return key.startsWith(prefix) && compareKeys(key, after) > 0;
 }
 
-/** One listed key. */
-export interface ListedKey {
+/** One key of a {@link ListPage}, with the completed write that lists it (the client turns it into its own `ListedKey`). */
+export interface ListPageKey {
   readonly key: string;
   /** The completed write listed (the highest valid one any answer named). */
   readonly candidate: Candidate;
@@ -109,13 +109,13 @@ export interface ListedKey {
 /** A page of keys. */
 export interface ListPage {
   /** Keys in code point order; deleted keys are left out. */
-  readonly keys: readonly ListedKey[];
+  readonly keys: readonly ListPageKey[];
   /** Where the next page starts (pass it as `after`); `undefined` once the listing is complete. */
   readonly cursor: string | undefined;
 }
 
-/** What a listing needs. */
-export interface ListOptions {
+/** What a {@link ListOperation} needs. */
+export interface ListOperationOptions {
   readonly config: ClusterConfig;
   readonly crypto: CryptoProvider;
   readonly verifier: CertificateVerifier;
@@ -125,7 +125,7 @@ export interface ListOptions {
 
 /** One page of a listing: LIST to every server, `n − t` acceptable answers (more when they disagree), merged. */
 export class ListOperation implements ClientOperation<ListPage> {
-  protected readonly options: ListOptions;
+  protected readonly options: ListOperationOptions;
   readonly #answers = new Map<number, ListAck>();
   readonly #rejections = new Rejections();
   /** Servers that answered, whether their answer was accepted, dropped or an ERROR. */
@@ -135,7 +135,7 @@ export class ListOperation implements ClientOperation<ListPage> {
   #waiting = false;
 
   constructor(
-    options: ListOptions,
+    options: ListOperationOptions,
     readonly prefix: string,
     readonly after: string,
     readonly limit: number,
@@ -280,7 +280,7 @@ export class ListOperation implements ClientOperation<ListPage> {
     // Past the limit, the next page starts after the last key taken; otherwise after the
     // horizon, which may lie beyond every key listed (servers read past keys without lc).
     const cursor = names.length > this.limit ? taken.at(-1) : horizon;
-    const keys: ListedKey[] = [];
+    const keys: ListPageKey[] = [];
     for (const key of taken) {
       const { candidate, sizes } = best.get(key)!;
       if (candidate.cert.tombstone) continue;

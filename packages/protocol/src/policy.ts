@@ -48,7 +48,7 @@ export interface Refusal {
 }
 
 /** A policy ready for admission checks (lists turned into sets once). */
-export class Admission {
+export class WritePolicyCheck {
   readonly policy: WritePolicy;
   readonly #crypto: CryptoProvider;
   readonly #cluster: ClusterIdentity;

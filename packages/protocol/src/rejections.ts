@@ -8,6 +8,8 @@ import type { ClusterConfig } from './config.js';
 import { ProtocolError, type ProtocolErrorCode } from './errors.js';
 import type { ErrorReply } from './messages.js';
 
+const SERVERS = { origin: 'servers' } as const;
+
 /** The ERROR replies of one round, one per server. */
 export class Rejections {
   readonly #byServer = new Map<number, ErrorReply>();
@@ -24,9 +26,9 @@ export class Rejections {
     for (const r of this.#byServer.values()) counts.set(r.code, (counts.get(r.code) ?? 0) + 1);
     const summary = [...this.#byServer].map(([i, r]) => `s${i + 1}: ${r.code} (${r.message})`).join('; ');
     for (const [code, count] of counts) {
-      if (count >= config.t + 1) return new ProtocolError(code, `${count} servers refused: ${summary}`);
+      if (count >= config.t + 1) return new ProtocolError(code, `${count} servers refused: ${summary}`, SERVERS);
     }
-    return new ProtocolError('INTERNAL', `${this.#byServer.size} servers refused, for different reasons: ${summary}`);
+    return new ProtocolError('INTERNAL', `${this.#byServer.size} servers refused, for different reasons: ${summary}`, SERVERS);
   }
 
   /** Whether server `from` rejected this round. */

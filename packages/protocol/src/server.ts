@@ -43,7 +43,7 @@ import {
   type RequestType,
   type StoreRequest,
 } from './messages.js';
-import { Admission, OPEN_POLICY, type Quota, type Refusal, type WritePolicy } from './policy.js';
+import { OPEN_POLICY, WritePolicyCheck, type Quota, type Refusal, type WritePolicy } from './policy.js';
 import { MAX_LIST_REPLY_BYTES } from './listing.js';
 import { historyEntryBytes, type EntryMeta, type WriteInfo } from './record.js';
 import { StorageError, type KeyRecord, type ServerStorage } from './storage.js';
@@ -158,7 +158,7 @@ export class Server {
   protected readonly crypto: CryptoProvider;
   protected readonly verifier: CertificateVerifier;
   protected readonly storage: ServerStorage;
-  protected admission: Admission;
+  protected admission: WritePolicyCheck;
   protected readonly history: HistoryLimits;
   readonly #options: ServerOptions;
 
@@ -172,7 +172,7 @@ export class Server {
     this.crypto = options.crypto;
     this.storage = options.storage;
     this.verifier = new CertificateVerifier(options.crypto, options.cluster);
-    this.admission = new Admission(options.crypto, options.cluster, options.policy ?? OPEN_POLICY);
+    this.admission = new WritePolicyCheck(options.crypto, options.cluster, options.policy ?? OPEN_POLICY);
     this.history = { ...DEFAULT_HISTORY, ...options.history };
     const { keep, maxPendingPerKey, maxPendingPerWriter, uploadIdleMs } = this.history;
     check(Number.isSafeInteger(keep) && keep >= 0, `history.keep must be an integer ≥ 0, got ${keep}`);
@@ -190,7 +190,7 @@ export class Server {
 
   /** Replaces the write policy (the operator edited the cluster file). Affects STORE admission only. */
   setPolicy(policy: WritePolicy): void {
-    this.admission = new Admission(this.crypto, this.verifier.cluster, policy);
+    this.admission = new WritePolicyCheck(this.crypto, this.verifier.cluster, policy);
   }
 
   /** The cluster identity this server judges by: its key epochs (see {@link setCluster}). */
@@ -220,7 +220,7 @@ export class Server {
       );
     }
     this.verifier.update(cluster);
-    this.admission = new Admission(this.crypto, cluster, this.admission.policy);
+    this.admission = new WritePolicyCheck(this.crypto, cluster, this.admission.policy);
   }
 
   /** The owner whose usage a key's entries are charged to. */

@@ -4,7 +4,6 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
-  Admission,
   authorityProblem,
   certificateMessage,
   CertificateVerifier,
@@ -24,6 +23,7 @@ import {
   signGrant,
   toBase32,
   writerTagOf,
+  WritePolicyCheck,
   type CryptoProvider,
   type Grant,
   type Signer,
@@ -226,14 +226,14 @@ describe('write policy (admission)', () => {
 
   it('refuses expired grants by the server clock, at and after the expiry', async () => {
     const { cluster, alice, viaGrant } = await setup();
-    const a = new Admission(crypto, cluster, OPEN_POLICY);
+    const a = new WritePolicyCheck(crypto, cluster, OPEN_POLICY);
     expect(a.refusal(own(alice, 'k'), viaGrant, 4999)).toBeUndefined();
     expect(a.refusal(own(alice, 'k'), viaGrant, 5000)).toMatchObject({ code: 'GRANT_EXPIRED' });
   });
 
   it('refuses revoked signers, revoked issuers and revoked grants', async () => {
     const { cluster, alice, bob, grant, viaGrant, ownWrite } = await setup();
-    const policy = (p: Partial<typeof OPEN_POLICY>) => new Admission(crypto, cluster, { ...OPEN_POLICY, ...p });
+    const policy = (p: Partial<typeof OPEN_POLICY>) => new WritePolicyCheck(crypto, cluster, { ...OPEN_POLICY, ...p });
     const key = own(alice, 'k');
     expect(policy({ revokedKeys: [encodePublicKey(bob.publicKey)] }).refusal(key, viaGrant, 0)).toMatchObject({
       code: 'REVOKED',
@@ -253,9 +253,13 @@ describe('write policy (admission)', () => {
 
   it('an owners-only policy admits listed owners and the admin', async () => {
     const { cluster, admin, alice, ownWrite } = await setup();
-    const closed = new Admission(crypto, cluster, { ...OPEN_POLICY, writers: 'owners' });
+    const closed = new WritePolicyCheck(crypto, cluster, { ...OPEN_POLICY, writers: 'owners' });
     expect(closed.refusal(own(alice, 'k'), ownWrite, 0)).toMatchObject({ code: 'NOT_AUTHORIZED' });
-    const listed = new Admission(crypto, cluster, { ...OPEN_POLICY, writers: 'owners', owners: [ownerIdOf(crypto, alice.publicKey)] });
+    const listed = new WritePolicyCheck(crypto, cluster, {
+      ...OPEN_POLICY,
+      writers: 'owners',
+      owners: [ownerIdOf(crypto, alice.publicKey)],
+    });
     expect(listed.refusal(own(alice, 'k'), ownWrite, 0)).toBeUndefined();
     const byAdmin = (await cert(admin, own(alice, 'k'))).cert;
     expect(closed.refusal(own(alice, 'k'), byAdmin, 0)).toBeUndefined();
@@ -263,7 +267,7 @@ describe('write policy (admission)', () => {
 
   it('quotas: per owner, default for the rest, the admin unlimited unless named', async () => {
     const { cluster, admin, alice } = await setup();
-    const a = new Admission(crypto, cluster, {
+    const a = new WritePolicyCheck(crypto, cluster, {
       ...OPEN_POLICY,
       quotas: { default: { bytes: 10 }, owners: { [ownerIdOf(crypto, alice.publicKey)]: { keys: 3 } } },
     });

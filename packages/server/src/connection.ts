@@ -1,6 +1,6 @@
 /**
  * One client's WebSocket as the server sees it: the requests it has sent and the replies
- * it has not yet taken, counted against the {@link Admission} budget, and the rules for
+ * it has not yet taken, counted against the server's {@link MemoryBudget}, and the rules for
  * when the socket is read and when it is closed.
  *
  * The socket is read only while the connection has no request waiting to start, fewer
@@ -16,7 +16,7 @@
  */
 import type { Socket } from 'node:net';
 import type { RawData, WebSocket } from 'ws';
-import type { Admission, BudgetUser, ListSlots } from './admission.js';
+import type { BudgetUser, ListSlots, MemoryBudget } from './budgets.js';
 import type { ServerLimits } from './limits.js';
 
 /** Why the server closed a connection on its own. */
@@ -28,7 +28,7 @@ export type PauseReason = 'in_flight' | 'send_buffer' | 'budget' | 'shutdown';
 /** What a connection needs from the server it belongs to. */
 export interface ConnectionHost {
   readonly limits: ServerLimits;
-  readonly admission: Admission;
+  readonly budget: MemoryBudget;
   readonly lists: ListSlots;
   /** Room to reserve for the reply to `frame`, beyond the frame's own bytes. */
   replyRoom(frame: Uint8Array): number;
@@ -148,15 +148,15 @@ export class ClientConnection implements BudgetUser {
     if (this.#closed) return;
     if (this.#partial === 0) this.#partialSince = Date.now();
     this.#partial += bytes;
-    this.#host.admission.add(this.address, 'partial', bytes);
-    if (this.#host.admission.full) this.#updateReading();
+    this.#host.budget.add(this.address, 'partial', bytes);
+    if (this.#host.budget.full) this.#updateReading();
   }
 
   #releasePartial(): void {
     if (this.#partial === 0) return;
     const bytes = this.#partial;
     this.#partial = 0;
-    this.#host.admission.release(this.address, 'partial', bytes);
+    this.#host.budget.release(this.address, 'partial', bytes);
   }
 
   #onMessage(frame: Uint8Array, isBinary: boolean): void {
@@ -168,7 +168,7 @@ export class ClientConnection implements BudgetUser {
   }
 
   #pump(): void {
-    const admission = this.#host.admission;
+    const budget = this.#host.budget;
     this.#startLists();
     while (
       !this.#closed &&
@@ -180,15 +180,15 @@ export class ClientConnection implements BudgetUser {
       if (this.#host.isList(next.frame)) {
         // Set aside for a LIST slot; its bytes are already held, so counted unchecked.
         this.#pending.shift();
-        admission.add(this.address, 'requests', next.frame.length);
+        budget.add(this.address, 'requests', next.frame.length);
         this.#requestsHeld += next.frame.length;
         this.#lists.push(next);
         this.#startLists();
         continue;
       }
       const room = next.frame.length + this.#host.replyRoom(next.frame);
-      if (!admission.tryReserve(this.address, 'requests', room)) {
-        admission.wait(this);
+      if (!budget.tryReserve(this.address, 'requests', room)) {
+        budget.wait(this);
         break;
       }
       this.#pending.shift();
@@ -201,7 +201,7 @@ export class ClientConnection implements BudgetUser {
 
   /** Starts the LISTs set aside, in order, while a LIST slot is free and their replies' room fits. */
   #startLists(): void {
-    const admission = this.#host.admission;
+    const budget = this.#host.budget;
     const lists = this.#host.lists;
     while (!this.#closed && this.#lists.length > 0 && this.#unsent < this.#limits.maxSendBufferBytes) {
       if (!lists.canStart(this.address)) {
@@ -210,8 +210,8 @@ export class ClientConnection implements BudgetUser {
       }
       const next = this.#lists[0]!;
       const reply = this.#host.replyRoom(next.frame);
-      if (!admission.tryReserve(this.address, 'requests', reply)) {
-        admission.wait(this);
+      if (!budget.tryReserve(this.address, 'requests', reply)) {
+        budget.wait(this);
         return;
       }
       lists.start(this.address);
@@ -228,13 +228,13 @@ export class ClientConnection implements BudgetUser {
     // The slot is free once the LIST is handled, whether or not its reply can be sent.
     if (list) this.#host.lists.finish(this.address);
     if (this.#closed) return;
-    const admission = this.#host.admission;
+    const budget = this.#host.budget;
     // The reply takes the place of the room reserved for it: count it before giving the
     // room back, so nobody is woken into bytes that are in fact taken.
-    admission.add(this.address, 'replies', reply.length);
+    budget.add(this.address, 'replies', reply.length);
     this.#repliesHeld += reply.length;
     this.#requestsHeld -= room;
-    admission.release(this.address, 'requests', room);
+    budget.release(this.address, 'requests', room);
     if (this.#unsent === 0) this.#sendProgressAt = Date.now();
     this.#unsent += reply.length;
     if (this.ws.readyState !== this.ws.OPEN) return; // the close event releases everything
@@ -247,7 +247,7 @@ export class ClientConnection implements BudgetUser {
     this.#unsent -= bytes;
     this.#repliesHeld -= bytes;
     this.#inFlight--;
-    this.#host.admission.release(this.address, 'replies', bytes);
+    this.#host.budget.release(this.address, 'replies', bytes);
     this.#pump();
     if (!this.busy) this.#host.onSettled();
   }
@@ -259,9 +259,9 @@ export class ClientConnection implements BudgetUser {
       this.#pending.length === 0 &&
       this.#unanswered < this.#limits.maxInFlightPerConnection &&
       this.#unsent < this.#limits.maxSendBufferBytes;
-    const read = own && !this.#host.admission.full;
+    const read = own && !this.#host.budget.full;
     // Paused only because the server's budget is spent: ask to be told when it has room.
-    if (own && !read) this.#host.admission.wait(this);
+    if (own && !read) this.#host.budget.wait(this);
     if (read === this.#reading) return;
     this.#reading = read;
     if (read) this.ws.resume();
@@ -271,8 +271,8 @@ export class ClientConnection implements BudgetUser {
   #onClose(): void {
     if (this.#closed) return;
     this.#closed = true;
-    const admission = this.#host.admission;
-    admission.stopWaiting(this);
+    const budget = this.#host.budget;
+    budget.stopWaiting(this);
     this.#host.lists.stopWaiting(this.address, this);
     this.#pending.length = 0;
     this.#lists.length = 0;
@@ -280,9 +280,9 @@ export class ClientConnection implements BudgetUser {
     const requests = this.#requestsHeld;
     const replies = this.#repliesHeld;
     this.#partial = this.#requestsHeld = this.#repliesHeld = this.#unsent = this.#inFlight = 0;
-    admission.release(this.address, 'partial', partial);
-    admission.release(this.address, 'requests', requests);
-    admission.release(this.address, 'replies', replies);
+    budget.release(this.address, 'partial', partial);
+    budget.release(this.address, 'requests', requests);
+    budget.release(this.address, 'replies', replies);
     this.#host.onClose(this);
     this.#host.onSettled();
   }

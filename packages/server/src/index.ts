@@ -40,7 +40,7 @@ export {
   type Put,
   type StoredEntryRef,
 } from './level-storage.js';
-export { Admission, type AdmissionStats, type BudgetKind } from './admission.js';
+export { MemoryBudget, type BudgetKind, type MemoryBudgetStats } from './budgets.js';
 export { DEFAULT_LIMITS, DEFAULT_MAX_FRAME_BYTES, FRAME_OVERHEAD_BYTES, resolveLimits, type ServerLimits } from './limits.js';
 export { createMetrics, METRIC_OWNERS, type MetricSources, type ServerMetrics, type StorageStats } from './metrics.js';
 export type { UsageReport } from './routes.js';

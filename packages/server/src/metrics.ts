@@ -4,7 +4,7 @@
  * counters, base units (seconds, bytes).
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { AdmissionStats, ListSlotStats } from './admission.js';
+import type { ListSlotStats, MemoryBudgetStats } from './budgets.js';
 
 /** Where the gauges of stored data come from. */
 export interface StorageStats {
@@ -18,7 +18,7 @@ export interface MetricSources {
   /** Key, history and owner gauges; undefined before the storage is open. */
   readonly storage: () => StorageStats | undefined;
   /** The memory budget's counters. */
-  readonly admission?: () => AdmissionStats;
+  readonly budget?: () => MemoryBudgetStats;
   /** The LIST slots' counters. */
   readonly lists?: () => ListSlotStats;
   /** Requests started and not yet answered, over all connections. */
@@ -120,7 +120,7 @@ export function createMetrics(sources: MetricSources): ServerMetrics {
     labelNames: ['kind'],
     registers,
     collect() {
-      const s = sources.admission?.();
+      const s = sources.budget?.();
       if (!s) return;
       for (const [kind, bytes] of Object.entries(s.buffered)) this.set({ kind }, bytes);
     },
@@ -130,7 +130,7 @@ export function createMetrics(sources: MetricSources): ServerMetrics {
     help: 'Connections not read because the memory budget (server or address share) is spent',
     registers,
     collect() {
-      this.set(sources.admission?.().waiting ?? 0);
+      this.set(sources.budget?.().waiting ?? 0);
     },
   });
   new Gauge({

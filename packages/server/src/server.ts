@@ -7,7 +7,7 @@
  * What clients can make the server hold is bounded before it is buffered: frames by
  * `maxFrameBytes` (enforced by `ws` while reading the frame header, so an oversized frame
  * is never allocated); connections, per server and per address, and the bytes of partial
- * frames, requests and unsent replies by {@link Admission}; each connection's reading,
+ * frames, requests and unsent replies by {@link MemoryBudget}; each connection's reading,
  * queueing and time limits by {@link ClientConnection}. This module wires them together
  * and owns startup and shutdown.
  */
@@ -34,7 +34,7 @@ import {
   type WritePolicy,
 } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
-import { Admission, ListSlots } from './admission.js';
+import { ListSlots, MemoryBudget } from './budgets.js';
 import { ClientConnection, type ConnectionHost } from './connection.js';
 import { ServerError } from './errors.js';
 import { DEFAULT_ERASE_WITHIN_MS, LevelStorage } from './level-storage.js';
@@ -119,13 +119,13 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   const limits = resolveLimits(options.limits);
   const log = options.logger ?? pino({ level: 'info' });
   const connections = new Set<ClientConnection>();
-  const admission = new Admission(limits);
+  const budget = new MemoryBudget(limits);
   const lists = new ListSlots(limits.maxLists);
   // Metrics exist before the storage opens (its commits feed them), so they read it late.
   const opened: { storage?: AbstractStorage } = {};
   const metrics = createMetrics({
     storage: () => opened.storage,
-    admission: () => admission.stats(),
+    budget: () => budget.stats(),
     lists: () => lists.stats(),
     inFlight: () => [...connections].reduce((sum, c) => sum + c.inFlight, 0),
     paused: () => {
@@ -214,7 +214,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
 
   const host: ConnectionHost = {
     limits,
-    admission,
+    budget,
     lists,
     replyRoom(frame) {
       // A FILTER's reply carries one fragment, at most the longest stored; a LIST's (and a
@@ -248,7 +248,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     },
     onClose(conn) {
       connections.delete(conn);
-      admission.closeConnection(conn.address);
+      budget.closeConnection(conn.address);
       metrics.connections.set(connections.size);
       log.debug({ address: conn.address }, 'connection closed');
     },
@@ -319,7 +319,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
 
   http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const address = clientAddress(req.socket);
-    const refusal = closing ? 'shutting_down' : admission.openConnection(address);
+    const refusal = closing ? 'shutting_down' : budget.openConnection(address);
     if (refusal) {
       metrics.connectionsRejected.inc({ reason: refusal });
       metrics.errors.inc({ kind: refusal === 'server_full' ? 'connection_limit' : refusal });
@@ -331,7 +331,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     let opened = false;
     // A socket that dies before the handshake completes must give its slot back.
     socket.once('close', () => {
-      if (!opened) admission.closeConnection(address);
+      if (!opened) budget.closeConnection(address);
     });
     wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
       opened = true;

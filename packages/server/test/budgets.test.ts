@@ -1,16 +1,16 @@
 /**
- * The admission rules on their own, without sockets: connection caps per server and per
+ * The server's budgets on their own, without sockets: connection caps per server and per
  * address, the memory budget and the address share, progress for a lone large request,
  * and waiting users told when room comes back; LIST slots taken in turns by address.
  */
 import { describe, expect, it } from 'vitest';
-import { Admission, ListSlots, type BudgetUser } from '../src/admission.js';
+import { ListSlots, MemoryBudget, type BudgetUser } from '../src/budgets.js';
 
 const limits = { maxConnections: 3, maxConnectionsPerAddress: 2, maxBufferedBytes: 1000, maxBufferedBytesPerAddress: 600 };
 
-describe('Admission', () => {
+describe('MemoryBudget', () => {
   it('caps connections per server (server_full) and per address (address_full), and gives slots back', () => {
-    const a = new Admission(limits);
+    const a = new MemoryBudget(limits);
     expect(a.openConnection('10.0.0.1')).toBeUndefined();
     expect(a.openConnection('10.0.0.1')).toBeUndefined();
     expect(a.openConnection('10.0.0.1')).toBe('address_full');
@@ -24,7 +24,7 @@ describe('Admission', () => {
   });
 
   it('reserves within the budget and the address share; a lone request always starts', () => {
-    const a = new Admission(limits);
+    const a = new MemoryBudget(limits);
     expect(a.tryReserve('x', 'requests', 500)).toBe(true);
     // The address share (600) is the limit for x, not the budget (1000).
     expect(a.tryReserve('x', 'requests', 200)).toBe(false);
@@ -43,7 +43,7 @@ describe('Admission', () => {
   });
 
   it('counts partial frames against the budget but not the address share', () => {
-    const a = new Admission(limits);
+    const a = new MemoryBudget(limits);
     a.add('x', 'partial', 800);
     expect(a.tryReserve('x', 'requests', 100)).toBe(true);
     expect(a.tryReserve('y', 'requests', 200)).toBe(false);
@@ -55,7 +55,7 @@ describe('Admission', () => {
   });
 
   it('tells waiting users, first come first told, when bytes come back; a user that stops waiting is not told', () => {
-    const a = new Admission(limits);
+    const a = new MemoryBudget(limits);
     const told: string[] = [];
     const user = (name: string): BudgetUser => ({ retry: () => told.push(name) });
     const first = user('first');

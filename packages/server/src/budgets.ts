@@ -1,7 +1,8 @@
 /**
- * Admission control: the one place that decides whether a connection may open and whether
- * a request may start, from how much memory clients already make the server hold and, for
- * LISTs, how many are being handled ({@link ListSlots}).
+ * The server's budgets: the one place that decides whether a connection may open and
+ * whether a request may start, from how much memory clients already make the server hold
+ * ({@link MemoryBudget}) and, for LISTs, how many are being handled ({@link ListSlots}).
+ * Which writes a server stores is another matter, the protocol's `WritePolicyCheck`.
  *
  * Every byte a client can make the server keep is counted against one budget
  * (`maxBufferedBytes`) and against its address's share of it (`maxBufferedBytesPerAddress`):
@@ -35,15 +36,16 @@ interface AddressState {
   held: number;
 }
 
-/** Counters the admission keeps, read by the metrics at scrape time. */
-export interface AdmissionStats {
+/** Counters the budget keeps, read by the metrics at scrape time. */
+export interface MemoryBudgetStats {
   readonly buffered: Readonly<Record<BudgetKind, number>>;
   readonly connections: number;
   readonly addresses: number;
   readonly waiting: number;
 }
 
-export class Admission {
+/** Connection slots and buffered bytes, per server and per client address; see the module comment. */
+export class MemoryBudget {
   readonly #maxConnections: number;
   readonly #maxPerAddress: number;
   readonly #budget: number;
@@ -143,7 +145,7 @@ export class Admission {
     this.#waiting.delete(user);
   }
 
-  stats(): AdmissionStats {
+  stats(): MemoryBudgetStats {
     return {
       buffered: { ...this.#buffered },
       connections: this.#connections,
