@@ -75,7 +75,7 @@ export class PendingListOperation implements ClientOperation<PendingPage> {
     if (this.#done || from !== this.#server || reply.opId !== this.opId) return {};
     if (reply.type === 'ERROR') {
       this.#done = true;
-      return { error: new ProtocolError(reply.code, `server ${from}: ${reply.message}`) };
+      return { error: new ProtocolError(reply.code, `server ${from}: ${reply.message}`, { origin: 'servers' }) };
     }
     if (reply.type !== 'PENDING_ACK') return {};
     this.#done = true;
