@@ -81,8 +81,11 @@ export interface DecodeOptions {
   readonly maxFragmentLength?: number;
 }
 
-/** Encodes a message as one frame; throws `INVALID_ARGUMENT` for a value the format cannot carry. */
-export function encodeMessage(m: Message): Uint8Array {
+/**
+ * Encodes a message as one frame; throws `INVALID_ARGUMENT` for a value the format cannot
+ * carry. `alloc`: where the frame's bytes go (see {@link ByteWriter.finish}).
+ */
+export function encodeMessage(m: Message, alloc?: (length: number) => Uint8Array): Uint8Array {
   const w = new ByteWriter();
   w.u8(WIRE_VERSION);
   w.u8(TYPE_CODES[m.type]);
@@ -159,7 +162,7 @@ export function encodeMessage(m: Message): Uint8Array {
       w.string(m.message, MAX_ERROR_MESSAGE_LENGTH, 'error message');
       break;
   }
-  return w.finish();
+  return w.finish(alloc);
 }
 
 function writeListEntry(w: ByteWriter, e: ListEntry): void {
