@@ -89,8 +89,11 @@ export interface DecodeOptions {
   readonly maxFragmentLength?: number;
 }
 
-/** Encodes a message as one frame; throws `INVALID_ARGUMENT` for a value the format cannot carry. */
-export function encodeMessage(m: Message): Uint8Array {
+/**
+ * Encodes a message as one frame; throws `INVALID_ARGUMENT` for a value the format cannot
+ * carry. `alloc`: where the frame's bytes go (see {@link ByteWriter.finish}).
+ */
+export function encodeMessage(m: Message, alloc?: (length: number) => Uint8Array): Uint8Array {
   const w = new ByteWriter();
   w.u8(WIRE_VERSION);
   w.u8(TYPE_CODES[m.type]);
@@ -175,7 +178,7 @@ export function encodeMessage(m: Message): Uint8Array {
       w.string(m.message, MAX_ERROR_MESSAGE_LENGTH, 'error message');
       break;
   }
-  return w.finish();
+  return w.finish(alloc);
 }
 
 /** The flags byte of a LIST_ACK or PENDING_ACK, and the key to resume after that flag 2 announces. */

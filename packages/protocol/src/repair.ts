@@ -40,6 +40,55 @@ import { ReadOperation, type ReadResult } from './reader.js';
 import { entryCovered, type StripeLayout } from './stripes.js';
 import type { Timestamp } from './timestamp.js';
 
+/**
+ * Scratch buffers for the value a repair decodes and the parity it re-encodes: a repair
+ * needs both only until the `n` hashes are checked, and keeps only its own fragment (a
+ * copy). Allocating them afresh for every stripe (megabytes each) was most of what a
+ * rebuilding server allocated outside its heap, and every ~64 MiB of that makes V8 run a
+ * full garbage collection. Reused, they cost nothing after the first few stripes. Module-
+ * wide (a host runs several repairs at once, each taking its own buffers), bounded, and
+ * emptied once repairs stop for a while.
+ */
+class ScratchPool {
+  /** Buffers larger than this are allocated and dropped as before. */
+  static readonly MAX_BUFFER = 16 * 1024 * 1024;
+  /** Free buffers kept (the largest ones). */
+  static readonly MAX_FREE = 8;
+  /** The free buffers are dropped after this long without a repair. */
+  static readonly IDLE_MS = 10_000;
+  readonly #free: Uint8Array[] = [];
+  #timer: ReturnType<typeof setTimeout> | undefined;
+
+  /** A buffer of at least `size` bytes, its contents unspecified (every user overwrites what it reads). */
+  take(size: number): Uint8Array {
+    let best = -1;
+    for (let i = 0; i < this.#free.length; i++) {
+      const len = this.#free[i]!.length;
+      if (len >= size && (best < 0 || len < this.#free[best]!.length)) best = i;
+    }
+    if (best >= 0) return this.#free.splice(best, 1)[0]!;
+    // Rounded up to 1 MiB, so a buffer serves values of other sizes later.
+    return new Uint8Array(size <= ScratchPool.MAX_BUFFER ? Math.ceil(size / 2 ** 20) * 2 ** 20 : size);
+  }
+
+  /** Takes `buffer` back: nothing may use it (or a view of it) afterwards. */
+  give(buffer: Uint8Array): void {
+    if (buffer.length > ScratchPool.MAX_BUFFER || buffer.length === 0) return;
+    this.#free.push(buffer);
+    if (this.#free.length > ScratchPool.MAX_FREE) {
+      let smallest = 0;
+      for (let i = 1; i < this.#free.length; i++) if (this.#free[i]!.length < this.#free[smallest]!.length) smallest = i;
+      this.#free.splice(smallest, 1);
+    }
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => (this.#free.length = 0), ScratchPool.IDLE_MS);
+    // A Node timer must not keep the process alive; browsers' timers have no unref.
+    (this.#timer as { unref?: () => void }).unref?.();
+  }
+}
+
+const scratch = new ScratchPool();
+
 /** What a repair needs. */
 export interface RepairOptions {
   readonly config: ClusterConfig;
@@ -96,6 +145,8 @@ export class RepairOperation implements ClientOperation<RepairResult> {
   readonly #candidate: Candidate;
   readonly #read: ReadOperation;
   readonly #pending: boolean;
+  /** The scratch buffer the read decoded into, until #map gives it back. */
+  #decoded: Uint8Array | undefined;
 
   /**
    * `target.pending`: `candidate` is a write under way ({@link pendingCandidate}), checked by
@@ -120,12 +171,32 @@ export class RepairOperation implements ClientOperation<RepairResult> {
     const { config, crypto, codec, verifier, onEvidence, index } = options;
     const fragmentServers =
       options.fragmentServers ?? ((op: number, round: number) => repairFragmentServers(config.n, config.t, index, op + round));
-    this.#read = new ReadOperation({ config, crypto, codec, verifier, fragmentServers, ...(onEvidence ? { onEvidence } : {}) }, key, opId, {
-      pinned: candidate,
-      ...(target.stripe !== undefined ? { stripe: target.stripe } : {}),
-      ...(target.layout ? { layout: target.layout } : {}),
-      ...(this.#pending ? { pending: true } : {}),
-    });
+    // The read decodes into a scratch buffer (see ScratchPool), which #map gives back.
+    const decoding: ErasureCodec = {
+      n: codec.n,
+      k: codec.k,
+      fragmentLength: (valueLength) => codec.fragmentLength(valueLength),
+      encode: (value) => codec.encode(value),
+      encodeInto: (value, parity) => codec.encodeInto(value, parity),
+      decodeInto: (fragments, valueLength, out) => codec.decodeInto(fragments, valueLength, out),
+      decode: (fragments, valueLength) => {
+        // k whole fragments: #map re-encodes the value padded to them, in place.
+        const buffer = scratch.take(codec.k * codec.fragmentLength(valueLength));
+        this.#decoded = buffer;
+        return codec.decodeInto(fragments, valueLength, buffer);
+      },
+    };
+    this.#read = new ReadOperation(
+      { config, crypto, codec: decoding, verifier, fragmentServers, ...(onEvidence ? { onEvidence } : {}) },
+      key,
+      opId,
+      {
+        pinned: candidate,
+        ...(target.stripe !== undefined ? { stripe: target.stripe } : {}),
+        ...(target.layout ? { layout: target.layout } : {}),
+        ...(this.#pending ? { pending: true } : {}),
+      },
+    );
   }
 
   async start(): Promise<Step<RepairResult>> {
@@ -169,12 +240,44 @@ export class RepairOperation implements ClientOperation<RepairResult> {
       const { send, supplement, error } = step;
       return { ...(send ? { send } : {}), ...(supplement ? { supplement } : {}), ...(error ? { error } : {}) };
     }
-    const { value, stripe = 0, layout, cert } = step.result;
+    const decoded = this.#decoded;
+    this.#decoded = undefined;
+    const parity =
+      step.result.value && step.result.value.length > 0 ? scratch.take(this.#parityBytes(step.result.value.length)) : undefined;
+    try {
+      return await this.#check(step.result, decoded, parity);
+    } finally {
+      // Every view of them is dead here: the entry holds a copy of this server's fragment,
+      // and the hashes were computed.
+      if (decoded) scratch.give(decoded);
+      if (parity) scratch.give(parity);
+    }
+  }
+
+  #parityBytes(valueLength: number): number {
+    const { codec } = this.#options;
+    return (codec.n - codec.k) * codec.fragmentLength(valueLength);
+  }
+
+  async #check(result: ReadResult, decoded: Uint8Array | undefined, parityBuffer: Uint8Array | undefined): Promise<Step<RepairResult>> {
+    const { value, stripe = 0, layout, cert } = result;
     check(cert !== undefined, 'a pinned read returns its certificate');
     const { crypto, codec, index } = this.#options;
     const tombstone = this.#candidate.cert.tombstone;
     const bytes = value ?? new Uint8Array(0);
-    const fragments = codec.encode(bytes);
+    let fragments: Uint8Array[];
+    if (parityBuffer && decoded && bytes.length > 0 && bytes.buffer === decoded.buffer && bytes.byteOffset === decoded.byteOffset) {
+      // The value sits at the start of the scratch buffer, which holds k whole fragments:
+      // zeroing the rest pads it exactly as encode pads the value, so the fragments are the
+      // same bytes, without encode copying the last data fragment to pad it.
+      const len = codec.fragmentLength(bytes.length);
+      const padded = decoded.subarray(0, codec.k * len);
+      padded.fill(0, bytes.length);
+      const parity = Array.from({ length: codec.n - codec.k }, (_, r) => parityBuffer.subarray(r * len, (r + 1) * len));
+      fragments = codec.encodeInto(padded, parity);
+    } else {
+      fragments = codec.encode(bytes);
+    }
     const cc = await computeCrossChecksum(crypto, fragments, bytes.length, tombstone);
     if (!this.encodingConsistent(cert, stripe, cc, layout)) {
       return {
@@ -187,7 +290,8 @@ export class RepairOperation implements ClientOperation<RepairResult> {
     const entry: HistoryEntry = {
       ts: this.#candidate.ts,
       stripe,
-      fragment: fragments[index]!,
+      // A copy: the fragments are views of scratch buffers that are reused.
+      fragment: fragments[index]!.slice(),
       cc,
       cert,
       ...(layout && stripe === 0 ? { layout } : {}),

@@ -273,28 +273,33 @@ export class Server {
    * decodes a frame, handles it, encodes the reply. A frame that does not decode, or is
    * not a request, gets an ERROR frame (carrying the frame's key and opId when its header
    * is readable); a storage failure gets an `INTERNAL` ERROR frame. Never rejects.
+   * `options.alloc` supplies the reply frame's memory (see `ByteWriter.finish`).
    */
-  async handleFrame(frame: Uint8Array, options: { readonly maxFragmentLength?: number } = {}): Promise<FrameResult> {
+  async handleFrame(
+    frame: Uint8Array,
+    options: { readonly maxFragmentLength?: number; readonly alloc?: (length: number) => Uint8Array } = {},
+  ): Promise<FrameResult> {
+    const { alloc, ...limits } = options;
     let message: Message;
     try {
-      message = decodeMessage(frame, { n: this.config.n, ...options });
+      message = decodeMessage(frame, { n: this.config.n, ...limits });
     } catch (err) {
       const code: ProtocolErrorCode = err instanceof ProtocolError ? err.code : 'INVALID_FRAME';
       const header = decodeHeader(frame);
-      return this.#frame(errorReply(header ?? { key: '', opId: 0 }, code, (err as Error).message), undefined);
+      return this.#frame(errorReply(header ?? { key: '', opId: 0 }, code, (err as Error).message), undefined, alloc);
     }
     if (!isRequest(message)) {
-      return this.#frame(errorReply(message, 'INVALID_ARGUMENT', `${message.type} is a reply, not a request`), undefined);
+      return this.#frame(errorReply(message, 'INVALID_ARGUMENT', `${message.type} is a reply, not a request`), undefined, alloc);
     }
     try {
-      return this.#frame(await this.handle(message), message.type);
+      return this.#frame(await this.handle(message), message.type, alloc);
     } catch (failure) {
-      return { ...this.#frame(errorReply(message, 'INTERNAL', 'the server could not complete the request'), message.type), failure };
+      return { ...this.#frame(errorReply(message, 'INTERNAL', 'the server could not complete the request'), message.type, alloc), failure };
     }
   }
 
-  #frame(reply: Reply, type: RequestType | undefined): FrameResult {
-    return { reply: encodeMessage(reply), type, error: reply.type === 'ERROR' ? reply.code : undefined };
+  #frame(reply: Reply, type: RequestType | undefined, alloc: ((length: number) => Uint8Array) | undefined): FrameResult {
+    return { reply: encodeMessage(reply, alloc), type, error: reply.type === 'ERROR' ? reply.code : undefined };
   }
 
   /**

@@ -68,8 +68,13 @@ export class ByteWriter {
   get length(): number {
     return this.#length;
   }
-  finish(): Uint8Array {
-    const out = new Uint8Array(this.#length);
+  /**
+   * The fields joined. `alloc` supplies the memory (at least `length` bytes; what is
+   * returned is its first `length`, every one written here), for a host that recycles
+   * the buffers of large frames.
+   */
+  finish(alloc?: (length: number) => Uint8Array): Uint8Array {
+    const out = alloc ? alloc(this.#length).subarray(0, this.#length) : new Uint8Array(this.#length);
     let off = 0;
     for (const p of this.#parts) {
       out.set(p, off);

@@ -165,6 +165,24 @@ describe('repair', () => {
     expect(repairFragmentServers(4, 1, 0, 2)).toEqual([3, 1]);
   });
 
+  it('a repaired entry owns its fragment: repairs reuse their scratch memory, never what an earlier repair returned', async () => {
+    const skip = new Set([3]);
+    const c = await makeCluster(1, { skip });
+    // Large enough for the scratch buffers, of odd lengths (the last data fragment padded).
+    const values = [100_001, 300_003, 200_001].map((n, v) => Uint8Array.from({ length: n }, (_, i) => (i * (v + 7) + v) & 0xff));
+    const keys = values.map((_, v) => own(c.owner, `scratch${v}`));
+    for (let v = 0; v < values.length; v++) await c.write(keys[v]!, { kind: 'value', value: values[v]! });
+    skip.clear();
+    for (const index of [3, 0]) {
+      const entries: HistoryEntry[] = [];
+      for (const key of keys) entries.push((await c.drive(repairOp(c, index, key, (await lcOf(c, 0, key))!))).entry);
+      for (let v = 0; v < values.length; v++) {
+        // Each entry still holds the fragment the writer sent server `index`, after the later repairs ran.
+        expect(entries[v]!.fragment).toEqual(c.codec.encode(values[v]!)[index]);
+      }
+    }
+  });
+
   it('a writer that encoded inconsistently is reported, and nothing is stored', async () => {
     const c = await makeCluster(1, { skip: new Set([3]) });
     const key = own(c.owner, 'k');

@@ -36,6 +36,8 @@ export interface ConnectionHost {
   isList(frame: Uint8Array): boolean;
   /** Handles one request; resolves to the reply and never rejects. */
   handle(frame: Uint8Array, isBinary: boolean): Promise<Uint8Array>;
+  /** A reply `handle` gave is with the socket (or was dropped): its memory may be reused. */
+  replySent?(reply: Uint8Array): void;
   /** Called when the server closes the connection for `reason`, before the close event. */
   onEnforced(reason: CloseReason): void;
   /** Called once all this connection's requests are answered and sent. */
@@ -238,7 +240,11 @@ export class ClientConnection implements BudgetUser {
     if (this.#unsent === 0) this.#sendProgressAt = Date.now();
     this.#unsent += reply.length;
     if (this.ws.readyState !== this.ws.OPEN) return; // the close event releases everything
-    this.ws.send(reply, { binary: true }, () => this.#sent(reply.length));
+    this.ws.send(reply, { binary: true }, () => {
+      // ws calls back once the socket has taken the frame (or failed): nothing reads it after.
+      this.#host.replySent?.(reply);
+      this.#sent(reply.length);
+    });
   }
 
   #sent(bytes: number): void {

@@ -36,6 +36,7 @@ import {
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { ListSlots, MemoryBudget } from './budgets.js';
 import { ClientConnection, type ConnectionHost } from './connection.js';
+import { FramePool } from './frame-pool.js';
 import { ServerError } from './errors.js';
 import { DEFAULT_ERASE_WITHIN_MS, LevelStorage } from './level-storage.js';
 import { KnownVerifier } from './catalog.js';
@@ -208,7 +209,10 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     // A write this server missed completes here: catch-up repairs it soon, not at its next pass.
     onMissedEntry: (key, candidate) => healing?.missed(key, candidate),
   });
-  const frameOptions = { maxFragmentLength: limits.maxFrameBytes };
+  // Large replies (FILTER answers with a fragment) are encoded into recycled memory, given
+  // back once sent (ConnectionHost.replySent).
+  const frames = new FramePool();
+  const frameOptions = { maxFragmentLength: limits.maxFrameBytes, alloc: frames.take };
   let closing: Promise<void> | undefined;
   let settled: (() => void) | undefined;
 
@@ -240,6 +244,9 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
         log.error({ err }, 'unexpected failure handling a message');
         return encodeMessage({ type: 'ERROR', key: '', opId: 0, code: 'INTERNAL', message: 'internal error' });
       }),
+    replySent(reply) {
+      frames.give(reply);
+    },
     onEnforced(reason) {
       metrics.connectionsClosed.inc({ reason });
     },
