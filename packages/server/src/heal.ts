@@ -552,32 +552,36 @@ export class CatchUp {
     const queued = this.#missed.get(key);
     if (queued ? compareTimestamps(candidate.ts, queued.ts) <= 0 : this.#missed.size >= MAX_MISSED) return;
     this.#missed.set(key, candidate);
+    this.#armMissed();
+  }
+
+  /** Repairs the queued missed writes after {@link MISSED_GRACE_MS}, unless a timer or a batch is already under way. */
+  #armMissed(): void {
     this.#missedTimer ??= setTimeout(() => {
       this.#missedRun = this.#repairMissed().finally(() => {
         this.#missedTimer = undefined;
         this.#missedRun = undefined;
         // Writes missed while these were repaired wait their own grace.
-        if (this.#missed.size > 0 && !this.#stop.signal.aborted) this.missed(...this.#first());
+        if (this.#missed.size > 0 && !this.#stop.signal.aborted) this.#armMissed();
       });
     }, MISSED_GRACE_MS);
   }
 
-  #first(): [string, Candidate] {
-    const [key, candidate] = this.#missed.entries().next().value!;
-    this.#missed.delete(key);
-    return [key, candidate];
+  /** Whether `candidate` of `key` needs no repair here: this server holds it, or its `lc` has passed it. */
+  async #needsNoRepair(key: string, candidate: Candidate): Promise<boolean> {
+    const own = await this.#ownLc(key);
+    return (own !== undefined && compareTimestamps(own.ts, candidate.ts) > 0) || (await this.#o.protocol.holds(key, candidate.ts));
   }
 
   async #repairMissed(): Promise<void> {
     const batch = [...this.#missed];
     this.#missed.clear();
-    const { protocol, repairer, metrics, log, settings } = this.#o;
+    const { repairer, metrics, log, settings } = this.#o;
     const signal = this.#stop.signal;
     await pool(batch, settings.concurrency, async ([key, candidate]) => {
       if (signal.aborted) return;
       try {
-        const own = await this.#ownLc(key);
-        if ((own && compareTimestamps(own.ts, candidate.ts) > 0) || (await protocol.holds(key, candidate.ts))) return;
+        if (await this.#needsNoRepair(key, candidate)) return;
         const r = await repairer.repair(key, candidate, { signal });
         if (r.outcome !== 'stored') return;
         metrics.writesRepaired.inc({ cause: 'complete' });
@@ -744,7 +748,7 @@ export class CatchUp {
    * no failure: the catalog of a later pass has it, or nothing does.
    */
   async #pendingWrites(report: PassReport, signal: AbortSignal): Promise<number> {
-    const { config, index, catalog, protocol, repairer, metrics, log, settings } = this.#o;
+    const { config, index, catalog, repairer, metrics, log, settings } = this.#o;
     report.pendingRepaired = 0;
     report.pendingSkipped = 0;
     const writes = new PendingWrites();
@@ -791,8 +795,7 @@ export class CatchUp {
         return;
       }
       try {
-        const own = await this.#ownLc(key);
-        if ((own && compareTimestamps(own.ts, candidate.ts) > 0) || (await protocol.holds(key, candidate.ts))) return;
+        if (await this.#needsNoRepair(key, candidate)) return;
         const r = await repairer.repair(key, candidate, { sizeHint: w.size, signal, pending: true });
         if (r.outcome !== 'stored') return;
         report.pendingRepaired!++;
