@@ -42,5 +42,5 @@ export { openBrowserIdentity } from '#identity-store';
 export type { ClusterFile, GrantJson, IdentityJson } from '@powerstore/protocol';
 /** Where a `JSON.parse` error is ("line L, column C") without quoting the text: for tools reading identity files. */
 export { jsonErrorPosition } from '@powerstore/protocol';
-export type { ServerState, ServerStatus } from './connection.js';
+export type { ServerState, ServerStatus } from './host/link.js';
 export { PowerStoreError, type PowerStoreErrorCode, type PowerStoreErrorSource } from './errors.js';

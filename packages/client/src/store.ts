@@ -6,9 +6,6 @@
 import { createCodec, type ErasureCodec } from '@powerstore/erasure';
 import {
   CertificateVerifier,
-  decodeHeader,
-  decodeMessage,
-  encodeMessage,
   encodePublicKey,
   grantId,
   grantToJson,
@@ -21,7 +18,6 @@ import {
   MIN_STRIPE_SIZE,
   ownerIdOf,
   namespaceOf,
-  quorum,
   ReadOperation,
   signGrant,
   toHex,
@@ -32,22 +28,20 @@ import {
   type Cluster,
   type ClusterConfig,
   type CryptoProvider,
-  type ErrorReply,
   type GrantJson,
-  type Message,
-  type Outgoing,
   type ReadResult,
   type ReadTarget,
   type StripeLayout,
   type StripeSource,
-  type Reply,
-  type Step,
   type WriteValue,
 } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { decodeCapability, scopeProblem, type Capability } from './capability.js';
 import { parseCluster, parseGrants } from './cluster.js';
-import { ServerConnection, type ServerStatus } from './connection.js';
+import { ServerConnection } from './host/connection.js';
+import type { ServerStatus } from './host/link.js';
+import { realClock } from './host/clock.js';
+import { OperationHost } from './host/operation-host.js';
 import {
   ENCRYPTED_OVERHEAD,
   MAX_OVERHEAD,
@@ -66,7 +60,6 @@ import {
 import { PowerStoreError, invalid, invalidInput, toClientError } from './errors.js';
 import { Identity } from './identity.js';
 import { KeyRing } from './keyring.js';
-import { RoundBook, type Round } from './rounds.js';
 import { checkTransport } from './transport.js';
 import { chunksOf, clampRange, firstStripe, stripesOf } from './streams.js';
 
@@ -74,8 +67,6 @@ import { chunksOf, clampRange, firstStripe, stripesOf } from './streams.js';
 export const DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024;
 /** Default time an operation (or `connect`) may take before it fails. */
 export const DEFAULT_TIMEOUT_MS = 30_000;
-/** A server with this much unsent data is treated as slow and skipped for new rounds. */
-const SEND_HIGH_WATER_BYTES = 64 * 1024 * 1024;
 /** Frames carry a fragment plus metadata: room for the latter. */
 const FRAME_OVERHEAD_BYTES = 64 * 1024;
 /** The largest stripe layout a frame may carry (a digest per stripe). */
@@ -249,18 +240,6 @@ export interface Progress {
   /** Bytes of this round's frames, over all servers. */
   readonly bytesTotal: number;
 }
-
-/** How often progress is polled while a round's frames drain. */
-const PROGRESS_INTERVAL_MS = 100;
-/** Shortest wait for fragments a read asked for before it asks the other servers (see #armFragmentTimer). */
-const FRAGMENT_WAIT_MIN_MS = 20;
-/**
- * Shortest wait of a listing for the answers beyond `n − t` when its page would come out
- * thin (see #armFragmentTimer): only then does it wait, and a page returned without them
- * may be held back by a Byzantine server to just past its cursor, so it waits longer than
- * a read does for fragments.
- */
-const LIST_WAIT_MIN_MS = 100;
 
 /** What `stat` reports about a key. */
 export interface KeyStat {
@@ -447,27 +426,6 @@ export async function connect(options: ConnectOptions): Promise<Store> {
   return store;
 }
 
-/** An operation in flight: the protocol state machine plus what its host tracks. */
-interface InFlight {
-  readonly op: ClientOperation<unknown>;
-  /** The id the operation's messages carry; each round goes out under a wire id of its own (`round.id`). */
-  readonly opId: number;
-  /** Replies are fed one at a time: the operation may hash and verify asynchronously. */
-  chain: Promise<void>;
-  /** The round in progress: its frames (resent to a server that reconnects) and who answered it how. */
-  round: Round<InFlight> | undefined;
-  /** Where evidence the host finds against a server goes (a read's `stat` lists it too). */
-  readonly onEvidence: (server: number, reason: string) => void;
-  readonly onProgress: ((progress: Progress) => void) | undefined;
-  /** Set for operations whose timeout is per round (streamed writes): called as each round starts. */
-  restartTimer: (() => void) | undefined;
-  progressTimer: ReturnType<typeof setInterval> | undefined;
-  /** A read's wait for the servers it asked for fragments, or a listing's for more answers (see `stalled` of either). */
-  fragmentTimer: ReturnType<typeof setTimeout> | undefined;
-  finish(result: unknown): void;
-  fail(error: unknown): void;
-}
-
 interface StoreParts {
   readonly cluster: Cluster;
   readonly crypto: CryptoProvider;
@@ -491,14 +449,11 @@ class PowerStore implements Store {
   /** Verifies candidates for reads (and remembers what it verified). */
   readonly #verifier: CertificateVerifier;
   readonly #connections: ServerConnection[];
-  readonly #inFlight = new Map<number, InFlight>();
-  /** Every round on the wire, by the opId its frames carry. */
-  readonly #rounds = new RoundBook<InFlight>();
-  readonly #quorumWaiters = new Set<() => void>();
+  /** Runs the operations over the connections. */
+  readonly #host: OperationHost;
   /** Largest frame accepted from a server: the largest fragment `maxValueBytes` makes, plus room for the rest. */
   readonly #maxFrameBytes: number;
   #nextOpId = 1;
-  #closed = false;
 
   constructor(parts: StoreParts) {
     this.#parts = parts;
@@ -511,12 +466,20 @@ class PowerStore implements Store {
     this.#connections = parts.cluster.servers.map(
       (s, i) =>
         new ServerConnection(i, s.url, this.#maxFrameBytes, {
-          onFrame: (index, frame) => this.#onFrame(index, frame),
-          onOpen: (index) => this.#onOpen(index),
+          onFrame: (index, frame) => this.#host.receive(index, frame),
+          onOpen: (index) => this.#host.opened(index),
           onStatus: () => this.#statusChanged(),
-          onOversized: (index, reason, head) => this.#onOversized(index, reason, head),
+          onOversized: (index, reason, head) => this.#host.oversized(index, reason, head),
         }),
     );
+    this.#host = new OperationHost({
+      config: this.cluster,
+      links: this.#connections,
+      clock: realClock,
+      timeoutMs: parts.timeoutMs,
+      maxFrameBytes: this.#maxFrameBytes,
+      maxValueBytes: parts.maxValueBytes,
+    });
   }
 
   get canWrite(): boolean {
@@ -970,40 +933,12 @@ class PowerStore implements Store {
   }
 
   close(): void {
-    if (this.#closed) return;
-    this.#closed = true;
-    for (const c of this.#connections) c.close();
-    for (const f of this.#inFlight.values()) f.fail(new PowerStoreError('CLOSED', 'the store was closed'));
-    this.#inFlight.clear();
+    this.#host.close();
   }
 
   /** Resolves once `n − t` servers are connected. */
   waitForQuorum(timeoutMs: number, signal: AbortSignal | undefined): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const need = quorum(this.cluster);
-      const check = () => {
-        if (this.#connections.filter((c) => c.state === 'open').length < need) return;
-        done();
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        done();
-        reject(this.#unreachable(need, undefined, 'connecting'));
-      }, timeoutMs);
-      const onAbort = () => {
-        done();
-        reject(new PowerStoreError('ABORTED', 'connect was aborted', { cause: signal?.reason }));
-      };
-      const done = () => {
-        clearTimeout(timer);
-        this.#quorumWaiters.delete(check);
-        signal?.removeEventListener('abort', onAbort);
-      };
-      if (signal?.aborted) return onAbort();
-      signal?.addEventListener('abort', onAbort, { once: true });
-      this.#quorumWaiters.add(check);
-      check();
-    });
+    return this.#host.waitForQuorum(timeoutMs, signal);
   }
 
   /**
@@ -1063,10 +998,10 @@ class PowerStore implements Store {
   }
 
   #misbehaving(index: number, reason: string): void {
-    this.#connections[index]?.markMisbehaving(reason);
+    this.#host.blame(index, reason);
   }
 
-  /** Drives one operation to its result, its failure, a timeout or an abort. */
+  /** Drives one operation to its result, its failure, a timeout or an abort (see {@link OperationHost.run}). */
   #run<R>(
     op: ClientOperation<R>,
     opId: number,
@@ -1074,326 +1009,18 @@ class PowerStore implements Store {
     onEvidence: (server: number, reason: string) => void,
     perRound = false,
   ): Promise<R> {
-    if (this.#closed) return Promise.reject(new PowerStoreError('CLOSED', 'the store was closed'));
-    const signal = options?.signal;
-    const timeoutMs = options?.timeoutMs ?? this.#parts.timeoutMs;
-    if (signal?.aborted) return Promise.reject(new PowerStoreError('ABORTED', 'the operation was aborted', { cause: signal.reason }));
-    return new Promise<R>((resolve, reject) => {
-      const need = quorum(this.cluster);
-      const cleanup = (succeeded: boolean) => {
-        clearTimeout(timer);
-        clearTimeout(flight.fragmentTimer);
-        clearInterval(flight.progressTimer);
-        signal?.removeEventListener('abort', onAbort);
-        this.#inFlight.delete(opId);
-        this.#endRound(flight, succeeded);
-      };
-      const flight: InFlight = {
-        op,
-        opId,
-        chain: Promise.resolve(),
-        round: undefined,
-        onEvidence,
-        onProgress: options?.onProgress,
-        progressTimer: undefined,
-        restartTimer: perRound
-          ? () => {
-              clearTimeout(timer);
-              timer = setTimeout(onTimeout, timeoutMs);
-            }
-          : undefined,
-        fragmentTimer: undefined,
-        finish: (r) => {
-          cleanup(true);
-          resolve(r as R);
-        },
-        fail: (e) => {
-          cleanup(false);
-          reject(toClientError(e));
-        },
-      };
-      const onTimeout = () => flight.fail(this.#unreachable(need, flight.round, 'timed out'));
-      let timer = setTimeout(onTimeout, timeoutMs);
-      const onAbort = () => flight.fail(new PowerStoreError('ABORTED', 'the operation was aborted', { cause: signal?.reason }));
-      signal?.addEventListener('abort', onAbort, { once: true });
-      this.#inFlight.set(opId, flight);
-      flight.chain = op.start().then(
-        (step) => this.#apply(flight, step),
-        (e) => flight.fail(e),
-      );
+    return this.#host.run(op, opId, {
+      signal: options?.signal,
+      timeoutMs: options?.timeoutMs,
+      onProgress: options?.onProgress,
+      perRound,
+      onEvidence,
     });
-  }
-
-  #apply(flight: InFlight, step: Step<unknown>): void {
-    if (step.error) {
-      flight.fail(step.error);
-      return;
-    }
-    if (step.result !== undefined) {
-      flight.finish(step.result);
-      return;
-    }
-    if (step.supplement && step.send && flight.round?.flight === flight) {
-      this.#supplement(flight, flight.round, step.send);
-      return;
-    }
-    if (!step.send) {
-      this.#armFragmentTimer(flight);
-      return;
-    }
-    clearTimeout(flight.fragmentTimer);
-    flight.fragmentTimer = undefined;
-    flight.restartTimer?.();
-    this.#endRound(flight, false);
-    const send = step.send;
-    const round = this.#rounds.start(
-      flight,
-      send[0]!.message.key,
-      send[0]!.message.type,
-      (id) => this.#encodeRound(send, id),
-      flight.onEvidence,
-    );
-    flight.round = round;
-    const sent: [ServerConnection, number, number][] = [];
-    for (const [to, frame] of round.frames) {
-      const connection = this.#connections[to]!;
-      const before = connection.bufferedBytes;
-      if (connection.send(frame, SEND_HIGH_WATER_BYTES)) {
-        round.pending.add(to);
-        sent.push([connection, frame.length, before]);
-      }
-    }
-    if (flight.onProgress) this.#trackProgress(flight, phaseOf(step.send[0]!.message.type), sent);
-  }
-
-  /** Sends a supplement's messages under the round in progress's wire id. */
-  #supplement(flight: InFlight, round: Round<InFlight>, send: readonly Outgoing[]): void {
-    for (const [to, frame] of this.#encodeRound(send, round.id)) {
-      round.frames.set(to, frame);
-      if (this.#connections[to]!.send(frame, SEND_HIGH_WATER_BYTES)) round.pending.add(to);
-    }
-    this.#armFragmentTimer(flight);
-  }
-
-  /**
-   * A read that has `n − t` answers but waits on the servers it asked for fragments gives
-   * them twice as long as the quorum took (at least {@link FRAGMENT_WAIT_MIN_MS}), then asks
-   * the others; a listing that has `n − t` answers but waits for more (its page would come
-   * out thin and the answers disagree) gives the others four times as long (at least
-   * {@link LIST_WAIT_MIN_MS}), then returns the page without them. Either way a slow or
-   * dead server costs one timer, not the operation's timeout.
-   */
-  #armFragmentTimer(flight: InFlight): void {
-    const op = flight.op;
-    const round = flight.round;
-    const list = op instanceof ListOperation;
-    const waits = (op instanceof ReadOperation && op.awaitingFragments) || (list && op.awaitingAnswers);
-    if (!waits || flight.fragmentTimer !== undefined || !round) return;
-    const took = performance.now() - round.started;
-    const wait = list ? Math.max(LIST_WAIT_MIN_MS, 4 * took) : Math.max(FRAGMENT_WAIT_MIN_MS, 2 * took);
-    flight.fragmentTimer = setTimeout(() => {
-      flight.chain = flight.chain.then(() => this.#apply(flight, op.stalled())).catch((e) => flight.fail(e));
-    }, wait);
-  }
-
-  /**
-   * Reports how much of a round's frames left this process: a frame counts as sent once
-   * the socket's buffer has drained below where it stood when the frame was queued.
-   */
-  #trackProgress(flight: InFlight, phase: Progress['phase'], sent: readonly [ServerConnection, number, number][]): void {
-    clearInterval(flight.progressTimer);
-    const bytesTotal = sent.reduce((a, [, len]) => a + len, 0);
-    const report = () => {
-      let bytesSent = 0;
-      for (const [connection, len, before] of sent) {
-        const queued = connection.bufferedBytes;
-        bytesSent += Math.max(0, Math.min(len, before + len - queued));
-      }
-      flight.onProgress!({ phase, bytesSent, bytesTotal });
-      if (bytesSent >= bytesTotal) clearInterval(flight.progressTimer);
-    };
-    report();
-    if (bytesTotal > 0) flight.progressTimer = setInterval(report, PROGRESS_INTERVAL_MS);
-  }
-
-  /**
-   * Encodes each distinct message once (most rounds send the same one to every server),
-   * under the round's wire id `id` in place of the operation's.
-   */
-  #encodeRound(send: readonly Outgoing[], id: number): Map<number, Uint8Array> {
-    const encoded = new Map<Outgoing['message'], Uint8Array>();
-    const frames = new Map<number, Uint8Array>();
-    for (const { to, message } of send) {
-      let frame = encoded.get(message);
-      if (!frame) {
-        frame = encodeMessage({ ...message, opId: id });
-        encoded.set(message, frame);
-      }
-      frames.set(to, frame);
-    }
-    return frames;
-  }
-
-  #onFrame(index: number, frame: Uint8Array): void {
-    let message: Message;
-    try {
-      // Fragments are bounded by the frame limit the transport enforced, not by the
-      // fragment length of maxValueBytes: an answer carrying a value a little over
-      // maxValueBytes is honest, and the reader fails such a read with VALUE_TOO_LARGE.
-      message = decodeMessage(frame, { n: this.cluster.n, maxFragmentLength: this.#maxFrameBytes });
-    } catch (e) {
-      this.#misbehaving(index, `sent an undecodable frame: ${(e as Error).message}`);
-      return;
-    }
-    if (!isReply(message)) return;
-    // Replies name their round by its wire id, never reused: any other id is not ours, or long gone.
-    const round = this.#rounds.get(message.opId);
-    if (!round) return;
-    const answer = round.answerOf(message);
-    if (!answer) {
-      this.#misbehaving(
-        index,
-        `answered a ${round.request} with ${message.type === 'ERROR' ? 'an ERROR' : message.type} of key ${JSON.stringify(message.key.slice(0, 64))}`,
-      );
-      return;
-    }
-    round.pending.delete(index);
-    if (answer === 'ack' && !round.acked.has(index)) {
-      round.acked.add(index);
-      if (round.flight) this.#connections[index]!.noteRoundTrip(performance.now() - round.started);
-    }
-    const flight = round.flight;
-    if (!flight) {
-      // A late answer to a round that is over: only a refusal of what the quorum accepted tells anything.
-      if (message.type === 'ERROR') {
-        const evidence = round.refusalEvidence(index, message, quorum(this.cluster));
-        if (evidence) round.report(index, evidence);
-      }
-      this.#releaseHeld(index);
-      return;
-    }
-    if (message.type === 'ERROR') round.refused.set(index, message);
-    this.#releaseHeld(index);
-    // The operation sees its own id: the wire id is the host's business.
-    const reply: Reply = { ...message, opId: flight.opId };
-    flight.chain = flight.chain
-      .then(async () => {
-        // Queued replies may outlive their round: a later round's answers moved the operation on.
-        if (round.flight !== flight) return;
-        this.#apply(flight, await flight.op.onReply(index, reply));
-      })
-      .catch((e) => flight.fail(e));
-  }
-
-  /**
-   * The round of `flight` in progress is over: the operation moved on to the next round
-   * (`succeeded` false) or finished. Refusals of a request `n − t` other servers accepted
-   * are misbehaving; so are oversized FILTER answers once the read returned a value
-   * within the limit, since a correct server's answer carries that value's fragment.
-   */
-  #endRound(flight: InFlight, succeeded: boolean): void {
-    const round = flight.round;
-    if (!round || round.flight !== flight) return;
-    const held = [...round.held];
-    this.#rounds.end(round, succeeded);
-    for (const [index, reply] of round.refused) {
-      const evidence = round.refusalEvidence(index, reply, quorum(this.cluster));
-      if (evidence) round.report(index, evidence);
-    }
-    if (succeeded) for (const [index, reason] of round.oversized) round.report(index, reason);
-    for (const index of new Set([...held, ...round.pending])) this.#releaseHeld(index);
-  }
-
-  /**
-   * `index` sent a frame over the size limit (the connection is closing). Only a FILTER
-   * answer can honestly be that large, and only when the value read is over
-   * `maxValueBytes`: see {@link RoundBook.oversized} for how the frame is matched to a
-   * round. Once `t + 1` servers answered one FILTER so, one of them is correct, so the
-   * value the read would return (correct servers answer with the highest candidate's
-   * entry) is too large: the read fails with VALUE_TOO_LARGE instead of reconnecting and
-   * asking again, and nobody is blamed.
-   */
-  #onOversized(index: number, reason: string, head: Uint8Array | undefined): void {
-    let opId: number | undefined;
-    if (head) {
-      const header = decodeHeader(head);
-      if (header?.type !== 'FILTER_ACK') {
-        this.#misbehaving(index, reason);
-        return;
-      }
-      opId = header.opId;
-    }
-    const verdict = this.#rounds.oversized(index, opId);
-    if (verdict.kind === 'misbehaving') this.#misbehaving(index, reason);
-    if (verdict.kind !== 'answer') return;
-    const { round } = verdict;
-    round.oversized.set(index, reason);
-    if (round.oversized.size > this.cluster.t) {
-      const servers = [...round.oversized.keys()].map((i) => `s${i + 1}`).join(', ');
-      round.flight?.fail(
-        new PowerStoreError(
-          'VALUE_TOO_LARGE',
-          `the value of ${JSON.stringify(round.key)} is over the ${this.#parts.maxValueBytes} bytes this store accepts (connect's maxValueBytes): ${servers} answered with frames over the limit of ${this.#maxFrameBytes} bytes`,
-        ),
-      );
-    }
-  }
-
-  /** Sends `index` the next FILTER held back for it, if its connection is up and none is outstanding. */
-  #releaseHeld(index: number): void {
-    const connection = this.#connections[index];
-    if (connection?.state !== 'open') return;
-    const round = this.#rounds.nextHeld(index);
-    const frame = round?.frames.get(index);
-    if (round && frame && connection.send(frame, SEND_HIGH_WATER_BYTES)) round.pending.add(index);
-  }
-
-  /** A server came (back): send it the current round of every operation it has not acknowledged. */
-  #onOpen(index: number): void {
-    this.#rounds.reconnected(index);
-    const connection = this.#connections[index]!;
-    for (const round of this.#rounds.live()) {
-      const frame = round.frames.get(index);
-      if (!frame || !round.awaits(index)) continue;
-      round.refused.delete(index);
-      if (connection.send(frame, SEND_HIGH_WATER_BYTES)) round.pending.add(index);
-    }
-    this.#releaseHeld(index);
-    for (const check of [...this.#quorumWaiters]) check();
   }
 
   #statusChanged(): void {
     this.#parts.onServerStatus?.(this.servers());
   }
-
-  /** "need 3 of 4 servers, 2 reachable: s2 refused, s4 timed out". */
-  #unreachable(need: number, round: Round<InFlight> | undefined, pending: string): PowerStoreError {
-    const reasons: string[] = [];
-    let reachable = 0;
-    this.#connections.forEach((c, i) => {
-      const name = `s${i + 1}`;
-      if (c.state === 'open') reachable++;
-      if (round?.acked.has(i)) return;
-      const refusal: ErrorReply | undefined = round?.refused.get(i);
-      const oversized = round?.oversized.get(i);
-      if (refusal) reasons.push(`${name} rejected (${refusal.code}: ${refusal.message})`);
-      else if (oversized) reasons.push(`${name} ${oversized}`);
-      else if (c.state !== 'open') reasons.push(`${name} ${c.status().lastError ?? 'not connected'}`);
-      else reasons.push(`${name} ${pending}`);
-    });
-    return new PowerStoreError(
-      'QUORUM_UNREACHABLE',
-      `need ${need} of ${this.cluster.n} servers, ${reachable} reachable: ${reasons.join(', ')}`,
-    );
-  }
-}
-
-function phaseOf(type: Outgoing['message']['type']): Progress['phase'] {
-  return type.toLowerCase() as Progress['phase'];
-}
-
-function isReply(m: Message): m is Reply {
-  return m.type.endsWith('_ACK') || m.type === 'ERROR';
 }
 
 function noIdentity(): PowerStoreError {

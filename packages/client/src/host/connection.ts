@@ -3,32 +3,8 @@
  * bounded send buffering, and what we know of the server's health.
  */
 import { openSocket } from '#websocket';
+import type { Link, ServerState, ServerStatus } from './link.js';
 import type { Socket } from './socket.js';
-
-/** How a server looks from this client. */
-export type ServerState = 'connecting' | 'open' | 'closed';
-
-/** A snapshot for status displays and error messages. */
-export interface ServerStatus {
-  /** 1-based id, as in the cluster file. */
-  readonly id: number;
-  readonly url: string;
-  readonly state: ServerState;
-  /** Why the connection last failed or closed, if it did. */
-  readonly lastError: string | undefined;
-  /**
-   * Why this server was last caught misbehaving, if it was: fragments that do not match
-   * their checksum, candidates that are not valid, frames that do not decode or are over
-   * the size limit when no correct server's would be, replies of the wrong type, or
-   * refusals (ERROR replies) of requests that `n − t` other servers accepted, with the
-   * code and message it gave.
-   */
-  readonly misbehaving: string | undefined;
-  /** Bytes queued to it and not yet sent. */
-  readonly bufferedBytes: number;
-  /** Round-trip time of its last answer, in milliseconds. */
-  readonly lastRoundTripMs: number | undefined;
-}
 
 /** Reconnection backoff: doubles from the first delay up to the last, with jitter. */
 const BACKOFF_MIN_MS = 100;
@@ -47,7 +23,8 @@ export interface ConnectionEvents {
   onOversized(index: number, reason: string, head: Uint8Array | undefined): void;
 }
 
-export class ServerConnection {
+/** A server over a real WebSocket: the {@link Link} `connect` gives the operation host. */
+export class ServerConnection implements Link {
   readonly index: number;
   readonly url: string;
   #socket: Socket | undefined;

@@ -58,8 +58,8 @@ export class Round<F> {
   readonly id: number;
   readonly key: string;
   readonly request: RequestType;
-  /** When it went out, for round-trip times. */
-  readonly started = performance.now();
+  /** When it went out (the host's clock), for round-trip times. */
+  readonly started: number;
   /** Each server's frame (the latest, when a supplement asked it again); emptied when the round ends. */
   frames: Map<number, Uint8Array>;
   /** Servers sent the request on their current connection that have not answered it. */
@@ -87,8 +87,10 @@ export class Round<F> {
     request: RequestType,
     frames: Map<number, Uint8Array>,
     report: (server: number, reason: string) => void,
+    started: number,
   ) {
     this.id = id;
+    this.started = started;
     this.#flight = flight;
     this.key = key;
     this.request = request;
@@ -174,8 +176,8 @@ export class RoundBook<F> {
   readonly #holding = new Set<number>();
 
   /**
-   * Opens a round under a fresh wire `opId`; `encode` makes each server's frame carrying
-   * that id, and `report` takes the evidence against servers found in the round.
+   * Opens a round under a fresh wire `opId`, at time `now`; `encode` makes each server's
+   * frame carrying that id, and `report` takes the evidence against servers found in the round.
    */
   start(
     flight: F,
@@ -183,9 +185,10 @@ export class RoundBook<F> {
     request: RequestType,
     encode: (id: number) => Map<number, Uint8Array>,
     report: (server: number, reason: string) => void,
+    now: number,
   ): Round<F> {
     const id = this.#nextId++;
-    const round = new Round(id, flight, key, request, encode(id), report);
+    const round = new Round(id, flight, key, request, encode(id), report, now);
     this.#live.set(id, round);
     return round;
   }
