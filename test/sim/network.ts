@@ -14,6 +14,8 @@ export interface InFlight {
   readonly frame: Uint8Array;
   /** Virtual delivery time. */
   at: number;
+  /** Which connection of a client's link it went out on (a request), or is answered on (a reply). */
+  readonly connection?: number | undefined;
   duplicates: number;
 }
 
@@ -36,9 +38,9 @@ export class Network {
     this.#nextPartition = options.partitionEvery ? prng.range(0, options.partitionEvery) : Infinity;
   }
 
-  /** Queues `frame`; `slow` multiplies its delay by 30 (a slow server). */
-  send(from: string, to: string, frame: Uint8Array, slow = false): void {
-    this.#pool.push({ from, to, frame, at: this.now + this.#delay(from, to, slow), duplicates: 0 });
+  /** Queues `frame`; `slow` multiplies its delay by 30 (a slow server); `connection`: see {@link InFlight}. */
+  send(from: string, to: string, frame: Uint8Array, slow = false, connection?: number): void {
+    this.#pool.push({ from, to, frame, at: this.now + this.#delay(from, to, slow), duplicates: 0, connection });
     this.sent++;
   }
 

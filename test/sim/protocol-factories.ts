@@ -21,6 +21,7 @@ import {
   type WriterOptions,
   type WriteValue,
 } from '@powerstore/protocol';
+import type { RoundBook } from '@powerstore/client/host';
 
 /** Constructors for the three roles, listing, and a rebuilding server's host (`rebuild.ts`). */
 export interface ProtocolFactories {
@@ -39,6 +40,8 @@ export interface ProtocolFactories {
   ): RepairOperation;
   /** What a rebuilding server's host checks the candidates it lists and repairs with. */
   rebuildVerifier(crypto: CryptoProvider, cluster: ClusterIdentity): CertificateVerifier;
+  /** The clients' operation hosts' book of rounds (a mutant's subclass; by default the client's own). */
+  readonly roundBook?: <F>() => RoundBook<F>;
 }
 
 /** The production classes, unmodified. */

@@ -21,10 +21,10 @@ import {
   compareTimestamps,
   computeCrossChecksum,
   crossChecksumDigest,
+  decodeHeader,
   decodeMessage,
   encodeMessage,
   isRequest,
-  ListOperation,
   MemoryStorage,
   MIN_STRIPE_SIZE,
   namespacePrefix,
@@ -32,7 +32,6 @@ import {
   ownerIdOf,
   TS0,
   ProtocolError,
-  ReadOperation,
   receiptMessage,
   signCertificate,
   toHex,
@@ -50,7 +49,6 @@ import {
   type Reply,
   type Server,
   type Signer,
-  type Step,
   type StripeLayout,
   type Timestamp,
   type WriteResult,
@@ -58,9 +56,12 @@ import {
   storeProof,
 } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
+import { PowerStoreError } from '@powerstore/client';
+import { OperationHost } from '@powerstore/client/host';
 import type { RegisterOp } from '../lincheck/lincheck.js';
 import { ByzantineServer, REBUILD_LIES, type Behaviour } from './byzantine.js';
 import { EPOCH, makeCast } from './cast.js';
+import { SimClock, SimLink } from './client-host.js';
 import { Checker, checkIndexMatchesEntries, type Author, type MutableOp } from './checkers.js';
 import { HostileClient, type Attack, type Expectation, type FenceTarget } from './hostile-clients.js';
 import { Network, type InFlight } from './network.js';
@@ -246,22 +247,33 @@ interface Running {
   readonly crashAtStore?: number;
   storeRounds: number;
   assembly?: Assembly;
-  /** A striped write's first allowed refusal: it is given up (as timed out) if it has not ended by `timerAt`. */
+  /** Aborts it: how its client gives up on it (as an application's `AbortSignal` does). */
+  abort?: AbortController;
+  /** The give-up timer armed by a refusal, cancelled when it ends. */
+  cancelGiveUp?: () => void;
+  /** The wire id of its STORE round last seen on the way out (a new one is another round). */
+  lastStoreWire?: number;
+  /** Its first allowed refusal: once it is given up, it failed as allowed. */
   refused?: ProtocolError;
-  /** A read's timer (virtual time): armed while it waits on fragments it asked for, as a real client's is. */
-  timerAt?: number;
-  /**
-   * With `rotate`: when a server of another key epoch refused it, the time its client gives
-   * up unless it ended (it may neither reach `n − t` answers nor `t + 1` refusals).
-   */
-  giveUpAt?: number;
+  /** With `rotate`: its first refusal by a server of another key epoch. */
   epochRefusal?: ProtocolError;
 }
 
-/** How long a simulated reader waits on the servers it asked for fragments before asking the others. */
-const FRAGMENT_TIMEOUT = 300;
-/** How long a striped write some server refused may go on before its client gives up on it. */
+/**
+ * How long a striped write some server refused (or any operation a server of another key
+ * epoch refused) may go on before its client gives up on it: it may neither reach `n − t`
+ * answers nor `t + 1` refusals (a silent Byzantine server), and a real client's timeout
+ * would end it. Other allowed refusals are given up at once.
+ */
 const WRITE_TIMEOUT = 2000;
+/**
+ * The operation timeout of the simulated clients' hosts, in virtual time: far beyond what
+ * any operation of a correct client takes on the simulated network (its slowest message
+ * takes 60 000), so an honest operation that times out is stuck, a violation.
+ */
+const SIM_OP_TIMEOUT = 1_200_000;
+/** The simulated clients' frame limit: far above any frame of the run. */
+const SIM_MAX_FRAME = 16 * 1024 * 1024;
 /**
  * Servers' `uploadIdleMs` in simulated time: long enough for a slow honest upload overtaken
  * by a newer write (a tenth of it below `lc`), short enough that the end-of-run sweep is real.
@@ -279,6 +291,11 @@ interface Client {
   nextOpId: number;
   nextStart: number | undefined;
   crashed: boolean;
+  /** The production operation host, on links to every server. */
+  readonly host: OperationHost;
+  readonly links: readonly SimLink[];
+  /** The wire id of the round the client crashed in: some of its frames still go out, nothing else does. */
+  crashWire?: number;
   /**
    * A fence attack's owner (or admin) write, with the reader that reads its key after it
    * ends: it never crashes, and its end lets the attacker complete its plants late.
@@ -302,6 +319,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     ...(options.deleteRate !== undefined ? { deleteRate: options.deleteRate } : {}),
   });
   const network = new Network(prng.fork(), opts.network);
+  const clock = new SimClock(network);
   const advRng = prng.fork();
   const cast = await makeCast(crypto, prng.fork(), n);
   const codec = codecFor(config);
@@ -352,7 +370,20 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   }
   const isServer = (name: string) => /^s\d+$/.test(name);
 
-  // Honest clients.
+  // Honest clients: each runs the client's operation host, on links to every server.
+  const hostOf = (name: string) => {
+    const links = Array.from({ length: n }, (_, i) => new SimLink(i, (frame, connection) => clientSends(name, i, frame, connection)));
+    const host = new OperationHost({
+      config,
+      links,
+      clock,
+      timeoutMs: SIM_OP_TIMEOUT,
+      maxFrameBytes: SIM_MAX_FRAME,
+      maxValueBytes: SIM_MAX_FRAME,
+      ...(protocol.roundBook ? { roundBook: protocol.roundBook } : {}),
+    });
+    return { host, links };
+  };
   const identities: Record<Role, { signer: Signer; grants: Grant[] }> = {
     owner: { signer: cast.owner, grants: [] },
     grantee: { signer: cast.grantee, grants: [cast.granteeGrant] },
@@ -379,6 +410,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       nextOpId: 1,
       nextStart: network.now + prng.range(0, 100),
       crashed: false,
+      ...hostOf(`w${w}`),
     });
   }
   for (let r = 0; r < opts.workload.readers; r++) {
@@ -393,6 +425,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       nextOpId: 1,
       nextStart: network.now + prng.range(0, 100),
       crashed: false,
+      ...hostOf(`r${r}`),
     });
   }
   if (options.lists) {
@@ -489,6 +522,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       nextOpId: 1,
       nextStart: undefined,
       crashed: false,
+      ...hostOf(`fr${number}`),
     };
     const { signer } = identities[role];
     const session = new WriterSession({ crypto, cluster: cast.cluster, signer, instance: fenceRng.bytes(16) });
@@ -503,6 +537,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
         nextOpId: 1,
         nextStart: lost + fenceRng.range(1, 300),
         crashed: false,
+        ...hostOf(`fw${number}`),
         fence: { number, reader },
       },
       reader,
@@ -790,42 +825,80 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     events.sort((a, b) => a.at - b.at);
   }
 
-  /** Puts a client operation's messages on the network, crashing the writer part-way through a round if planned. */
-  const emit = (client: Client, run: Running, s: Step<unknown>) => {
-    let out = s.send ?? [];
-    const storeRound = out.some((m) => m.message.type === 'STORE');
-    if (storeRound) run.storeRounds++;
-    if (
-      run.crashIn &&
-      out.some((m) => m.message.type === run.crashIn) &&
-      (run.crashIn !== 'STORE' || run.storeRounds >= (run.crashAtStore ?? 1))
-    ) {
-      out = crashRng.subset(out);
+  /**
+   * A frame a client's host sends to server `to` on its link's `connection`: recorded (a
+   * STORE), cut short where the writer crashes part-way through a round if planned, and
+   * put on the network. Returns whether it went out.
+   */
+  const clientSends = (name: string, to: number, frame: Uint8Array, connection: number): boolean => {
+    const client = clientByName.get(name)!;
+    const header = decodeHeader(frame)!;
+    if (client.crashed) return header.opId === client.crashWire && crashRng.chance(0.5) && put(client, to, frame, connection);
+    const op = client.host.operationOf(header.opId);
+    const run = op && [...client.running.values()].find((r) => r.op === op);
+    if (!run) return put(client, to, frame, connection);
+    const m = header.type === 'STORE' ? decodeMessage(frame, { n }) : undefined;
+    const store = m?.type === 'STORE' ? m : undefined;
+    if (store && run.lastStoreWire !== header.opId) {
+      run.lastStoreWire = header.opId;
+      run.storeRounds++;
+    }
+    if (run.crashIn === header.type && (run.crashIn !== 'STORE' || run.storeRounds >= (run.crashAtStore ?? 1))) {
       client.crashed = true;
+      client.crashWire = header.opId;
       crashedWriters++;
-      if (
-        out.some((m) => m.message.type === 'STORE' && m.message.stripe > 0) ||
-        (storeRound && run.stripes && run.storeRounds < run.stripes)
-      )
-        crashedMidStripe++;
+      if ((store && store.stripe > 0) || (store && run.stripes && run.storeRounds < run.stripes)) crashedMidStripe++;
+      if (!crashRng.chance(0.5)) return false;
     }
-    for (const o of out) {
-      const m = o.message;
-      let frame: Uint8Array;
-      try {
-        frame = encodeMessage(m);
-      } catch (err) {
-        // A correct client never makes a message the wire cannot carry (a timestamp number past 2^53 − 1, say).
-        checker.violations.push(
-          `${client.name}'s ${run.record.kind} of ${run.record.key} made a ${m.type} that does not encode: ${err instanceof Error ? err.message : String(err)}`,
-        );
-        client.crashed = true;
-        return;
-      }
-      if (m.type === 'STORE')
-        checker.store(client.name, run.name, m.key, m.ts, run.record.value, run.valueBytes, RANKS[client.role as Role]);
-      network.send(client.name, `s${o.to}`, frame);
+    if (store) checker.store(client.name, run.name, store.key, store.ts, run.record.value, run.valueBytes, RANKS[client.role as Role]);
+    return put(client, to, frame, connection);
+  };
+  /** Clients by name (all of them exist before the first operation starts). */
+  const clientByName = new Map<string, Client>();
+  const put = (client: Client, to: number, frame: Uint8Array, connection: number): boolean => {
+    network.send(client.name, `s${to}`, frame, false, connection);
+    return true;
+  };
+
+  /** Outcomes of operations, as their hosts report them, handled in order by {@link settle}. */
+  const outcomes: { client: Client; run: Running; opId: number; result?: unknown; error?: unknown }[] = [];
+
+  /** Hands `run` (its operation carrying `opId`) to its client's host. */
+  const launch = async (client: Client, run: Running, opId: number) => {
+    const abort = new AbortController();
+    run.abort = abort;
+    client.host
+      .run(run.op as ClientOperation<unknown>, opId, {
+        signal: abort.signal,
+        // A striped write's timeout is per round, as putStream's.
+        perRound: run.stripes !== undefined,
+        onEvidence: (i, reason) => blamed(client, i, reason),
+      })
+      .then(
+        (result) => outcomes.push({ client, run, opId, result }),
+        (error: unknown) => outcomes.push({ client, run, opId, error }),
+      );
+    await client.host.idle();
+  };
+
+  /** Lets every host finish what it was handed, then handles the operations that ended, until nothing more happens. */
+  const settle = async () => {
+    while (true) {
+      for (const c of clients) await c.host.idle();
+      // Reactions to a host's promise run after its work settled: one more turn for them.
+      await Promise.resolve();
+      const o = outcomes.shift();
+      if (!o) break;
+      await ended(o);
     }
+    // A crashed client's host is gone, and its operations with it.
+    for (const c of clients) if (c.crashed && !c.host.closed) c.host.close();
+  };
+
+  /** Evidence a client's host found against server `i`: never against a correct server that kept its disk and its key. */
+  const blamed = (client: Client, i: number, reason: string) => {
+    if (byzIndices.has(i) || diskLost.has(i) || options.rotate) return;
+    checker.violations.push(`${client.name} blamed correct s${i}: ${reason}`);
   };
 
   const scheduleNext = (client: Client, soon: boolean) => {
@@ -913,7 +986,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       if (client.plan[0] && prng.chance(0.7)) client.plan[0].key = planned.key;
       scheduleNext(client, true);
     }
-    emit(client, run, await op.start());
+    await launch(client, run, opId);
   };
 
   /**
@@ -960,9 +1033,8 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     });
     for (const [id, r2] of client.running) if (r2 === run) client.running.delete(id);
     run.op = op;
-    run.timerAt = undefined;
     client.running.set(opId, run);
-    emit(client, run, await op.start());
+    await launch(client, run, opId);
     return true;
   };
 
@@ -973,7 +1045,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       const message = decodeMessage(m.frame, { n });
       if (!isRequest(message)) return; // a correct server's reply to this server's own request
       for (const e of await server.receive(m.from, message)) {
-        if ('reply' in e) send(m.to, m.from, e.reply, e.slow ?? false);
+        if ('reply' in e) network.send(m.to, m.from, encodeMessage(e.reply), e.slow ?? false, m.connection);
         else send(m.to, e.to, e.request);
       }
       return;
@@ -981,7 +1053,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     const r = await server.handleFrame(m.frame);
     if (r.failure)
       checker.violations.push(`s${index} failed: ${r.failure instanceof Error ? r.failure.message : JSON.stringify(r.failure)}`);
-    network.send(m.to, m.from, r.reply);
+    network.send(m.to, m.from, r.reply, false, m.connection);
     if (m.from === 'mallory') {
       const reply = decodeMessage(r.reply, { n }) as Reply;
       // A server that lost its disk lost what made some forgeries refusable (a stored stripe,
@@ -991,95 +1063,106 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   };
 
   const deliverToClient = async (m: InFlight) => {
-    const reply = decodeMessage(m.frame, { n }) as Reply;
-    if (m.to === 'mallory') return mallory.receive(Number(m.from.slice(1)), reply);
-    if (m.to === 'forger') return forger?.receive(Number(m.from.slice(1)), reply);
-    if (m.to.startsWith('rb')) return rebuilds.get(m.to)?.receive(Number(m.from.slice(1)), reply);
-    const client = clients.find((c) => c.name === m.to)!;
-    const run = client.running.get(reply.opId);
-    if (client.crashed || !run) return;
-    if (reply.type === 'ERROR' && options.rotate && EPOCH_CODES.has(reply.code)) {
-      // A server of another key epoch: the operation may still get n − t answers of its own
-      // epoch, or fail with t + 1 refusals; if neither (a silent Byzantine server), a real
-      // client's timeout ends it, and so does this timer.
-      run.epochRefusal ??= new ProtocolError(reply.code, reply.message);
-      run.giveUpAt ??= network.now + WRITE_TIMEOUT;
-    } else if (reply.type === 'ERROR' && run.stripes && allowedFailure(client, reply.code, run)) {
-      // One straggler's refusal need not end a striped write: the operation fails at t + 1
-      // refusals. If it can get neither n − t acknowledgements nor t + 1 refusals (a silent
-      // Byzantine server), a real client's timeout ends it: so does this timer.
-      run.refused ??= new ProtocolError(reply.code, reply.message);
-      run.timerAt ??= network.now + WRITE_TIMEOUT;
-    } else if (reply.type === 'ERROR' && allowedFailure(client, reply.code, run)) {
-      // A refused write may neither reach n − t acks nor more than t refusals (a silent
-      // Byzantine server); a real client ends it with its timeout. Give up now, as that
-      // timeout would: the write stays pending in the history (it may still take effect).
-      (run.op as { abandon?: () => void }).abandon?.();
-      client.running.delete(reply.opId);
-      checker.writeFailed(client.name, run.record.key, new ProtocolError(reply.code, reply.message), true);
-      if (client.nextStart === undefined) scheduleNext(client, false);
-      writeEnded(client);
-      return;
+    if (m.to === 'mallory') return mallory.receive(Number(m.from.slice(1)), decodeMessage(m.frame, { n }) as Reply);
+    if (m.to === 'forger') return forger?.receive(Number(m.from.slice(1)), decodeMessage(m.frame, { n }) as Reply);
+    if (m.to.startsWith('rb')) return rebuilds.get(m.to)?.receive(Number(m.from.slice(1)), decodeMessage(m.frame, { n }) as Reply);
+    const client = clientByName.get(m.to)!;
+    const from = Number(m.from.slice(1));
+    const link = client.links[from]!;
+    // A reply sent on a connection that closed since never arrives.
+    if (client.crashed || link.state !== 'open' || m.connection !== link.connection) return;
+    if (decodeHeader(m.frame)?.type === 'ERROR') {
+      const reply = decodeMessage(m.frame, { n }) as Reply;
+      const op = client.host.operationOf(reply.opId);
+      const run = op && [...client.running.values()].find((r) => r.op === op);
+      if (run && reply.type === 'ERROR') {
+        if (options.rotate && EPOCH_CODES.has(reply.code)) {
+          // A server of another key epoch: the operation may still get n − t answers of its
+          // own epoch, or fail with t + 1 refusals; if neither (a silent Byzantine server),
+          // its client gives up on it, as a real client's timeout would.
+          run.epochRefusal ??= new ProtocolError(reply.code, reply.message);
+          giveUp(run, WRITE_TIMEOUT);
+        } else if (allowedFailure(client, reply.code, run)) {
+          // A refused write may neither reach n − t acks nor more than t refusals (a silent
+          // Byzantine server); a real client ends it with its timeout, so its client gives
+          // up on it: the write stays pending in the history (it may still take effect). One
+          // straggler's refusal need not end a striped write, which fails at t + 1 refusals:
+          // that one gets a while longer.
+          run.refused ??= new ProtocolError(reply.code, reply.message);
+          giveUp(run, run.stripes ? WRITE_TIMEOUT : 0);
+        }
+      }
     }
-    let s: Step<unknown>;
-    try {
-      s = await run.op.onReply(Number(m.from.slice(1)), reply);
-    } catch (err) {
-      // The operation is dead; the client stops, and the run fails.
-      checker.violations.push(
-        `${client.name}'s ${run.record.kind} of ${run.record.key} threw: ${err instanceof Error ? err.message : String(err)}`,
-      );
-      client.crashed = true;
-      return;
-    }
-    await afterStep(client, run, reply.opId, s);
+    client.host.receive(from, m.frame);
   };
 
-  /** Sends what step `s` of `run` sends, arms its timer, and ends it with its result or error. */
-  const afterStep = async (client: Client, run: Running, opId: number, s: Step<unknown>) => {
-    if (s.send) emit(client, run, s);
+  /** `run`'s client gives up on it in `ms`, unless it ends first. */
+  const giveUp = (run: Running, ms: number) => {
+    if (run.cancelGiveUp) return;
+    run.cancelGiveUp = clock.setTimer(ms, () => run.abort?.abort());
+  };
+
+  /** An operation ended at its host: check its result, or whether it was allowed to fail. */
+  const ended = async ({ client, run, opId, result, error }: (typeof outcomes)[number]) => {
+    client.running.delete(opId);
+    run.cancelGiveUp?.();
+    run.cancelGiveUp = undefined;
     if (client.crashed) return;
-    if (
-      run.timerAt === undefined &&
-      (run.op instanceof ReadOperation ? run.op.awaitingFragments : run.op instanceof ListOperation && run.op.awaitingAnswers)
-    )
-      run.timerAt = network.now + FRAGMENT_TIMEOUT;
-    if (s.error) {
-      client.running.delete(opId);
-      if (run.assembly && s.error.code === 'VALUE_CHANGED') {
+    if (error !== undefined) {
+      (run.op as { abandon?: () => void }).abandon?.();
+      const what = run.listing ? 'listing' : `${run.record.kind} of ${run.record.key}`;
+      if (!(error instanceof PowerStoreError)) {
+        // The operation is dead; the client stops, and the run fails.
+        checker.violations.push(`${client.name}'s ${what} threw: ${error instanceof Error ? error.message : JSON.stringify(error)}`);
+        client.crashed = true;
+        return;
+      }
+      if (error.code === 'ABORTED' || error.code === 'QUORUM_UNREACHABLE') {
+        // Given up after an allowed refusal, or timed out (which no correct client's operation should).
+        const refusal = run.epochRefusal ?? run.refused;
+        if (!refusal) {
+          checker.violations.push(`${client.name}'s ${what} failed: ${error.code}: ${error.message}`);
+        } else {
+          if (run.epochRefusal) staleOps++;
+          if (client.role !== 'reader') {
+            checker.writeFailed(client.name, run.record.key, refusal, true);
+            writeEnded(client);
+          }
+        }
+        if (client.nextStart === undefined) scheduleNext(client, false);
+        return;
+      }
+      const cause = error.cause;
+      if (!(cause instanceof ProtocolError)) {
+        checker.violations.push(`${client.name}'s ${what} failed: ${error.code}: ${error.message}`);
+      } else if (run.assembly && cause.code === 'VALUE_CHANGED') {
         // The version being read was collected before its other stripes were: the read
         // fails (as a streaming get does) and stays out of the history, like any failed read.
         checker.valueChanged++;
-      } else if (client.role === 'reader' && options.rotate && epochFailure(s.error, byzIndices)) {
+      } else if (client.role === 'reader' && options.rotate && epochFailure(cause, byzIndices)) {
         // Refused by servers of another key epoch: it fails, as it must, and stays out of the history.
         staleOps++;
-      } else if (client.role === 'reader')
-        checker.violations.push(
-          `${client.name}'s ${run.listing ? 'listing' : `read of ${run.record.key}`} failed: ${s.error.code}: ${s.error.message}`,
-        );
-      else {
-        const stale = options.rotate === true && epochFailure(s.error, byzIndices);
+      } else if (client.role === 'reader') {
+        checker.violations.push(`${client.name}'s ${what} failed: ${cause.code}: ${cause.message}`);
+      } else {
+        const stale = options.rotate === true && epochFailure(cause, byzIndices);
         if (stale) staleOps++;
         checker.writeFailed(
           client.name,
           run.record.key,
-          s.error,
-          stale || allowedFailure(client, s.error.code, run, s.error.message, byzIndices),
+          cause,
+          stale || allowedFailure(client, cause.code, run, cause.message, byzIndices),
         );
         writeEnded(client);
       }
-    } else if (s.result) {
-      client.running.delete(opId);
-      if (run.listing) checker.listDone(run.record, client.name, s.result as ListPage, keys);
-      else if (client.role === 'reader') {
-        if (await readStripes(client, run, s.result as ReadResult)) return;
-      } else {
-        if (run.stripes) stripedWritesDone++;
-        checker.writeDone(run.record, client.name, s.result as WriteResult);
-        writeEnded(client);
-      }
+    } else if (run.listing) {
+      checker.listDone(run.record, client.name, result as ListPage, keys);
+    } else if (client.role === 'reader') {
+      if (await readStripes(client, run, result as ReadResult)) return;
     } else {
-      return;
+      if (run.stripes) stripedWritesDone++;
+      checker.writeDone(run.record, client.name, result as WriteResult);
+      writeEnded(client);
     }
     if (client.nextStart === undefined) scheduleNext(client, false);
   };
@@ -1097,7 +1180,9 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
 
   /** Runs the simulation until nothing is left to happen (or the step bound). */
   const drain = async () => {
+    for (const c of clients) clientByName.set(c.name, c);
     while (true) {
+      await settle();
       step++;
       if (step > MAX_STEPS) {
         checker.violations.push(`no termination within ${MAX_STEPS} steps`);
@@ -1117,20 +1202,9 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       let host: Rebuild | undefined;
       for (const h of rebuilds.values()) if (h.timerAt !== undefined && (!host || h.timerAt < host.timerAt!)) host = h;
       const hostAt = host?.timerAt;
-      let timer: { run: Running; client: Client } | undefined;
-      let giveUp: { run: Running; client: Client } | undefined;
-      for (const c of clients) {
-        if (c.crashed) continue;
-        for (const run of c.running.values()) {
-          if (run.timerAt !== undefined && (!timer || run.timerAt < timer.run.timerAt!)) timer = { run, client: c };
-          if (run.giveUpAt !== undefined && (!giveUp || run.giveUpAt < giveUp.run.giveUpAt!)) giveUp = { run, client: c };
-        }
-      }
-      const timerAt = timer?.run.timerAt;
-      const giveUpAt = giveUp?.run.giveUpAt;
-      const times = [message?.at, starter?.nextStart, attackAt, timerAt, giveUpAt, eventAt, hostAt].filter(
-        (x): x is number => x !== undefined,
-      );
+      // Clients' hosts' timers (fragment waits, timeouts) and their clients' give-ups.
+      const clockAt = clock.nextAt;
+      const times = [message?.at, starter?.nextStart, attackAt, clockAt, eventAt, hostAt].filter((x): x is number => x !== undefined);
       // Policy changes, the ends of authority and rotation steps alone do not keep a run going.
       if (times.length === 0 || (times.length === 1 && eventAt !== undefined)) {
         const healed = network.partition;
@@ -1141,11 +1215,10 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
         return;
       }
       const at = Math.min(...times);
-      // A rebuild host's timers reach far (its give-up is 200 000 away): a partition ending
-      // before one fires ends first, so the answers it held arrive. (Only host timers: the
-      // other runs' schedules stay as they were.)
+      // Timers reach far (a rebuild host's give-up is 200 000 away, a client's timeout
+      // further): a partition ending before one fires ends first, so the answers it held arrive.
       const ends = network.partitionEnds;
-      if (at === hostAt && ends !== undefined && ends < at && ends >= network.now) {
+      if ((at === hostAt || at === clockAt) && ends !== undefined && ends < at && ends >= network.now) {
         network.now = ends;
         continue;
       }
@@ -1163,33 +1236,8 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
         await events.shift()!.run();
         continue;
       }
-      if (giveUp && giveUpAt === at) {
-        // Refused by a server of another key epoch and still not ended: the client times out.
-        const { client, run } = giveUp;
-        (run.op as { abandon?: () => void }).abandon?.();
-        for (const [id, r] of client.running) if (r === run) client.running.delete(id);
-        staleOps++;
-        if (client.role !== 'reader') checker.writeFailed(client.name, run.record.key, run.epochRefusal!, true);
-        if (client.nextStart === undefined) scheduleNext(client, false);
-        continue;
-      }
-      if (timer && timerAt === at) {
-        // Fired once per FILTER round; a restarted round may arm it again.
-        timer.run.timerAt = undefined;
-        if (timer.run.op instanceof ReadOperation) emit(timer.client, timer.run, timer.run.op.stalled());
-        else if (timer.run.op instanceof ListOperation) {
-          const { client, run } = timer;
-          const opId = [...client.running].find(([, r]) => r === run)?.[0];
-          if (opId !== undefined) await afterStep(client, run, opId, (run.op as ListOperation).stalled());
-        } else if (timer.run.refused) {
-          const { client, run } = timer;
-          const refused = run.refused!;
-          (run.op as { abandon?: () => void }).abandon?.();
-          for (const [id, r] of client.running) if (r === run) client.running.delete(id);
-          checker.writeFailed(client.name, run.record.key, refused, true);
-          if (client.nextStart === undefined) scheduleNext(client, false);
-          writeEnded(client);
-        }
+      if (clockAt === at) {
+        clock.fireNext();
         continue;
       }
       if (host && hostAt === at) {
@@ -1242,10 +1290,13 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     for (const key of unfinished) await inners[i]!.sweep(key);
     for (const key of s.keys()) await s.withKey(key, (r) => checker.unfinishedKept(`s${i}`, key, r));
   }
-  // Quotas held at every correct server.
+  // Quotas held at every correct server. One that rebuilt repaired the writes under way its
+  // peers listed, charged but not refused by the quota: at most what its other servers hold.
   const malloryOwner = ownerIdOf(crypto, cast.mallory.publicKey);
-  for (const [i, s] of storages.entries())
-    if (!byzIndices.has(i)) checker.quota(`s${i}`, malloryOwner, s.usage(malloryOwner).bytes, cast.malloryQuota);
+  for (const [i, s] of storages.entries()) {
+    if (byzIndices.has(i)) continue;
+    checker.quota(`s${i}`, malloryOwner, s.usage(malloryOwner).bytes, (diskLost.has(i) ? n - 1 : 1) * cast.malloryQuota);
+  }
   // One valid content per timestamp: correct servers' lc agree wherever their timestamps do.
   await checkLcAgreement(
     checker,

@@ -21,6 +21,7 @@ import {
 } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { connect, Identity, type Store } from '../src/index.js';
+import { RoundBook } from '../src/host/rounds.js';
 
 const crypto = createCryptoProvider();
 const T = 1;
@@ -276,5 +277,35 @@ describe('frames over the limit in Node, where the transport cannot tell whose a
     expect(large).toMatchObject({ status: 'rejected', reason: { code: 'VALUE_TOO_LARGE' } });
     expect(fits.status === 'fulfilled' && text(fits.value)).toBe('small');
     expect(reader.servers().map((s) => s.misbehaving)).toEqual([undefined, undefined, undefined, undefined]);
+  });
+});
+
+describe('which refusals of a round the quorum accepted are evidence', () => {
+  const refusal = (code: string) => ({ type: 'ERROR' as const, key: 'k', opId: 1, code, message: 'no' });
+  const storeRound = () => {
+    const book = new RoundBook<object>();
+    const round = book.start(
+      {},
+      'k',
+      'STORE',
+      () => new Map(),
+      () => {},
+      0,
+    );
+    for (const i of [0, 1, 2]) round.acked.add(i);
+    return round;
+  };
+
+  it('a STORE refused for what reached that server (STRIPES_MISSING, SUPERSEDED, …) is not: the simulator caught the host blaming correct servers for STRIPES_MISSING', () => {
+    const round = storeRound();
+    for (const code of ['STRIPES_MISSING', 'SUPERSEDED', 'PENDING_LIMIT', 'CONFLICT', 'QUOTA_EXCEEDED']) {
+      expect(round.refusalEvidence(3, refusal(code), 3), code).toBeUndefined();
+    }
+  });
+
+  it('a STORE refused as malformed, or any refusal with fewer than n − t others accepting, is (only) in the first case', () => {
+    const round = storeRound();
+    expect(round.refusalEvidence(3, refusal('INVALID_ARGUMENT'), 3)).toMatch(/refused a STORE that 3 other servers accepted/);
+    expect(round.refusalEvidence(3, refusal('INVALID_ARGUMENT'), 4)).toBeUndefined();
   });
 });

@@ -59,6 +59,8 @@ export interface HostOptions {
   readonly maxFrameBytes: number;
   /** `connect`'s `maxValueBytes`, quoted when a read's value is over it. */
   readonly maxValueBytes: number;
+  /** Makes the book of rounds (by default a {@link RoundBook}): the simulator's mutants swap in a subclass. */
+  readonly roundBook?: <F>() => RoundBook<F>;
 }
 
 /** How one operation is run. */
@@ -99,7 +101,7 @@ export class OperationHost {
   readonly #options: HostOptions;
   readonly #inFlight = new Map<number, InFlight>();
   /** Every round on the wire, by the opId its frames carry. */
-  readonly #rounds = new RoundBook<InFlight>();
+  readonly #rounds: RoundBook<InFlight>;
   readonly #quorumWaiters = new Set<() => void>();
   /** Work under way on the operations' chains, for {@link idle}. */
   readonly #work = new Set<Promise<void>>();
@@ -110,6 +112,7 @@ export class OperationHost {
     this.#config = options.config;
     this.#links = options.links;
     this.#clock = options.clock;
+    this.#rounds = options.roundBook ? options.roundBook<InFlight>() : new RoundBook<InFlight>();
   }
 
   /** Whether {@link close} was called. */
