@@ -63,10 +63,13 @@ export class SimLink implements Link {
   connection = 0;
   lastError: string | undefined;
   misbehaving: string | undefined;
+  /** How often the host blamed this server. */
+  blames = 0;
 
   constructor(
     readonly index: number,
     private readonly put: (frame: Uint8Array, connection: number) => boolean,
+    private readonly onBlame: (reason: string) => void,
   ) {}
 
   send(frame: Uint8Array): boolean {
@@ -75,6 +78,8 @@ export class SimLink implements Link {
 
   markMisbehaving(reason: string): void {
     this.misbehaving = reason;
+    this.blames++;
+    this.onBlame(reason);
   }
 
   noteRoundTrip(): void {}

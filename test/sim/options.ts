@@ -148,3 +148,37 @@ export function describeOptions(o: SimulationOptions): string {
     `storage: history keep δ = ${o.storage.historyKeep}`,
   ].join('\n');
 }
+
+/**
+ * Faults between honest clients' operation hosts and the servers (`client-host.ts`), drawn
+ * from a stream of their own so every other draw of a seed stays as it was.
+ */
+export interface HostFaultOptions {
+  /** Chance a reply to an honest client finds its connection closed: the reply is lost, and the link reopens later. */
+  readonly dropRate: number;
+  /** How long a closed link stays down (virtual time). */
+  readonly reopenAfter: readonly [number, number];
+  /** Chance a Byzantine server's reply to an honest client is a frame over the client's size limit. */
+  readonly oversizeRate: number;
+  /** Chance the platform shows such a frame's header (a browser does; Node's `ws` does not). */
+  readonly headShown: number;
+  /** Chance a reader starts its next read before the previous one ended (several FILTERs owed by one server). */
+  readonly readerOverlapRate: number;
+}
+
+/** Host faults for one run; `hostile` always has some of each. */
+export function drawHostFaults(prng: Prng, hostile: boolean): HostFaultOptions {
+  const drops = hostile || prng.chance(0.6);
+  const oversize = hostile || prng.chance(0.5);
+  return {
+    dropRate: drops ? prng.pick([0.005, 0.02, 0.05]) : 0,
+    reopenAfter: [20, 800],
+    oversizeRate: oversize ? prng.pick([0.02, 0.1, 0.3]) : 0,
+    headShown: prng.pick([0, 0.5, 1]),
+    readerOverlapRate: hostile || prng.chance(0.5) ? 0.4 : 0,
+  };
+}
+
+export function describeHostFaults(h: HostFaultOptions): string {
+  return `client hosts: connections closing ${h.dropRate} (down ${h.reopenAfter.join('–')}), Byzantine frames over the limit ${h.oversizeRate} (header shown ${h.headShown}), readers overlapping ${h.readerOverlapRate}`;
+}

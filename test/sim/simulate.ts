@@ -65,7 +65,7 @@ import { SimClock, SimLink } from './client-host.js';
 import { Checker, checkIndexMatchesEntries, type Author, type MutableOp } from './checkers.js';
 import { HostileClient, type Attack, type Expectation, type FenceTarget } from './hostile-clients.js';
 import { Network, type InFlight } from './network.js';
-import { describeOptions, drawOptions } from './options.js';
+import { describeHostFaults, describeOptions, drawHostFaults, drawOptions } from './options.js';
 import { correctProtocol, type ProtocolFactories } from './protocol-factories.js';
 import { Prng } from './prng.js';
 import { Rebuild } from './rebuild.js';
@@ -320,6 +320,9 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   });
   const network = new Network(prng.fork(), opts.network);
   const clock = new SimClock(network);
+  // Faults between the clients' hosts and the servers: a stream of their own.
+  const faultRng = new Prng(seed * 7_368_787 + 23);
+  const hostFaults = drawHostFaults(faultRng.fork(), options.hostile ?? false);
   const advRng = prng.fork();
   const cast = await makeCast(crypto, prng.fork(), n);
   const codec = codecFor(config);
@@ -372,7 +375,15 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
 
   // Honest clients: each runs the client's operation host, on links to every server.
   const hostOf = (name: string) => {
-    const links = Array.from({ length: n }, (_, i) => new SimLink(i, (frame, connection) => clientSends(name, i, frame, connection)));
+    const links = Array.from(
+      { length: n },
+      (_, i) =>
+        new SimLink(
+          i,
+          (frame, connection) => clientSends(name, i, frame, connection),
+          (reason) => blamed(name, i, reason),
+        ),
+    );
     const host = new OperationHost({
       config,
       links,
@@ -872,7 +883,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
         signal: abort.signal,
         // A striped write's timeout is per round, as putStream's.
         perRound: run.stripes !== undefined,
-        onEvidence: (i, reason) => blamed(client, i, reason),
+        onEvidence: (i, reason) => client.host.blame(i, reason),
       })
       .then(
         (result) => outcomes.push({ client, run, opId, result }),
@@ -895,10 +906,10 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     for (const c of clients) if (c.crashed && !c.host.closed) c.host.close();
   };
 
-  /** Evidence a client's host found against server `i`: never against a correct server that kept its disk and its key. */
-  const blamed = (client: Client, i: number, reason: string) => {
+  /** A client's host blamed server `i`: never a correct server that kept its disk and its key. */
+  const blamed = (client: string, i: number, reason: string) => {
     if (byzIndices.has(i) || diskLost.has(i) || options.rotate) return;
-    checker.violations.push(`${client.name} blamed correct s${i}: ${reason}`);
+    checker.violations.push(`${client} blamed correct s${i}: ${reason}`);
   };
 
   const scheduleNext = (client: Client, soon: boolean) => {
@@ -985,6 +996,21 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     ) {
       if (client.plan[0] && prng.chance(0.7)) client.plan[0].key = planned.key;
       scheduleNext(client, true);
+    } else if (
+      client.role === 'reader' &&
+      !client.name.startsWith('fr') &&
+      !opts.workload.contention &&
+      client.plan[0] !== undefined &&
+      client.running.size < 2 &&
+      faultRng.chance(hostFaults.readerOverlapRate)
+    ) {
+      // So does a reader, of another key (a key's concurrency is what the linearizability
+      // check pays for): one server then owes two FILTERs to one host.
+      const others = keys.filter((k) => k !== planned.key);
+      if (others.length > 0) {
+        client.plan[0].key = faultRng.pick(others);
+        client.nextStart = network.now + faultRng.range(0, 30);
+      }
     }
     await launch(client, run, opId);
   };
@@ -1071,6 +1097,27 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     const link = client.links[from]!;
     // A reply sent on a connection that closed since never arrives.
     if (client.crashed || link.state !== 'open' || m.connection !== link.connection) return;
+    if (faultRng.chance(hostFaults.dropRate)) {
+      // The connection closes as this reply comes: lost, with whatever else was on its way back.
+      linkDown(client, link, 'connection closed');
+      return;
+    }
+    if (byzIndices.has(from) && faultRng.chance(hostFaults.oversizeRate)) {
+      // A Byzantine server sends a frame over the client's limit: the transport discards it
+      // and closes the connection, showing the frame's header or not as the platform does.
+      const reason = `sent a frame over the limit of ${SIM_MAX_FRAME} bytes`;
+      const head = faultRng.chance(hostFaults.headShown) ? m.frame.slice(0, 2048) : undefined;
+      linkDown(client, link, reason);
+      const before = link.blames;
+      client.host.oversized(from, reason, head);
+      // No correct server's answer is that large unless it answers a FILTER: a frame a
+      // writer gets (writers never read) or one whose header says it is not a FILTER_ACK
+      // is misbehaving, at once.
+      const unexcused = client.role !== 'reader' || (head !== undefined && decodeHeader(head)?.type !== 'FILTER_ACK');
+      if (unexcused && link.blames === before)
+        checker.violations.push(`${client.name}'s host did not blame s${from} for a frame over its limit that no correct server sends`);
+      return;
+    }
     if (decodeHeader(m.frame)?.type === 'ERROR') {
       const reply = decodeMessage(m.frame, { n }) as Reply;
       const op = client.host.operationOf(reply.opId);
@@ -1094,6 +1141,16 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       }
     }
     client.host.receive(from, m.frame);
+  };
+
+  /** `client`'s link closes; it reopens a while later, and the host is told. */
+  const linkDown = (client: Client, link: SimLink, reason: string) => {
+    link.drop(reason);
+    clock.setTimer(faultRng.range(...hostFaults.reopenAfter), () => {
+      if (client.crashed) return;
+      link.reopen();
+      client.host.opened(link.index);
+    });
   };
 
   /** `run`'s client gives up on it in `ms`, unless it ends first. */
@@ -1314,7 +1371,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     t,
     ok: checker.violations.length === 0,
     violations: checker.violations,
-    options: describeOptions(opts),
+    options: `${describeOptions(opts)}\n${describeHostFaults(hostFaults)}`,
     history,
     steps: step,
     lists: checker.lists,

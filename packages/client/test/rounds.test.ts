@@ -17,6 +17,7 @@ import {
   MemoryStorage,
   Server,
   toBase32,
+  type ErrorReply,
   type Request,
 } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
@@ -281,7 +282,7 @@ describe('frames over the limit in Node, where the transport cannot tell whose a
 });
 
 describe('which refusals of a round the quorum accepted are evidence', () => {
-  const refusal = (code: string) => ({ type: 'ERROR' as const, key: 'k', opId: 1, code, message: 'no' });
+  const refusal = (code: ErrorReply['code']): ErrorReply => ({ type: 'ERROR', key: 'k', opId: 1, code, message: 'no' });
   const storeRound = () => {
     const book = new RoundBook<object>();
     const round = book.start(
@@ -298,7 +299,7 @@ describe('which refusals of a round the quorum accepted are evidence', () => {
 
   it('a STORE refused for what reached that server (STRIPES_MISSING, SUPERSEDED, …) is not: the simulator caught the host blaming correct servers for STRIPES_MISSING', () => {
     const round = storeRound();
-    for (const code of ['STRIPES_MISSING', 'SUPERSEDED', 'PENDING_LIMIT', 'CONFLICT', 'QUOTA_EXCEEDED']) {
+    for (const code of ['STRIPES_MISSING', 'SUPERSEDED', 'PENDING_LIMIT', 'CONFLICT', 'QUOTA_EXCEEDED'] as const) {
       expect(round.refusalEvidence(3, refusal(code), 3), code).toBeUndefined();
     }
   });
