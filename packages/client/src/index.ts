@@ -36,8 +36,8 @@ export type {
   ShareOptions,
   Store,
 } from './store.js';
-export { Identity } from './identity.js';
-export type { EncryptionRoot } from './key-tree.js';
+export { Identity } from './identity/identity.js';
+export type { EncryptionRoot } from './identity/key-tree.js';
 export { openBrowserIdentity } from '#identity-store';
 export type { ClusterFile, GrantJson, IdentityJson } from '@powerstore/protocol';
 /** Where a `JSON.parse` error is ("line L, column C") without quoting the text: for tools reading identity files. */

@@ -45,7 +45,7 @@ import {
   type WriteValue,
 } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
-import { decodeCapability, scopeProblem, type Capability } from './capability.js';
+import { decodeCapability, scopeProblem, type Capability } from './identity/capability.js';
 import { parseCluster, parseGrants } from './cluster.js';
 import { ServerConnection, type ServerStatus } from './connection.js';
 import {
@@ -62,13 +62,13 @@ import {
   writeOrigin,
   type StripePosition,
   type WriteOrigin,
-} from './encryption.js';
+} from './values/encryption.js';
 import { PowerStoreError, invalid, invalidInput, toClientError } from './errors.js';
-import { Identity } from './identity.js';
-import { KeyRing } from './keyring.js';
+import { Identity } from './identity/identity.js';
+import { KeyRing } from './identity/keyring.js';
 import { RoundBook, type Round } from './rounds.js';
 import { checkTransport } from './transport.js';
-import { chunksOf, clampRange, firstStripe, stripesOf } from './streams.js';
+import { chunksOf, clampRange, firstStripe, stripesOf } from './values/streams.js';
 
 /** Largest value `put` accepts by default: 64 MiB. */
 export const DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024;

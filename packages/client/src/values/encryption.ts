@@ -42,7 +42,7 @@
 import { concatBytes, utf8ToBytes } from '@noble/hashes/utils.js';
 import { aesGcmOpen, aesGcmSeal } from '#aead';
 import { GCM_TAG_LENGTH } from './aead.js';
-import { KEY_CHECK_LENGTH, keyCheck, valueKey } from './key-tree.js';
+import { KEY_CHECK_LENGTH, keyCheck, valueKey } from '../identity/key-tree.js';
 
 /** The envelope's magic. */
 export const MAGIC = Uint8Array.of(0xf5, 0x50, 0x53);
