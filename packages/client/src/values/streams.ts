@@ -4,7 +4,7 @@
  * ranges. No protocol here.
  */
 import { invalid } from '../errors.js';
-import type { ByteRange, ByteSource } from '../store.js';
+import type { ByteRange, ByteSource } from '../types.js';
 
 /** The chunks of `source`, as they come. */
 export async function* chunksOf(source: ByteSource): AsyncGenerator<Uint8Array> {
