@@ -5,9 +5,9 @@
  */
 import { xchacha20poly1305 } from '@noble/ciphers/chacha.js';
 import { createCodec } from '@powerstore/erasure';
-import { aesGcmOpen, aesGcmSeal } from '../../packages/client/src/aead.browser.js';
-import { openEncrypted, parseEnvelope, sealEncrypted } from '../../packages/client/src/encryption.js';
-import { descendToKey, namespaceNode, rootFromCryptoKey } from '../../packages/client/src/key-tree.js';
+import { aesGcmOpen, aesGcmSeal } from '../../packages/client/src/values/aead.browser.js';
+import { openEncrypted, parseEnvelope, sealEncrypted } from '../../packages/client/src/values/encryption.js';
+import { descendToKey, namespaceNode, rootFromCryptoKey } from '../../packages/client/src/identity/key-tree.js';
 import { measure, type Row } from './measure.js';
 
 export type { Row };

@@ -14,9 +14,9 @@ import { fileURLToPath } from 'node:url';
 import { xchacha20poly1305 } from '@noble/ciphers/chacha.js';
 import { createCodec } from '@powerstore/erasure';
 import { Identity } from '@powerstore/client';
-import { aesGcmOpen, aesGcmSeal } from '../../packages/client/src/aead.node.js';
-import { openEncrypted, parseEnvelope, sealEncrypted } from '../../packages/client/src/encryption.js';
-import { KeyRing } from '../../packages/client/src/keyring.js';
+import { aesGcmOpen, aesGcmSeal } from '../../packages/client/src/values/aead.node.js';
+import { openEncrypted, parseEnvelope, sealEncrypted } from '../../packages/client/src/values/encryption.js';
+import { KeyRing } from '../../packages/client/src/identity/keyring.js';
 import { measure, type Row } from './measure.js';
 
 const here = dirname(fileURLToPath(import.meta.url));

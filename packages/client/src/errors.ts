@@ -86,6 +86,14 @@ export function invalid(message: string, cause?: unknown): PowerStoreError {
   return new PowerStoreError('INVALID_ARGUMENT', message, cause === undefined ? undefined : { cause });
 }
 
+/** `NO_IDENTITY`: a write on a store connected without an identity. */
+export function noIdentity(): PowerStoreError {
+  return new PowerStoreError(
+    'NO_IDENTITY',
+    'writing needs an identity: connect({ cluster, identity }) (Identity.generate(), an identity file, or openBrowserIdentity())',
+  );
+}
+
 /** `INVALID_ARGUMENT` about `source`, one of the files a user hands to `connect`. */
 export function invalidInput(source: PowerStoreErrorSource, message: string, cause?: unknown): PowerStoreError {
   return new PowerStoreError('INVALID_ARGUMENT', message, cause === undefined ? { source } : { cause, source });

@@ -12,7 +12,8 @@
  * store.close();
  * ```
  */
-export { connect, DEFAULT_MAX_VALUE_BYTES, DEFAULT_TIMEOUT_MS, STRIPE_BYTES } from './store.js';
+export { connect } from './connect.js';
+export { DEFAULT_MAX_VALUE_BYTES, DEFAULT_TIMEOUT_MS, STRIPE_BYTES } from './types.js';
 /** Most keys one `list` page holds. */
 export { MAX_LIST_LIMIT } from '@powerstore/protocol';
 export type {
@@ -35,9 +36,9 @@ export type {
   PutOptions,
   ShareOptions,
   Store,
-} from './store.js';
-export { Identity } from './identity.js';
-export type { EncryptionRoot } from './key-tree.js';
+} from './types.js';
+export { Identity } from './identity/identity.js';
+export type { EncryptionRoot } from './identity/key-tree.js';
 export { openBrowserIdentity } from '#identity-store';
 export type { ClusterFile, GrantJson, IdentityJson } from '@powerstore/protocol';
 /** Where a `JSON.parse` error is ("line L, column C") without quoting the text: for tools reading identity files. */

@@ -1,29 +1,17 @@
 /**
- * `connect()` and the store it returns: the host of the protocol's client operations.
- * Every round goes to all servers at once; an operation finishes as soon as its quorum
- * predicate holds, without waiting for slow servers.
+ * The store `connect` returns: the {@link Store} facade over the host of the protocol's
+ * client operations. Its public methods check their arguments, seal and open values
+ * (`values/`) and hand protocol operations to the host (`#run` and the methods after
+ * `close`), which sends every round to all servers at once and finishes an operation as
+ * soon as its quorum predicate holds, without waiting for slow servers.
  */
-import { createCodec, type ErasureCodec } from '@powerstore/erasure';
+import type { ErasureCodec } from '@powerstore/erasure';
 import {
   CertificateVerifier,
-  encodePublicKey,
-  grantId,
-  grantToJson,
-  INSTANCE_ID_LENGTH,
-  MAX_EXPIRY,
   ListOperation,
-  MAX_KEY_LENGTH,
-  MAX_LIST_LIMIT,
   MAX_STRIPES,
-  MIN_STRIPE_SIZE,
-  ownerIdOf,
-  namespaceOf,
   ReadOperation,
-  signGrant,
-  toHex,
   WriteOperation,
-  WriterSession,
-  decodePublicKey,
   type ClientOperation,
   type Cluster,
   type ClusterConfig,
@@ -31,402 +19,49 @@ import {
   type GrantJson,
   type ReadResult,
   type ReadTarget,
-  type StripeLayout,
-  type StripeSource,
+  type WriterSession,
   type WriteValue,
 } from '@powerstore/protocol';
-import { createCryptoProvider } from '@powerstore/protocol/crypto';
-import { decodeCapability, scopeProblem, type Capability } from './capability.js';
-import { parseCluster, parseGrants } from './cluster.js';
+import { issueGrant, shareCapability } from './access.js';
+import { realClock } from './host/clock.js';
 import { ServerConnection } from './host/connection.js';
 import type { ServerStatus } from './host/link.js';
-import { realClock } from './host/clock.js';
 import { OperationHost } from './host/operation-host.js';
+import { PowerStoreError, invalid, noIdentity, toClientError } from './errors.js';
+import type { Identity } from './identity/identity.js';
+import type { KeyRing } from './identity/keyring.js';
+import { keyStatOf, listArguments, listResultOf } from './inspection.js';
+import { checkKey } from './key-names.js';
 import {
-  ENCRYPTED_OVERHEAD,
-  MAX_OVERHEAD,
-  openEncrypted,
-  parseEnvelope,
-  plaintextSize,
-  PUBLIC_OVERHEAD,
-  sealEncrypted,
-  sealPublic,
-  stripeMismatch,
-  writeNonce,
-  writeOrigin,
-  type StripePosition,
-  type WriteOrigin,
-} from './encryption.js';
-import { PowerStoreError, invalid, invalidInput, toClientError } from './errors.js';
-import { Identity } from './identity.js';
-import { KeyRing } from './keyring.js';
-import { checkTransport } from './transport.js';
-import { chunksOf, clampRange, firstStripe, stripesOf } from './streams.js';
+  STRIPE_BYTES,
+  type AbortOptions,
+  type ByteSource,
+  type Expiry,
+  type GetOptions,
+  type GetStreamOptions,
+  type KeyStat,
+  type ListOptions,
+  type ListResult,
+  type OperationOptions,
+  type PutOptions,
+  type PutStreamOptions,
+  type ShareOptions,
+  type Store,
+  type ValueStream,
+} from './types.js';
+import { MAX_OVERHEAD } from './values/encryption.js';
+import { openValue, sealerFor, sealValue } from './values/envelopes.js';
+import { announcedSize, SealedStripes } from './values/sealed-stripes.js';
+import { clampRange, firstStripe } from './values/streams.js';
+import { readAll, valueStream, type StripeReader } from './values/value-stream.js';
 
-/** Largest value `put` accepts by default: 64 MiB. */
-export const DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024;
-/** Default time an operation (or `connect`) may take before it fails. */
-export const DEFAULT_TIMEOUT_MS = 30_000;
 /** Frames carry a fragment plus metadata: room for the latter. */
 const FRAME_OVERHEAD_BYTES = 64 * 1024;
 /** The largest stripe layout a frame may carry (a digest per stripe). */
 const MAX_LAYOUT_BYTES = 32 * MAX_STRIPES;
 
-/** Options of {@link connect}. */
-export interface ConnectOptions {
-  /** The cluster: the contents of `cluster.json` (public). */
-  readonly cluster: object;
-  /**
-   * The identity to write with: an {@link Identity}, or the JSON of an identity file.
-   * Without one the store can only read. It may write its own namespace
-   * (`store.namespace`), and what `grants` cover.
-   */
-  readonly identity?: Identity | object;
-  /** Grants this identity holds (the JSON `powerstore grant` prints), for keys outside its namespace. */
-  readonly grants?: readonly object[];
-  /**
-   * Read capabilities (what `store.share` returns) for keys or prefixes of other
-   * namespaces: the keys to decrypt their values (and to encrypt what a grant lets this
-   * identity write there).
-   */
-  readonly capabilities?: readonly string[];
-  /**
-   * The key epoch new encrypted values are written at (default 0). Capabilities are for one
-   * epoch: to revoke them, rewrite the values at a higher epoch and share anew (the owner
-   * reads every epoch).
-   */
-  readonly keyEpoch?: number;
-  /** Time an operation, and `connect` itself, may take. Default 30 s. */
-  readonly timeoutMs?: number;
-  /** Aborts `connect`. */
-  readonly signal?: AbortSignal;
-  /** Largest value `put` accepts. Default 64 MiB, which the servers' default frame limit fits at t = 1. */
-  readonly maxValueBytes?: number;
-  /**
-   * Plaintext bytes per stripe of the values `putStream` writes: 64 KiB to 32 MiB, default
-   * {@link STRIPE_BYTES} (2 MiB). Readers learn each value's stripe size from the value.
-   */
-  readonly stripeBytes?: number;
-  /** Called whenever a server's status changes (connected, closed, misbehaving). */
-  readonly onServerStatus?: (servers: readonly ServerStatus[]) => void;
-  /**
-   * Accept plaintext `ws://` URLs to hosts that are not loopback. Without it `connect`
-   * refuses them (`INVALID_ARGUMENT`) before any traffic: anyone on the network could read
-   * the values and tamper with the traffic. Loopback `ws://` and any `wss://` need nothing.
-   */
-  readonly allowInsecure?: boolean;
-}
-
-/**
- * How to give up on an operation, the same for every operation that takes them. Both
- * are honoured wherever this type is accepted.
- */
-export interface AbortOptions {
-  /** Cancels the operation: it fails with `ABORTED` (a stream errors with it). */
-  readonly signal?: AbortSignal;
-  /**
-   * Milliseconds the operation (a streamed one: each of its rounds) may take before it fails
-   * with `QUORUM_UNREACHABLE`, which names the servers that did not answer. Default:
-   * connect's `timeoutMs`.
-   */
-  readonly timeoutMs?: number;
-}
-
-/** Per-operation options. */
-export interface OperationOptions extends AbortOptions {
-  /** Called as each round starts and, while large frames drain, about every 100 ms. */
-  readonly onProgress?: (progress: Progress) => void;
-}
-
-/** Options of `put`. */
-export interface PutOptions extends OperationOptions {
-  /**
-   * Store the value as plaintext, readable by anyone who reaches a server (public web
-   * assets). Without it, values in a namespace are encrypted at the client.
-   */
-  readonly public?: boolean;
-  /** Store the bytes exactly as given, with no envelope: for migrations and tests. */
-  readonly raw?: boolean;
-}
-
-/** Options of `get`. */
-export interface GetOptions extends OperationOptions {
-  /** The stored bytes as they are, envelope and ciphertext included, without decrypting. */
-  readonly raw?: boolean;
-  /**
-   * Only these bytes (clamped to the value's length): a large value's read touches only the
-   * stripes they lie in, and an encrypted one's stripe 0, which every stripe must match.
-   */
-  readonly range?: ByteRange;
-}
-
-/** Bytes for {@link Store.putStream}: a Web `ReadableStream`, an async iterable of chunks (a Node stream), or a `Blob`/`File`. */
-export type ByteSource = ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> | Blob;
-
-/** How far a streamed transfer is, in bytes of plaintext. */
-export interface TransferProgress {
-  /** Bytes of the value stored (putStream: acknowledged by `n − t` servers) or delivered (getStream) so far. */
-  readonly bytesDone: number;
-  /** Bytes in all: `undefined` while a put's source has not told (an async iterable without `size`). */
-  readonly bytesTotal: number | undefined;
-}
-
-/**
- * Options of `putStream`. An aborted upload leaves nothing visible (the servers collect
- * what they hold of it); `timeoutMs` bounds each round of the upload, not the whole upload.
- */
-export interface PutStreamOptions extends AbortOptions {
-  /** Called as stripes are stored, and once at the end. */
-  readonly onProgress?: (progress: TransferProgress) => void;
-  /** Bytes the source will yield, for progress (a `Blob` knows its own). A source yielding another count fails the put. */
-  readonly size?: number;
-  /** Store the value as plaintext, readable by anyone who reaches a server (see `put`). */
-  readonly public?: boolean;
-}
-
-/** A byte range of a value: `start` inclusive, `end` exclusive (as `Blob.slice`); `end` defaults to the value's end. */
-export interface ByteRange {
-  readonly start: number;
-  readonly end?: number;
-}
-
-/** Options of `getStream`. `timeoutMs` bounds each round of the read, not the whole stream. */
-export interface GetStreamOptions extends AbortOptions {
-  /** Only these bytes: reads only the stripes they lie in (and an encrypted value's stripe 0). Clamped to the value's length. */
-  readonly range?: ByteRange;
-  /** Called as bytes are delivered. */
-  readonly onProgress?: (progress: TransferProgress) => void;
-}
-
-/** A value being read: the whole value's size, the range delivered, and the bytes. */
-export interface ValueStream {
-  /** Bytes in the whole value (plaintext). */
-  readonly size: number;
-  /** First byte delivered. */
-  readonly start: number;
-  /** One past the last byte delivered. */
-  readonly end: number;
-  /**
-   * The bytes of `[start, end)`, read stripe by stripe as the consumer pulls: at most a few
-   * stripes are held. Every stripe is verified (and decrypted) before it is delivered. It
-   * errors with `VALUE_CHANGED` if the value is overwritten so often during the read that
-   * the servers collect the version being streamed (the bytes delivered are all of one version).
-   */
-  readonly stream: ReadableStream<Uint8Array>;
-}
-
-/** Plaintext bytes per stripe of values written with `putStream` (measured: see bench/large). */
-export const STRIPE_BYTES = 2 * 1024 * 1024;
-
-/** How a key's values are stored: the envelope's bytes per stripe, and the function that seals a stripe. */
-interface Sealer {
-  readonly overhead: number;
-  /** Seals `value`: one stripe of a streamed value at `position`, or (without) a value written whole. */
-  seal(value: Uint8Array, position?: StripePosition): Promise<Uint8Array>;
-}
-
-/** Options of `share`. */
-export interface ShareOptions {
-  /** The key epoch the capability is for; default the store's `keyEpoch`. */
-  readonly keyEpoch?: number;
-}
-
-/** Where an operation is: its round, and how much of that round's data is on the wire. */
-export interface Progress {
-  /** The protocol round: a write is clock → store → complete, a read collect → filter. */
-  readonly phase: 'clock' | 'store' | 'complete' | 'collect' | 'filter' | 'list';
-  /** Bytes of this round's frames handed to the network so far, over all servers. */
-  readonly bytesSent: number;
-  /** Bytes of this round's frames, over all servers. */
-  readonly bytesTotal: number;
-}
-
-/** What `stat` reports about a key. */
-export interface KeyStat {
-  readonly key: string;
-  /** Whether the key holds a value (false when never written or deleted). */
-  readonly exists: boolean;
-  /** Deleted by a tombstone write. */
-  readonly deleted: boolean;
-  /** Bytes in the value (its plaintext, for an encrypted value). */
-  readonly size: number;
-  /** Whether the value is encrypted (false for `{ public: true }` values, keys outside namespaces, and tombstones). */
-  readonly encrypted: boolean;
-  /** Timestamp of the write read: its number and writer id (hex). */
-  readonly timestamp: { readonly num: number; readonly writerId: string };
-  /** Who signed the write read, and the grant it relied on (absent when never written). */
-  readonly writer?: { readonly publicKey: string; readonly ownerId: string; readonly grant?: string };
-  /** Rounds the read took (always 2). */
-  readonly rounds: number;
-  /** Server ids (1-based) that answered the read's FILTER round. */
-  readonly answered: readonly number[];
-  /** Servers caught misbehaving during the read. */
-  readonly misbehaving: readonly { readonly id: number; readonly reason: string }[];
-}
-
-/** One key as `list` finds it. */
-export interface ListedKey {
-  readonly key: string;
-  /**
-   * Bytes the servers store for the value (`stat` tells the plaintext's): in a namespace,
-   * the envelope, 64 bytes over an encrypted value's plaintext and 4 over a public one's.
-   * `undefined` only for a write that completed while the listing ran.
-   */
-  readonly size: number | undefined;
-  /** Timestamp of the latest completed write: its number and writer id (hex). */
-  readonly timestamp: { readonly num: number; readonly writerId: string };
-}
-
-/** One page of `list`. */
-export interface ListResult {
-  /** Keys in code point order (UTF-8 byte order); deleted keys are left out. */
-  readonly keys: readonly ListedKey[];
-  /**
-   * Pass it as `cursor` for the next page; `undefined` once the listing is complete. A
-   * page may hold fewer than `limit` keys, even none, and still have a cursor: servers
-   * read at most `MAX_LIST_SCAN` keys per page, writes never completed included.
-   */
-  readonly cursor: string | undefined;
-}
-
-/** Options of `list`. */
-export interface ListOptions extends OperationOptions {
-  /** Most keys in the page, 1–1000 (default 1000). */
-  readonly limit?: number;
-  /** Where to continue: the previous page's `cursor`. */
-  readonly cursor?: string;
-}
-
-/** When a grant expires: a `Date`, milliseconds since the epoch, or `'never'` (the year 9999). */
-export type Expiry = Date | number | 'never';
-
-/** A connected PowerStore. */
-export interface Store {
-  /** The cluster's `t` and `n`. */
-  readonly cluster: ClusterConfig;
-  /** Whether `put` and `delete` are possible (an identity was given). */
-  readonly canWrite: boolean;
-  /** The identity's public key (base64url), if any. */
-  readonly publicKey: string | undefined;
-  /** The identity's owner id, if any. */
-  readonly ownerId: string | undefined;
-  /** `~<ownerId>/`: the prefix of the keys this identity owns, if any. */
-  readonly namespace: string | undefined;
-  /**
-   * Writes `value`. In a namespace (`~<ownerId>/…`) it is encrypted at the client unless
-   * `options.public`; keys outside every namespace (only the admin writes them) are stored
-   * as given.
-   */
-  put(key: string, value: Uint8Array | string, options?: PutOptions): Promise<void>;
-  /**
-   * The latest value, or `undefined` if the key was never written or was deleted. An
-   * encrypted value is decrypted: `NOT_AUTHORIZED` when this store holds no key for it,
-   * `TAMPERED` when it fails authentication; it is never returned undecrypted.
-   */
-  get(key: string, options?: GetOptions): Promise<Uint8Array | undefined>;
-  /**
-   * Writes a value of any size from a stream, with bounded memory: the value is cut into
-   * stripes, each erasure-coded and sent as it is read, and becomes visible all at once
-   * when the last stripe is stored (readers see the whole old value or the whole new one).
-   * Encrypted like `put`. Resolves with the bytes stored.
-   */
-  putStream(key: string, source: ByteSource, options?: PutStreamOptions): Promise<{ readonly size: number }>;
-  /**
-   * The latest value as a stream (or `undefined` if the key was never written or was
-   * deleted): linearizable like `get`, and every stripe is verified before it is delivered.
-   */
-  getStream(key: string, options?: GetStreamOptions): Promise<ValueStream | undefined>;
-  /** A linearizable delete: a tombstone write. */
-  delete(key: string, options?: OperationOptions): Promise<void>;
-  /** Reads `key` and reports the timestamp, size, writer and which servers answered or misbehaved. */
-  stat(key: string, options?: OperationOptions): Promise<KeyStat>;
-  /**
-   * One page of the keys starting with `prefix` ('' for all) that hold a value. Each key
-   * comes with a certificate the client checks, so a Byzantine server can neither invent
-   * keys nor hide one whose write completed before the listing began; writes completing
-   * meanwhile may or may not appear. Page on with `cursor`.
-   */
-  list(prefix: string, options?: ListOptions): Promise<ListResult>;
-  /**
-   * Signs a grant letting `grantee` (a public key, base64url) write keys starting with
-   * `prefix` (inside this identity's namespace, or anywhere for the admin) until `expires`.
-   * Give the returned JSON to the grantee; it passes it to `connect({ grants })`.
-   */
-  grant(grantee: string, prefix: string, expires: Expiry): Promise<GrantJson>;
-  /**
-   * A read capability for `keyOrPrefix`: one key, or with a trailing `/` every key under
-   * that prefix (`…/photos/` covers `…/photos/cat.jpg`, never `…/photos2/…`). A URL-safe
-   * secret string; whoever holds it passes it to `connect({ capabilities })` to decrypt
-   * those values. Revoke by rewriting the values at a higher `keyEpoch`.
-   */
-  share(keyOrPrefix: string, options?: ShareOptions): Promise<string>;
-  /** Every server's status. */
-  servers(): ServerStatus[];
-  /** Closes every connection; pending operations fail with `CLOSED`. */
-  close(): void;
-}
-
-/**
- * Connects to a cluster: opens a WebSocket to every server and resolves once `n − t`
- * are connected (the quorum every operation needs), or fails with
- * `QUORUM_UNREACHABLE` saying which servers could not be reached and why.
- */
-export async function connect(options: ConnectOptions): Promise<Store> {
-  if (typeof options !== 'object' || options === null) throw invalid('connect() needs { cluster, identity? }');
-  const cluster = parseCluster(options.cluster);
-  checkTransport(cluster, options.allowInsecure);
-  const crypto = createCryptoProvider();
-  const identity =
-    options.identity === undefined
-      ? undefined
-      : options.identity instanceof Identity
-        ? options.identity
-        : await Identity.fromJSON(options.identity);
-  const grants = parseGrants(crypto, cluster, options.grants);
-  const keyEpoch = options.keyEpoch ?? 0;
-  if (!isEpoch(keyEpoch)) throw invalid(`keyEpoch must be an integer from 0 to ${2 ** 32 - 1}`);
-  const keys = new KeyRing(
-    identity?.encryptionRoot && { namespace: identity.namespace, root: identity.encryptionRoot },
-    parseCapabilities(options.capabilities),
-  );
-  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  if (!(timeoutMs > 0)) throw invalid(`timeoutMs must be positive, got ${String(timeoutMs)}`);
-  const maxValueBytes = options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES;
-  if (!Number.isSafeInteger(maxValueBytes) || maxValueBytes < 0) throw invalid('maxValueBytes must be a non-negative integer');
-  const stripeBytes = options.stripeBytes ?? STRIPE_BYTES;
-  if (!Number.isSafeInteger(stripeBytes) || stripeBytes < MIN_STRIPE_SIZE || stripeBytes > 32 * 1024 * 1024) {
-    throw invalid(`stripeBytes must be an integer from ${MIN_STRIPE_SIZE} to ${32 * 1024 * 1024}`);
-  }
-  const codec = await createCodec({ k: cluster.config.t + 1, n: cluster.config.n });
-  const random = (n: number) => globalThis.crypto.getRandomValues(new Uint8Array(n));
-  // A writer id of its own per connect(): two stores of one identity never share a timestamp.
-  const session =
-    identity &&
-    new WriterSession({ crypto, cluster: cluster.identity, signer: identity.signer, instance: random(INSTANCE_ID_LENGTH), grants });
-  const store = new PowerStore({
-    cluster,
-    crypto,
-    codec,
-    identity,
-    session,
-    keys,
-    keyEpoch,
-    random,
-    timeoutMs,
-    maxValueBytes,
-    stripeBytes,
-    onServerStatus: options.onServerStatus,
-  });
-  try {
-    await store.waitForQuorum(timeoutMs, options.signal);
-  } catch (e) {
-    store.close();
-    throw e;
-  }
-  return store;
-}
-
-interface StoreParts {
+/** What a {@link PowerStore} is made of: what `connect` checked, parsed and built. */
+export interface StoreParts {
   readonly cluster: Cluster;
   readonly crypto: CryptoProvider;
   readonly codec: ErasureCodec;
@@ -443,7 +78,8 @@ interface StoreParts {
   readonly onServerStatus: ((servers: readonly ServerStatus[]) => void) | undefined;
 }
 
-class PowerStore implements Store {
+/** The {@link Store} `connect` returns. */
+export class PowerStore implements Store {
   readonly cluster: ClusterConfig;
   readonly #parts: StoreParts;
   /** Verifies candidates for reads (and remembers what it verified). */
@@ -514,7 +150,7 @@ class PowerStore implements Store {
       throw invalid(`value of ${bytes.length} bytes exceeds the maximum of ${this.#parts.maxValueBytes} (connect's maxValueBytes)`);
     }
     this.#writerFor(key);
-    await this.#write(key, { kind: 'value', value: await this.#seal(key, bytes, options) }, options);
+    await this.#write(key, { kind: 'value', value: await sealValue(this.#parts, key, bytes, options) }, options);
   }
 
   /**
@@ -533,277 +169,34 @@ class PowerStore implements Store {
     return session;
   }
 
-  /** What is stored for `value`: see `encryption.ts`. */
-  async #seal(key: string, value: Uint8Array, options: PutOptions | undefined): Promise<Uint8Array> {
-    if (options?.raw && options.public) throw invalid('put: { raw } and { public } exclude each other');
-    if (options?.raw) return value;
-    return (await this.#sealer(key, options)).seal(value);
-  }
-
-  /** How values of `key` are stored: the envelope's overhead per stripe and the function that makes it. */
-  async #sealer(key: string, options: { readonly public?: boolean } | undefined): Promise<Sealer> {
-    // Keys outside every namespace are the admin's (cluster-wide settings, not anyone's data): stored as given.
-    if (namespaceOf(key) === undefined) return { overhead: 0, seal: async (value) => value };
-    if (options?.public) return { overhead: PUBLIC_OVERHEAD, seal: async (value) => sealPublic(value) };
-    const { keys, keyEpoch, identity } = this.#parts;
-    if (identity && !identity.encryptionRoot && key.startsWith(identity.namespace)) {
-      throw new PowerStoreError(
-        'NOT_AUTHORIZED',
-        `cannot encrypt ${JSON.stringify(key)}: this identity was made from a bare signer and has no encryption root (pass its seed or an EncryptionRoot to new Identity); or write it as plaintext with { public: true }`,
-      );
-    }
-    const found = await keys.leaf(key, keyEpoch);
-    if ('missing' in found) {
-      throw new PowerStoreError(
-        'NOT_AUTHORIZED',
-        `cannot encrypt ${JSON.stringify(key)}: ${found.missing}; or write it as plaintext with { public: true }`,
-      );
-    }
-    const leaf = found.leaf;
-    return { overhead: ENCRYPTED_OVERHEAD, seal: (value, position) => sealEncrypted(key, value, leaf, keyEpoch, position) };
-  }
-
-  /** The plaintext of what `read` returned for `key`: see `encryption.ts`. */
-  async #open(key: string, result: ReadResult, raw: boolean | undefined): Promise<Uint8Array | undefined> {
-    const stored = result.value;
-    if (stored === undefined || raw || namespaceOf(key) === undefined) return stored;
-    return this.#openStripe(key, stored, result, { index: 0, count: 1 });
-  }
-
-  /**
-   * The plaintext of stripe `position.index` of `position.count` (0 of 1 for a value written
-   * whole) of what was read for `key`. `origin` is the write of the value's stripe 0, which
-   * every other stripe must come from (see `stripeMismatch`); the caller passes it for every
-   * stripe but stripe 0 of an encrypted value.
-   */
-  async #openStripe(
-    key: string,
-    stored: Uint8Array,
-    result: ReadResult,
-    position: { index: number; count: number },
-    origin?: WriteOrigin,
-  ): Promise<Uint8Array> {
-    if (namespaceOf(key) === undefined) return stored;
-    const envelope = parseEnvelope(stored);
-    if (envelope.kind === 'unknown') {
-      throw new PowerStoreError(
-        'UNKNOWN_FORMAT',
-        `the value of ${JSON.stringify(key)} cannot be read: ${envelope.reason}; get it with { raw: true } for the stored bytes`,
-      );
-    }
-    const writer = result.cert ? ` (written by ${encodePublicKey(result.cert.signer)} at timestamp ${result.ts.num})` : '';
-    const mismatch = stripeMismatch(envelope, position, origin);
-    if (mismatch !== undefined) {
-      throw new PowerStoreError(
-        'TAMPERED',
-        `stripe ${position.index} of ${position.count} of the value of ${JSON.stringify(key)}${writer} ${mismatch}; it is not returned`,
-      );
-    }
-    if (envelope.kind === 'public') return envelope.value;
-    const found = await this.#parts.keys.leaf(key, envelope.epoch);
-    if ('missing' in found) {
-      throw new PowerStoreError('NOT_AUTHORIZED', `the value of ${JSON.stringify(key)} is encrypted and ${found.missing}`);
-    }
-    const opened = await openEncrypted(key, envelope, found.leaf);
-    // The owner's root derives the one right key of this name and epoch, so a key check that
-    // differs under it means the value was sealed for another name: moved, i.e. tampered. A
-    // capability's key is only as right as the string it came from, so there it may be either.
-    if (opened === 'wrong-key' && found.from === 'capability') {
-      throw new PowerStoreError(
-        'NOT_AUTHORIZED',
-        `the value of ${JSON.stringify(key)}${writer} is encrypted under another key than the one the capability covering it gives (a capability not made by the namespace's owner, or a value moved from another key); it is not returned`,
-      );
-    }
-    if (opened !== 'wrong-key' && opened !== 'tampered') return opened;
-    throw new PowerStoreError(
-      'TAMPERED',
-      opened === 'wrong-key'
-        ? `the value of ${JSON.stringify(key)}${writer} was encrypted for another key name (moved from another key, or sealed with a key its owner never derived for this one); it is not returned`
-        : `the value of ${JSON.stringify(key)}${writer} failed authentication: its ciphertext, header or key name is not what was encrypted (altered, or moved from another key or version); it is not returned`,
-    );
-  }
-
   async putStream(key: string, source: ByteSource, options: PutStreamOptions = {}): Promise<{ readonly size: number }> {
     this.#writerFor(key);
-    const blobSize = typeof Blob !== 'undefined' && source instanceof Blob ? source.size : undefined;
-    const expected = options.size ?? blobSize;
-    if (expected !== undefined && !(Number.isSafeInteger(expected) && expected >= 0))
-      throw invalid('putStream: size must be an integer ≥ 0');
-    const sealer = await this.#sealer(key, options);
-    const stripeSize = this.#parts.stripeBytes + sealer.overhead;
-    const plain = stripesOf(chunksOf(source), this.#parts.stripeBytes)[Symbol.asyncIterator]();
-    const nonce = writeNonce();
-    let ahead: IteratorResult<Uint8Array> | undefined;
-    let index = 0;
-    let total = 0;
-    const stripes: StripeSource = {
-      stripeSize,
-      next: async () => {
-        ahead ??= await plain.next();
-        if (ahead.done) return undefined;
-        const current = ahead.value;
-        // One stripe of lookahead: whether this one is the last goes into its envelope.
-        ahead = await plain.next();
-        total += current.length;
-        if (expected !== undefined && (total > expected || (ahead.done && total !== expected))) {
-          throw invalid(`putStream: the source yielded ${total > expected ? 'more' : 'fewer'} than the ${expected} bytes announced`);
-        }
-        return sealer.seal(current, { nonce, index: index++, last: !!ahead.done });
-      },
-    };
+    const expected = announcedSize(source, options.size);
+    const stripes = new SealedStripes(source, await sealerFor(this.#parts, key, options), this.#parts.stripeBytes, expected);
     const report = options.onProgress;
-    // Stored bytes acknowledged, less the envelopes of the stripes they hold.
     const progressOf = (op: WriteOperation) =>
-      report &&
-      (() =>
-        report({
-          bytesDone: Math.max(0, op.bytesStored - sealer.overhead * Math.ceil(op.bytesStored / stripeSize)),
-          bytesTotal: expected,
-        }));
+      report && (() => report({ bytesDone: stripes.plaintextOf(op.bytesStored), bytesTotal: expected }));
     try {
       await this.#write(key, { kind: 'stripes', source: stripes }, { signal: options.signal, timeoutMs: options.timeoutMs }, progressOf);
     } finally {
-      void plain.return?.(undefined);
+      stripes.close();
     }
-    report?.({ bytesDone: total, bytesTotal: total });
-    return { size: total };
+    const size = stripes.bytesRead;
+    report?.({ bytesDone: size, bytesTotal: size });
+    return { size };
   }
 
   async getStream(key: string, options: GetStreamOptions = {}): Promise<ValueStream | undefined> {
     const stripe = firstStripe(options.range, STRIPE_BYTES);
     const { result } = await this.#read(key, { signal: options.signal, timeoutMs: options.timeoutMs }, { stripe });
     if (result.value === undefined) return undefined;
-    return this.#valueStream(key, result, options);
+    return valueStream(key, result, options, this.#stripeReader(key, options));
   }
 
-  /**
-   * The bytes of `options.range` of the value `result` read: the stripes they lie in, each
-   * read (pinned to `result`'s version), verified and decrypted as the consumer pulls, with
-   * the next one fetched meanwhile.
-   *
-   * One value, one write: the writer's certificate binds the stripes' order and number, but a
-   * grantee without the key may sign one over stripes of the owner's earlier versions, each
-   * of which authenticates on its own. So every stripe delivered must come from the write of
-   * the value's stripe 0 (`stripeMismatch`). For an encrypted value (as the stripe `result`
-   * holds says) that is stripe 0's key epoch and write nonce, and stripe 0 is read and
-   * authenticated first even when the range starts later: checking a range's stripes only
-   * against one another would let a range of stripe 1 alone return another version's bytes.
-   * For a public value every stripe delivered must be public: public bytes are whatever the
-   * key's writer chose anyway, so they need no stripe 0 and a public range costs none.
-   * A read that reaches the value's end (even an empty range there) reads its last stripe,
-   * sealed as the last of its write: a value cut short or extended fails there.
-   */
-  async #valueStream(key: string, result: ReadResult, options: GetStreamOptions): Promise<ValueStream> {
-    const stored = result.value!;
-    const report = options.onProgress;
-    const layout = result.layout;
-    if (!layout) {
-      const value = await this.#openStripe(key, stored, result, { index: 0, count: 1 });
-      const { start, end } = clampRange(options.range, value.length);
-      const bytes = value.subarray(start, end);
-      const stream = new ReadableStream<Uint8Array>({
-        start(controller) {
-          if (bytes.length > 0) controller.enqueue(bytes);
-          report?.({ bytesDone: bytes.length, bytesTotal: bytes.length });
-          controller.close();
-        },
-      });
-      return { size: value.length, start, end, stream };
-    }
-    const count = layout.digests.length;
-    const overhead = this.#overheadOf(key, stored);
-    const perStripe = layout.stripeSize - overhead;
-    const size = stripedSize(layout, overhead);
-    const { start, end } = clampRange(options.range, size);
-    const firstStripe = Math.min(Math.floor(start / perStripe), count - 1);
-    const lastStripe = end === size ? count - 1 : end > start ? Math.floor((end - 1) / perStripe) : firstStripe - 1;
-    // The envelope of the stripe in hand: it says whether stripes must match stripe 0's write.
-    const held = namespaceOf(key) === undefined ? undefined : parseEnvelope(stored);
-    const encrypted = held?.kind === 'encrypted';
-    /** Stripe `s`, verified and opened, and the write its envelope names. */
-    const open = async (s: number): Promise<{ plain: Uint8Array; origin: WriteOrigin | undefined }> => {
-      const reference = held === undefined || (encrypted && s === 0) ? undefined : originOf();
-      let [bytes, from] = [stored, result];
-      if (s !== result.stripe) {
-        const { result: r } = await this.#read(
-          key,
-          { signal: options.signal, timeoutMs: options.timeoutMs },
-          { stripe: s, pinned: result.candidate!, layout },
-        );
-        if (r.stripe !== s || r.value === undefined) throw new Error(`stripe ${s} came back as stripe ${String(r.stripe)}`);
-        [bytes, from] = [r.value, r];
-      }
-      const plain = await this.#openStripe(key, bytes, from, { index: s, count }, await reference);
-      const envelope = held && parseEnvelope(bytes);
-      return { plain, origin: envelope && envelope.kind !== 'unknown' ? writeOrigin(envelope) : undefined };
-    };
-    /** The write every stripe delivered must come from: stripe 0's (authenticated) for an encrypted value, public for a public one. */
-    let origin: Promise<WriteOrigin | undefined> | undefined;
-    const originOf = (): Promise<WriteOrigin | undefined> => {
-      if (!origin) {
-        // A range from stripe 0 delivers it first (see fetch); one starting later reads and authenticates it without delivering it.
-        origin = encrypted
-          ? (fetched.get(0) ?? open(0)).then((o) => o.origin)
-          : Promise.resolve(held?.kind === 'public' ? writeOrigin(held) : undefined);
-        // Awaited by every later stripe, which reports a failure when it is pulled.
-        origin.catch(() => {});
-      }
-      return origin;
-    };
-    const fetched = new Map<number, Promise<{ plain: Uint8Array; origin: WriteOrigin | undefined }>>();
-    const fetch = (s: number) => {
-      let p = fetched.get(s);
-      if (!p) {
-        p = open(s);
-        // A prefetched stripe that fails is reported when it is pulled, not as an unhandled rejection.
-        p.catch(() => {});
-        fetched.set(s, p);
-        // Stripe 0 is dropped from `fetched` once delivered: take its write now.
-        if (s === 0 && encrypted) void originOf();
-      }
-      return p;
-    };
-    let next = firstStripe;
-    let delivered = 0;
-    const stream = new ReadableStream<Uint8Array>(
-      {
-        pull: async (controller) => {
-          if (next > lastStripe) {
-            controller.close();
-            return;
-          }
-          const s = next++;
-          let plain: Uint8Array;
-          try {
-            ({ plain } = await fetch(s));
-          } catch (err) {
-            throw toClientError(err);
-          }
-          fetched.delete(s);
-          if (next <= lastStripe) void fetch(next);
-          const from = s === firstStripe ? start - s * perStripe : 0;
-          const to = s === lastStripe ? end - s * perStripe : plain.length;
-          if (to > from) controller.enqueue(plain.subarray(from, to));
-          delivered += to - from;
-          report?.({ bytesDone: delivered, bytesTotal: end - start });
-          if (next > lastStripe) controller.close();
-        },
-        cancel: () => {
-          fetched.clear();
-        },
-      },
-      { highWaterMark: 0 },
-    );
-    return { size, start, end, stream };
-  }
-
-  /** Envelope bytes per stripe of a value of `key` whose (some) stripe is `stored`. */
-  #overheadOf(key: string, stored: Uint8Array): number {
-    if (namespaceOf(key) === undefined) return 0;
-    const e = parseEnvelope(stored);
-    if (e.kind === 'unknown')
-      throw new PowerStoreError('UNKNOWN_FORMAT', `the value of ${JSON.stringify(key)} cannot be read: ${e.reason}`);
-    return e.kind === 'public' ? PUBLIC_OVERHEAD : ENCRYPTED_OVERHEAD;
+  /** Where a streamed value of `key` gets its further stripes: reads under `options`' signal and timeout. */
+  #stripeReader(key: string, options: AbortOptions | undefined): StripeReader {
+    const abort = { signal: options?.signal, timeoutMs: options?.timeoutMs };
+    return { keys: this.#parts.keys, read: async (target) => (await this.#read(key, abort, target)).result };
   }
 
   async delete(key: string, options?: OperationOptions): Promise<void> {
@@ -813,14 +206,14 @@ class PowerStore implements Store {
   async get(key: string, options?: GetOptions): Promise<Uint8Array | undefined> {
     const { result } = await this.#read(key, options, { stripe: firstStripe(options?.range, STRIPE_BYTES) });
     if (!result.layout) {
-      const value = await this.#open(key, result, options?.raw);
+      const value = await openValue(this.#parts.keys, key, result, options?.raw);
       if (value === undefined || options?.range === undefined) return value;
       const { start, end } = clampRange(options.range, value.length);
       return value.subarray(start, end);
     }
     if (options?.raw)
       throw invalid(`get: { raw } reads values written whole; ${JSON.stringify(key)} is in stripes (read it with getStream)`);
-    const { start, end, size, stream } = await this.#valueStream(key, result, { ...options, onProgress: undefined });
+    const { start, end, size, stream } = await valueStream(key, result, { range: options?.range }, this.#stripeReader(key, options));
     if (end - start > this.#parts.maxValueBytes) {
       void stream.cancel();
       throw new PowerStoreError(
@@ -828,108 +221,28 @@ class PowerStore implements Store {
         `the value of ${JSON.stringify(key)} is ${size} bytes, over the ${this.#parts.maxValueBytes} bytes get() returns in memory (connect's maxValueBytes): read it with getStream, or a range of it`,
       );
     }
-    const out = new Uint8Array(end - start);
-    // A reader rather than `for await`: not every browser iterates a ReadableStream.
-    const reader = stream.getReader();
-    for (let off = 0; ;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      out.set(value, off);
-      off += value.length;
-    }
-    return out;
+    return readAll(stream, end - start);
   }
 
   async share(keyOrPrefix: string, options?: ShareOptions): Promise<string> {
-    const problem = scopeProblem(keyOrPrefix);
-    if (problem) throw invalid(`share: ${problem}`);
-    const epoch = options?.keyEpoch ?? this.#parts.keyEpoch;
-    if (!isEpoch(epoch)) throw invalid(`keyEpoch must be an integer from 0 to ${2 ** 32 - 1}`);
-    const cap = await this.#parts.keys.share(keyOrPrefix, epoch);
-    if (cap === undefined) {
-      throw new PowerStoreError(
-        'NOT_AUTHORIZED',
-        `cannot share ${JSON.stringify(keyOrPrefix)} at key epoch ${epoch}: it is outside this identity's namespace and no capability it holds covers it`,
-      );
-    }
-    return cap;
+    return shareCapability(this.#parts.keys, keyOrPrefix, options?.keyEpoch ?? this.#parts.keyEpoch);
   }
 
   async stat(key: string, options?: OperationOptions): Promise<KeyStat> {
-    const { op, result, evidence } = await this.#read(key, options);
-    const { crypto } = this.#parts;
-    const cert = result.cert;
-    // Values in namespaces carry an envelope (encryption.ts); values elsewhere are stored as given.
-    const envelope = result.value !== undefined && namespaceOf(key) !== undefined ? parseEnvelope(result.value) : undefined;
-    return {
-      key,
-      exists: result.value !== undefined,
-      deleted: result.value === undefined && result.ts.num > 0,
-      size:
-        result.value === undefined
-          ? 0
-          : result.layout
-            ? stripedSize(result.layout, this.#overheadOf(key, result.value))
-            : envelope
-              ? plaintextSize(result.value, envelope)
-              : result.value.length,
-      encrypted: envelope?.kind === 'encrypted',
-      timestamp: { num: result.ts.num, writerId: toHex(result.ts.writerId) },
-      ...(cert
-        ? {
-            writer: {
-              publicKey: encodePublicKey(cert.signer),
-              ownerId: ownerIdOf(crypto, cert.signer),
-              ...(cert.grant ? { grant: grantId(crypto, cert.grant) } : {}),
-            },
-          }
-        : {}),
-      rounds: result.rounds,
-      answered: op.answered().map((i) => i + 1),
-      misbehaving: [...evidence].map(([index, reason]) => ({ id: index + 1, reason })),
-    };
+    return keyStatOf(key, await this.#read(key, options), this.#parts.crypto);
   }
 
   async list(prefix: string, options: ListOptions = {}): Promise<ListResult> {
-    if (typeof prefix !== 'string') throw invalid('prefix must be a string');
-    checkKeyText(prefix, 'prefix');
-    const limit = options.limit ?? MAX_LIST_LIMIT;
-    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) throw invalid(`limit must be an integer in 1..${MAX_LIST_LIMIT}`);
-    const after = options.cursor ?? '';
-    if (typeof after !== 'string' || (after !== '' && !after.startsWith(prefix))) {
-      throw invalid('cursor must be a cursor that list returned for this prefix');
-    }
+    const { limit, after } = listArguments(prefix, options);
     const opId = this.#nextOpId++;
     const onEvidence = (i: number, reason: string) => this.#misbehaving(i, reason);
     const { crypto } = this.#parts;
     const op = new ListOperation({ config: this.cluster, crypto, verifier: this.#verifier, onEvidence }, prefix, after, limit, opId);
-    const page = await this.#run(op, opId, options, onEvidence);
-    return {
-      keys: page.keys.map((k) => ({
-        key: k.key,
-        size: k.size,
-        timestamp: { num: k.candidate.ts.num, writerId: toHex(k.candidate.ts.writerId) },
-      })),
-      cursor: page.cursor,
-    };
+    return listResultOf(await this.#run(op, opId, options, onEvidence));
   }
 
   async grant(grantee: string, prefix: string, expires: Expiry): Promise<GrantJson> {
-    const { identity, crypto, cluster } = this.#parts;
-    if (!identity) throw new PowerStoreError('NO_IDENTITY', 'granting needs an identity: connect({ cluster, identity })');
-    let granteeKey: Uint8Array;
-    try {
-      granteeKey = decodePublicKey(grantee, 'grantee');
-    } catch (err) {
-      throw invalid((err as Error).message);
-    }
-    const expiresAt = expires === 'never' ? MAX_EXPIRY : expires instanceof Date ? expires.getTime() : expires;
-    try {
-      const g = await signGrant(crypto, cluster.identity, identity.signer, { grantee: granteeKey, prefix, expiresAt });
-      return grantToJson(crypto, cluster.identity.id, g);
-    } catch (err) {
-      throw invalid((err as Error).message, err);
-    }
+    return issueGrant(this.#parts, grantee, prefix, expires);
   }
 
   close(): void {
@@ -1021,47 +334,4 @@ class PowerStore implements Store {
   #statusChanged(): void {
     this.#parts.onServerStatus?.(this.servers());
   }
-}
-
-function noIdentity(): PowerStoreError {
-  return new PowerStoreError(
-    'NO_IDENTITY',
-    'writing needs an identity: connect({ cluster, identity }) (Identity.generate(), an identity file, or openBrowserIdentity())',
-  );
-}
-
-function isEpoch(x: unknown): x is number {
-  return Number.isSafeInteger(x) && (x as number) >= 0 && (x as number) < 2 ** 32;
-}
-
-function parseCapabilities(capabilities: unknown): Capability[] {
-  if (capabilities === undefined) return [];
-  if (!Array.isArray(capabilities)) throw invalidInput('capabilities', 'capabilities must be a list of strings (what store.share returns)');
-  return capabilities.map((c: unknown, i) => {
-    try {
-      return decodeCapability(c);
-    } catch (err) {
-      throw invalidInput('capabilities', `capabilities[${i}]: ${(err as Error).message}`);
-    }
-  });
-}
-
-/** Plaintext bytes of a striped value whose stripes each carry an envelope of `overhead` bytes. */
-function stripedSize(layout: StripeLayout, overhead: number): number {
-  return layout.valueLength - layout.digests.length * overhead;
-}
-
-/** A lone surrogate, which UTF-8 cannot carry: it would reach the servers as U+FFFD, another key. */
-const LONE_SURROGATE = /\p{Cs}/u;
-
-function checkKey(key: unknown): asserts key is string {
-  if (typeof key !== 'string' || key.length === 0) throw invalid('key must be a non-empty string');
-  checkKeyText(key, 'key');
-}
-
-/** What keys and list prefixes share: well-formed Unicode, at most `MAX_KEY_LENGTH` bytes of UTF-8. */
-function checkKeyText(text: string, what: 'key' | 'prefix'): void {
-  if (LONE_SURROGATE.test(text)) throw invalid(`${what} must be well-formed Unicode: it holds a lone surrogate (half of a UTF-16 pair)`);
-  const bytes = new TextEncoder().encode(text).length;
-  if (bytes > MAX_KEY_LENGTH) throw invalid(`${what} is ${bytes} bytes of UTF-8, the maximum is ${MAX_KEY_LENGTH}`);
 }

@@ -3,9 +3,9 @@
  * refused as tampering, and what tells a wrong key from a tampered value.
  */
 import { describe, expect, it } from 'vitest';
-import * as webcrypto from '../src/aead.browser.js';
-import * as nodeCrypto from '../src/aead.node.js';
-import { decodeCapability, encodeCapability, scopeCovers } from '../src/capability.js';
+import * as webcrypto from '../src/values/aead.browser.js';
+import * as nodeCrypto from '../src/values/aead.node.js';
+import { decodeCapability, encodeCapability, scopeCovers } from '../src/identity/capability.js';
 import {
   ENCRYPTED_OVERHEAD,
   FORMAT_ENCRYPTED_V1,
@@ -19,10 +19,10 @@ import {
   writeNonce,
   writeOrigin,
   type Envelope,
-} from '../src/encryption.js';
-import { Identity } from '../src/identity.js';
-import { descendToKey, descendToPrefix, namespaceNode, rootFromCryptoKey, rootFromSeed } from '../src/key-tree.js';
-import { KeyRing } from '../src/keyring.js';
+} from '../src/values/encryption.js';
+import { Identity } from '../src/identity/identity.js';
+import { descendToKey, descendToPrefix, namespaceNode, rootFromCryptoKey, rootFromSeed } from '../src/identity/key-tree.js';
+import { KeyRing } from '../src/identity/keyring.js';
 
 const enc = (s: string) => new TextEncoder().encode(s);
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);

@@ -27,7 +27,7 @@ import {
   type Step,
 } from '@powerstore/protocol';
 import { PowerStoreError, toClientError } from '../errors.js';
-import type { Progress } from '../store.js';
+import type { Progress } from '../types.js';
 import type { CancelTimer, Clock } from './clock.js';
 import type { Link } from './link.js';
 import { RoundBook, type Round } from './rounds.js';

@@ -8,7 +8,7 @@
  */
 import { signerFromCryptoKey } from '@powerstore/protocol';
 import { Identity } from './identity.js';
-import { PowerStoreError } from './errors.js';
+import { PowerStoreError } from '../errors.js';
 import { rootFromCryptoKey } from './key-tree.js';
 
 const DB = 'powerstore';

@@ -31,7 +31,7 @@
  *   stripe 0's key epoch and write nonce (it then opens only if the owner sealed it in that
  *   very write), and a public stripe goes only with public ones. Stripe 0 is the reference
  *   because every value has one and a read can always fetch it: a read of a range that
- *   starts later reads stripe 0 too (store.ts, `#valueStream`). With the index and the
+ *   starts later reads stripe 0 too (`value-stream.ts`). With the index and the
  *   count field, a value's stripes are then all of one write and each in the place it was
  *   sealed for, and a read that reaches the value's end reads a stripe sealed as the last:
  *   no splice of versions, no truncation, no extension passes.
@@ -42,7 +42,7 @@
 import { concatBytes, utf8ToBytes } from '@noble/hashes/utils.js';
 import { aesGcmOpen, aesGcmSeal } from '#aead';
 import { GCM_TAG_LENGTH } from './aead.js';
-import { KEY_CHECK_LENGTH, keyCheck, valueKey } from './key-tree.js';
+import { KEY_CHECK_LENGTH, keyCheck, valueKey } from '../identity/key-tree.js';
 
 /** The envelope's magic. */
 export const MAGIC = Uint8Array.of(0xf5, 0x50, 0x53);

@@ -19,7 +19,7 @@ import {
   type Signer,
 } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
-import { invalidInput, PowerStoreError } from './errors.js';
+import { invalidInput, PowerStoreError } from '../errors.js';
 import { rootFromSeed, type EncryptionRoot } from './key-tree.js';
 
 const crypto = createCryptoProvider();

@@ -3,6 +3,7 @@
  * at every epoch) and the capabilities it was given (a key or a prefix of someone's
  * namespace, at one epoch). Finds the key-tree key of a key name, and makes capabilities.
  */
+import { invalid } from '../errors.js';
 import { encodeCapability, scopeCovers, type Capability } from './capability.js';
 import { descendToKey, descendToPrefix, namespaceNode, type EncryptionRoot } from './key-tree.js';
 
@@ -11,6 +12,12 @@ import { descendToKey, descendToPrefix, namespaceNode, type EncryptionRoot } fro
  * the one right key; a capability only what it was made with), or why the store has none.
  */
 export type LeafLookup = { readonly leaf: Uint8Array; readonly from: 'own' | 'capability' } | { readonly missing: string };
+
+/** `epoch` if it is a key epoch: an integer from 0 to 2³² − 1, as envelopes and capabilities carry it; `INVALID_ARGUMENT` otherwise. */
+export function checkKeyEpoch(epoch: unknown): number {
+  if (Number.isSafeInteger(epoch) && (epoch as number) >= 0 && (epoch as number) < 2 ** 32) return epoch as number;
+  throw invalid(`keyEpoch must be an integer from 0 to ${2 ** 32 - 1}`);
+}
 
 /** Namespace nodes kept per store (one per key epoch in use). */
 const NODE_CACHE_SIZE = 16;

@@ -3,8 +3,8 @@
  * chunks into fixed-size stripes without copying more than one stripe, and checking byte
  * ranges. No protocol here.
  */
-import { invalid } from './errors.js';
-import type { ByteRange, ByteSource } from './store.js';
+import { invalid } from '../errors.js';
+import type { ByteRange, ByteSource } from '../types.js';
 
 /** The chunks of `source`, as they come. */
 export async function* chunksOf(source: ByteSource): AsyncGenerator<Uint8Array> {
