@@ -25,7 +25,6 @@ import {
   encodeMessage,
   isRequest,
   ListOperation,
-  MemoryStorage,
   MIN_STRIPE_SIZE,
   namespacePrefix,
   nonceHash,
@@ -57,6 +56,7 @@ import {
   type WriteValue,
   storeProof,
 } from '@powerstore/protocol';
+import { MemoryStorage } from '@powerstore/protocol/testing';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import type { RegisterOp } from '../lincheck/lincheck.js';
 import { ByzantineServer, REBUILD_LIES, type Behaviour } from './byzantine.js';

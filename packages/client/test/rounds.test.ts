@@ -14,11 +14,11 @@ import {
   decodeMessage,
   encodeMessage,
   encodePublicKey,
-  MemoryStorage,
   Server,
   toBase32,
   type Request,
 } from '@powerstore/protocol';
+import { MemoryStorage } from '@powerstore/protocol/testing';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { connect, Identity, type Store } from '../src/index.js';
 
