@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { clusterConfig, Server, type ListRequest } from '@powerstore/protocol';
 import { LevelStorage } from '../../packages/server/src/index.js';
-import { crypto, testCluster } from '../../packages/protocol/test/cluster.js';
+import { crypto, testCluster } from '@powerstore/protocol/testing';
 import { putCompleted, putPending, sampleWrite } from '../../test/fixtures/pending-keys.js';
 
 const { values } = parseArgs({

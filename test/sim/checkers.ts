@@ -54,7 +54,6 @@ import {
   type KeyRecord,
   type RepairOutcome,
   type ListPage,
-  type MemoryStorage,
   type ProtocolError,
   type ReadResult,
   type Reply,
@@ -62,6 +61,7 @@ import {
   type Timestamp,
   type WriteResult,
 } from '@powerstore/protocol';
+import type { MemoryStorage } from '@powerstore/protocol/testing';
 import { checkLinearizable, type RegisterOp } from '../lincheck/lincheck.js';
 import type { Expectation, FencedIdentity } from './hostile-clients.js';
 import { fingerprint, isStripeOf, stripeOrigin } from './stripes.js';

@@ -29,7 +29,6 @@ import {
   type HistoryEntry,
   type ListAck,
   type ListPage,
-  type MemoryStorage,
   type PendingPage,
   type PendingWrite,
   type Reply,
@@ -41,6 +40,7 @@ import {
   type Step,
   type StripeLayout,
 } from '@powerstore/protocol';
+import type { MemoryStorage } from '@powerstore/protocol/testing';
 import type { ErasureCodec } from '@powerstore/erasure';
 import type { ProtocolFactories } from './protocol-factories.js';
 

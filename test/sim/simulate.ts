@@ -25,7 +25,6 @@ import {
   decodeMessage,
   encodeMessage,
   isRequest,
-  MemoryStorage,
   MIN_STRIPE_SIZE,
   namespacePrefix,
   nonceHash,
@@ -55,6 +54,7 @@ import {
   type WriteValue,
   storeProof,
 } from '@powerstore/protocol';
+import { MemoryStorage } from '@powerstore/protocol/testing';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { PowerStoreError } from '@powerstore/client';
 import { OperationHost } from '@powerstore/client/host';

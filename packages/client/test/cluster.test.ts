@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ClusterFileError } from '@powerstore/protocol';
-import { acceptedClusterFiles, refusedClusterFiles, validClusterFile } from '../../protocol/test/cluster-file-cases.js';
+import { acceptedClusterFiles, refusedClusterFiles, validClusterFile } from '@powerstore/protocol/testing';
 import { parseCluster } from '../src/cluster.js';
 import { connect, Identity, PowerStoreError } from '../src/index.js';
 

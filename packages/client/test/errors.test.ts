@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { clusterConfig, ProtocolError, type ErrorReply } from '@powerstore/protocol';
-import { Rejections } from '../../protocol/src/rejections.js';
+import { Rejections } from '../../protocol/src/operations/rejections.js';
 import { toClientError } from '../src/errors.js';
 import { PowerStoreError } from '../src/index.js';
 

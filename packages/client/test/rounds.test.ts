@@ -14,12 +14,12 @@ import {
   decodeMessage,
   encodeMessage,
   encodePublicKey,
-  MemoryStorage,
   Server,
   toBase32,
   type ErrorReply,
   type Request,
 } from '@powerstore/protocol';
+import { MemoryStorage } from '@powerstore/protocol/testing';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { connect, Identity, type Store } from '../src/index.js';
 import { RoundBook } from '../src/host/rounds.js';

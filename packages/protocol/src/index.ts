@@ -4,106 +4,31 @@
  * and storage records, identities, grants, certificates and the write policy. No
  * sockets, timers, disks or globals: hosts inject crypto, randomness, the clock, the
  * erasure codec and storage, and move the messages.
+ *
+ * This entry exports what the client, the server and the CLI build on (and what the
+ * repository's tests and simulator drive). Crypto providers are on
+ * `@powerstore/protocol/crypto`; the storage conformance suite, `MemoryStorage` and the
+ * test fixtures on `@powerstore/protocol/testing`. Exports are grouped by layer, lowest
+ * first, as the folders are.
  */
-export { bytesEqual, compareBytes, toHex } from './bytes.js';
-export {
-  candidateId,
-  candidatesEqual,
-  certificateId,
-  certificatesEqual,
-  grantsEqual,
-  NONCE_LENGTH,
-  proofsEqual,
-  type Candidate,
-} from './candidate.js';
-export {
-  authorityProblem,
-  certificateDigest,
-  certificateMessage,
-  CertificateVerifier,
-  isValidCandidate,
-  receiptMessage,
-  signCertificate,
-  storeProof,
-  type CandidateFields,
-  type CertificateCheck,
-  type StoreProof,
-  type StoreReceipt,
-  type ValidityChecks,
-  type WriteCertificate,
-} from './certificate.js';
-export {
-  CLUSTER_FILE_VERSION,
-  ClusterFileError,
-  parseClusterFile,
-  parsePolicy,
-  type Cluster,
-  type ClusterFile,
-  type ClusterServer,
-  type PolicyJson,
-  type ServerKeyJson,
-} from './cluster-file.js';
-export { currentEpoch, epochRefusal, epochsProblem, extensionProblem, MAX_EPOCH, receiptKey, withEpoch, type ServerKey } from './epochs.js';
-export {
-  decodeHeader,
-  decodeMessage,
-  encodeMessage,
-  frameType,
-  MAX_KEY_LENGTH,
-  MAX_PENDING_ENTRIES,
-  WIRE_VERSION,
-  type DecodeOptions,
-  type FrameHeader,
-} from './codec.js';
-export { clusterConfig, MAX_SERVERS, MAX_VALUE_LENGTH, quorum, type ClusterConfig } from './config.js';
-export { computeCrossChecksum, crossChecksumDigest, fragmentMatches, type CrossChecksum } from './cross-checksum.js';
-export {
-  entryCovered,
-  layoutDigest,
-  layoutProblem,
-  MAX_STRIPE_SIZE,
-  MAX_STRIPES,
-  MIN_STRIPE_SIZE,
-  stripeCount,
-  stripeLength,
-  stripeMatches,
-  summarize,
-  type LayoutSummary,
-  type StripeLayout,
-} from './stripes.js';
-export {
-  DOMAIN,
-  fragmentHash,
-  HASH_LENGTH,
-  nonceHash,
-  PUBLIC_KEY_LENGTH,
-  SEED_LENGTH,
-  SIGNATURE_LENGTH,
-  type CryptoProvider,
-  type Signer,
-} from './crypto.js';
-export { ERROR_CODE_NUMBERS, ERROR_CODES, errorCodeOf, ProtocolError, type ProtocolErrorCode, type ProtocolErrorOrigin } from './errors.js';
-export {
-  CLUSTER_ID_LENGTH,
-  grantFromJson,
-  grantId,
-  grantMessage,
-  grantToJson,
-  mayGrant,
-  MAX_EXPIRY,
-  signGrant,
-  type ClusterIdentity,
-  type Grant,
-  type GrantJson,
-} from './grant.js';
-export { isLoopbackHost, jsonErrorPosition } from './hosts.js';
+
+// core: bytes, errors, cluster shape, hashing and signing interfaces, cross-checksums, stripes, key order.
+export { bytesEqual, toHex } from './core/bytes.js';
+export { ERROR_CODES, ProtocolError, type ProtocolErrorCode } from './core/errors.js';
+export { clusterConfig, quorum, type ClusterConfig } from './core/config.js';
+export { HASH_LENGTH, nonceHash, type CryptoProvider, type Signer } from './core/crypto.js';
+export { computeCrossChecksum, crossChecksumDigest, fragmentMatches, type CrossChecksum } from './core/cross-checksum.js';
+export { entryCovered, layoutDigest, MAX_STRIPES, MIN_STRIPE_SIZE, stripeMatches, type StripeLayout } from './core/stripes.js';
+export { compareKeys } from './core/keys.js';
+export { isLoopbackHost, jsonErrorPosition } from './core/hosts.js';
+
+// auth: identities, timestamps, grants, key epochs, certificates and candidates, the write policy, the cluster file.
 export {
   decodeBase64url,
   decodePublicKey,
   describeValue,
   encodeBase64urlSeed,
   encodePublicKey,
-  fromBase32,
   identityFromJson,
   identityToJson,
   isOwnerId,
@@ -113,67 +38,7 @@ export {
   toBase32,
   writerTagOf,
   type IdentityJson,
-} from './identity.js';
-export {
-  compareKeys,
-  inListRange,
-  ListOperation,
-  MAX_LIST_LIMIT,
-  MAX_LIST_REPLY_BYTES,
-  MAX_LIST_SCAN,
-  MIN_LIST_PAGE,
-  type ListOperationOptions,
-  type ListPage,
-  type ListPageKey,
-} from './listing.js';
-export { isRequest, REQUEST_TYPES, type ClientOperation, type HistoryEntry, type Outgoing, type Step } from './messages.js';
-export type * from './messages.js';
-export { OPEN_POLICY, WritePolicyCheck, type Quota, type Refusal, type WritePolicy } from './policy.js';
-export type { RandomBytes } from './random.js';
-export { ReadOperation, type FilterAnswer, type ReaderOptions, type ReadResult, type ReadTarget } from './reader.js';
-export {
-  decodeEntryMetaRecord,
-  decodeKeyRecord,
-  encodeEntryMetaRecord,
-  encodeKeyRecord,
-  historyEntryBytes,
-  RECORD_VERSION,
-  entriesOf,
-  type WriteInfo,
-  type EntryMeta,
-  type KeyState,
-} from './record.js';
-export {
-  DEFAULT_HISTORY,
-  entriesEqual,
-  Server,
-  type FrameResult,
-  type HistoryLimits,
-  type RepairOutcome,
-  type ScrubOutcome,
-  type ServerOptions,
-} from './server.js';
-export { pendingCandidate, RepairOperation, repairFragmentServers, type RepairOptions, type RepairResult } from './repair.js';
-export { KeyedMutex } from './key-mutex.js';
-export {
-  AbstractStorage,
-  entryId,
-  MemoryStorage,
-  StorageError,
-  UsageLedger,
-  type AbstractStorageOptions,
-  type Charge,
-  type KeyChanges,
-  type KeyRecord,
-  type Reservation,
-  type ServerStorage,
-  type StorageTotals,
-  type StoredKey,
-  type StoredKeys,
-  type StoredPending,
-  type Usage,
-} from './storage.js';
-export { storageConformance, type ConformanceCheck, type StorageHarness, type StorageSupports } from './storage-conformance.js';
+} from './auth/identity.js';
 export {
   compareTimestamps,
   INSTANCE_ID_LENGTH,
@@ -181,25 +46,103 @@ export {
   timestampKey,
   timestampsEqual,
   TS0,
-  WRITER_ID_LENGTH,
   type Timestamp,
-} from './timestamp.js';
-export { signerFromCryptoKey } from './webcrypto-signer.js';
+} from './auth/timestamp.js';
+export {
+  CLUSTER_ID_LENGTH,
+  grantFromJson,
+  grantId,
+  grantToJson,
+  MAX_EXPIRY,
+  signGrant,
+  type ClusterIdentity,
+  type Grant,
+  type GrantJson,
+} from './auth/grant.js';
+export { currentEpoch, extensionProblem, MAX_EPOCH } from './auth/epochs.js';
+export {
+  authorityProblem,
+  CertificateVerifier,
+  receiptMessage,
+  signCertificate,
+  storeProof,
+  type CertificateCheck,
+  type StoreReceipt,
+  type WriteCertificate,
+} from './auth/certificate.js';
+export { candidateId, candidatesEqual, certificateId, certificatesEqual, type Candidate } from './auth/candidate.js';
+export { OPEN_POLICY, type Refusal, type WritePolicy } from './auth/policy.js';
+export { TIMESTAMP_WINDOW } from './auth/window.js';
+export { ClusterFileError, parseClusterFile, parsePolicy, type Cluster, type ClusterFile, type PolicyJson } from './auth/cluster-file.js';
+
+// wire: messages, frames, the bounds of a LIST.
+export {
+  isRequest,
+  type ClientOperation,
+  type ErrorReply,
+  type FilterAck,
+  type FilterRequest,
+  type HistoryEntry,
+  type ListAck,
+  type ListRequest,
+  type Message,
+  type Outgoing,
+  type Reply,
+  type Request,
+  type RequestType,
+  type Step,
+  type StoreRequest,
+} from './wire/messages.js';
+export { decodeHeader, decodeMessage, encodeMessage, frameType, MAX_KEY_LENGTH, WIRE_VERSION } from './wire/codec.js';
+export { MAX_LIST_LIMIT, MAX_LIST_REPLY_BYTES, MAX_LIST_SCAN } from './wire/list-bounds.js';
+
+// storage: records, the storage interface and the base every backend extends.
+export {
+  decodeEntryMetaRecord,
+  decodeKeyRecord,
+  encodeEntryMetaRecord,
+  encodeKeyRecord,
+  entriesOf,
+  historyEntryBytes,
+  type EntryMeta,
+  type KeyState,
+  type WriteInfo,
+} from './storage/record.js';
+export {
+  AbstractStorage,
+  entryId,
+  StorageError,
+  type KeyChanges,
+  type KeyRecord,
+  type ServerStorage,
+  type Usage,
+} from './storage/abstract-storage.js';
+export { KeyedMutex } from './storage/key-mutex.js';
+
+// operations: the client-side state machines.
 export {
   WriteOperation,
   WriterSession,
+  type StripeSource,
   type WriteResult,
   type WriterOptions,
-  type WriterSessionOptions,
-  type StripeSource,
   type WriteValue,
-} from './writer.js';
-export { jumpTarget, TIMESTAMP_WINDOW, windowTop, writerRank, type WriterRank } from './window.js';
+} from './operations/writer.js';
+export { ReadOperation, type ReaderOptions, type ReadResult, type ReadTarget } from './operations/reader.js';
+export { ListOperation, type ListOperationOptions, type ListPage } from './operations/listing.js';
+export { RepairOperation, type RepairOptions, type RepairResult } from './operations/repair.js';
+export { mustRepair, PendingListOperation, PendingWrites, type PendingPage, type PendingWrite } from './operations/pending.js';
+
+// server: the server state machine.
 export {
-  mustRepair,
-  PendingListOperation,
-  PendingWrites,
-  type PendingListOptions,
-  type PendingPage,
-  type PendingWrite,
-} from './pending.js';
+  DEFAULT_HISTORY,
+  entriesEqual,
+  Server,
+  type HistoryLimits,
+  type RepairOutcome,
+  type ScrubOutcome,
+  type ServerOptions,
+} from './server/server.js';
+
+// crypto: a signer over a WebCrypto key (the providers themselves are on `./crypto`).
+export { signerFromCryptoKey } from './crypto/webcrypto-signer.js';

@@ -9,13 +9,13 @@ import {
   encodeEntryMetaRecord,
   encodeKeyRecord,
   encodeMessage,
-  ERROR_CODE_NUMBERS,
   MAX_KEY_LENGTH,
   ProtocolError,
-  RECORD_VERSION,
   WIRE_VERSION,
   type Message,
 } from '../src/index.js';
+import { ERROR_CODE_NUMBERS } from '../src/core/errors.js';
+import { RECORD_VERSION } from '../src/storage/record.js';
 import { candidate, cc, certificate, fragment, message, timestamp } from './arbitraries.js';
 
 const N = 4;

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { createReferenceCodec } from '@powerstore/erasure/reference';
 import { describe, expect, it } from 'vitest';
-import { createCryptoProvider } from '../src/crypto.node.js';
+import { createCryptoProvider } from '../src/crypto/node.js';
 import { computeCrossChecksum, crossChecksumDigest, fragmentMatches, toHex } from '../src/index.js';
 
 const crypto = createCryptoProvider();

@@ -1,11 +1,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { createCryptoProvider as browserProvider } from '../src/crypto.browser.js';
-import { createCryptoProvider as nobleProvider } from '../src/crypto.noble.js';
-import { createCryptoProvider as nodeProvider } from '../src/crypto.node.js';
+import { createCryptoProvider as browserProvider } from '../src/crypto/browser.js';
+import { createCryptoProvider as nobleProvider } from '../src/crypto/noble.js';
+import { createCryptoProvider as nodeProvider } from '../src/crypto/node.js';
 import { createCryptoProvider as exported } from '@powerstore/protocol/crypto';
-import { DOMAIN, fragmentHash, nonceHash, toHex } from '../src/index.js';
-import { hexToBytes } from '../src/bytes.js';
+import { nonceHash, toHex } from '../src/index.js';
+import { DOMAIN, fragmentHash } from '../src/core/crypto.js';
+import { hexToBytes } from '../src/core/bytes.js';
 
 // Node 20 has WebCrypto Ed25519, so the browser provider runs its native path here; the
 // noble provider is the pure-JavaScript fallback. All three must agree byte for byte.

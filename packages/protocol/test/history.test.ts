@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ReadOperation, type ClientOperation, type Outgoing, type Reply, type Step } from '../src/index.js';
-import { makeCluster, own } from './cluster.js';
+import { makeCluster, own } from '../src/testing/cluster.js';
 
 const text = (s: string) => new TextEncoder().encode(s);
 const value = (s: string) => ({ kind: 'value' as const, value: text(s) });
@@ -51,7 +51,7 @@ describe('garbage collection', () => {
 
   it('a server that learns a delete only as a candidate (COMPLETE or a FILTER write-back) erases the older versions too', async () => {
     const c = await makeCluster(1, { history: { keep: 2 } });
-    const { crypto } = await import('./cluster.js');
+    const { crypto } = await import('../src/testing/cluster.js');
     const serverThreeFirst = (sends: readonly Outgoing[]) => [...sends].sort((a, b) => (b.to === 3 ? 1 : 0) - (a.to === 3 ? 1 : 0));
     const kept = (key: string) => c.storages[3]!.withKey(key, async (r) => (await r.index()).map((e) => e.ts.num));
     /**
@@ -102,7 +102,7 @@ describe('garbage collection', () => {
 
   it('a STORE whose certificate contradicts its cross-checksum about being a delete is refused', async () => {
     const c = await makeCluster(1);
-    const { crypto } = await import('./cluster.js');
+    const { crypto } = await import('../src/testing/cluster.js');
     const { signCertificate, crossChecksumDigest } = await import('../src/index.js');
     // A value signed as a delete, and a delete signed as a value.
     for (const [name, v] of [
@@ -134,7 +134,7 @@ describe('garbage collection', () => {
     const key = own(c.owner, 'k');
     await c.write(key, value('old'));
     const op = new ReadOperation(
-      { config: c.config, crypto: (await import('./cluster.js')).crypto, codec: c.codec, verifier: c.verifier },
+      { config: c.config, crypto: (await import('../src/testing/cluster.js')).crypto, codec: c.codec, verifier: c.verifier },
       key,
       999,
     );

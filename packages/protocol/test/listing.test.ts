@@ -7,8 +7,6 @@ import {
   encodeMessage,
   MAX_LIST_LIMIT,
   MAX_LIST_SCAN,
-  MemoryStorage,
-  MIN_LIST_PAGE,
   receiptMessage,
   Server,
   type KeyState,
@@ -18,8 +16,10 @@ import {
   type Reply,
   type ServerStorage,
 } from '../src/index.js';
-import { entry, ts } from '../src/storage-conformance.js';
-import { crypto, makeCluster, own, storeFor, testCluster } from './cluster.js';
+import { MemoryStorage } from '../src/testing/memory-storage.js';
+import { MIN_LIST_PAGE } from '../src/wire/list-bounds.js';
+import { entry, ts } from '../src/testing/storage-conformance.js';
+import { crypto, makeCluster, own, storeFor, testCluster } from '../src/testing/cluster.js';
 
 const text = (s: string) => new TextEncoder().encode(s);
 const utf8Order = (a: string, b: string) => Math.sign(Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8')));

@@ -7,7 +7,6 @@
  */
 import { describe, expect, it, vi } from 'vitest';
 import {
-  MemoryStorage,
   OPEN_POLICY,
   ownerIdOf,
   ReadOperation,
@@ -18,7 +17,8 @@ import {
   type Reply,
   type Step,
 } from '../src/index.js';
-import { crypto, identity, makeCluster, own, random } from './cluster.js';
+import { MemoryStorage } from '../src/testing/memory-storage.js';
+import { crypto, identity, makeCluster, own, random } from '../src/testing/cluster.js';
 
 const text = (s: string) => new TextEncoder().encode(s);
 

@@ -5,17 +5,11 @@
  * certificate, and stores them above `lc` without writing anything back.
  */
 import { describe, expect, it } from 'vitest';
-import {
-  MAX_LIST_LIMIT,
-  mustRepair,
-  pendingCandidate,
-  PendingListOperation,
-  PendingWrites,
-  RepairOperation,
-  type PendingAck,
-  type PendingEntry,
-} from '../src/index.js';
-import { crypto, identity, makeCluster, own, storeEverywhere, storeFor } from './cluster.js';
+import { MAX_LIST_LIMIT, mustRepair, PendingListOperation, PendingWrites, RepairOperation, Server } from '../src/index.js';
+import { pendingCandidate } from '../src/operations/repair.js';
+import type { PendingAck, PendingEntry } from '../src/wire/messages.js';
+import { MemoryStorage } from '../src/testing/memory-storage.js';
+import { crypto, identity, makeCluster, own, storeEverywhere, storeFor } from '../src/testing/cluster.js';
 
 type Cluster = Awaited<ReturnType<typeof makeCluster>>;
 const text = (s: string) => new TextEncoder().encode(s);
@@ -78,7 +72,6 @@ describe('PENDING', () => {
     const w = await storeFor(c, c.owner, key, text('v2, stored before the loss'), { num: lc.ts.num + 1 });
     const complete = await storeEverywhere(c, w);
     // Server 2 (index 1) loses its disk: a fresh storage, lc repaired from the catalog.
-    const { MemoryStorage, Server } = await import('../src/index.js');
     const fresh = new MemoryStorage();
     const signers = c.serverSigners;
     const rebuilt = new Server({

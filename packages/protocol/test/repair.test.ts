@@ -11,14 +11,14 @@ import {
   MIN_STRIPE_SIZE,
   nonceHash,
   RepairOperation,
-  repairFragmentServers,
   signCertificate,
   type Candidate,
   type HistoryEntry,
   type Reply,
   type StripeLayout,
 } from '../src/index.js';
-import { crypto, makeCluster, own } from './cluster.js';
+import { repairFragmentServers } from '../src/operations/repair.js';
+import { crypto, makeCluster, own } from '../src/testing/cluster.js';
 
 type Cluster = Awaited<ReturnType<typeof makeCluster>>;
 const text = (s: string) => new TextEncoder().encode(s);

@@ -5,8 +5,6 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
-  certificateDigest,
-  certificateMessage,
   CertificateVerifier,
   computeCrossChecksum,
   crossChecksumDigest,
@@ -17,13 +15,10 @@ import {
   encodePublicKey,
   extensionProblem,
   ListOperation,
-  MemoryStorage,
   nonceHash,
   parseClusterFile,
   ReadOperation,
-  receiptKey,
   receiptMessage,
-  RECORD_VERSION,
   Server,
   signCertificate,
   toBase32,
@@ -38,7 +33,11 @@ import {
   type StoreReceipt,
   type Timestamp,
 } from '../src/index.js';
-import { crypto, identity, makeCluster, own, random } from './cluster.js';
+import { certificateDigest, certificateMessage } from '../src/auth/certificate.js';
+import { MemoryStorage } from '../src/testing/memory-storage.js';
+import { receiptKey } from '../src/auth/epochs.js';
+import { RECORD_VERSION } from '../src/storage/record.js';
+import { crypto, identity, makeCluster, own, random } from '../src/testing/cluster.js';
 
 type Cluster = Awaited<ReturnType<typeof makeCluster>>;
 const text = (s: string) => new TextEncoder().encode(s);

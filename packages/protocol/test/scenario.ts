@@ -60,7 +60,6 @@ import {
   crossChecksumDigest,
   isRequest,
   makeWriterId,
-  MemoryStorage,
   nonceHash,
   ReadOperation,
   Server,
@@ -83,7 +82,8 @@ import {
   type WriteResult,
   type WriteValue,
 } from '../src/index.js';
-import { crypto, identity, testCluster } from './cluster.js';
+import { MemoryStorage } from '../src/testing/memory-storage.js';
+import { crypto, identity, testCluster } from '../src/testing/cluster.js';
 
 /** One command of a testdata file and the output it is expected to produce. */
 export interface TestdataCase {

@@ -6,7 +6,6 @@ import {
   decodeMessage,
   encodeMessage,
   encodePublicKey,
-  MemoryStorage,
   OPEN_POLICY,
   receiptMessage,
   Server,
@@ -15,8 +14,9 @@ import {
   type Candidate,
   type CryptoProvider,
 } from '../src/index.js';
+import { MemoryStorage } from '../src/testing/memory-storage.js';
 import { message } from './arbitraries.js';
-import { crypto, identity, makeCluster, own, storeEverywhere, storeFor } from './cluster.js';
+import { crypto, identity, makeCluster, own, storeEverywhere, storeFor } from '../src/testing/cluster.js';
 
 const text = (s: string) => new TextEncoder().encode(s);
 const lcOf = (c: Awaited<ReturnType<typeof makeCluster>>, i: number, key: string) => c.storages[i]!.withKey(key, (r) => r.getLc());

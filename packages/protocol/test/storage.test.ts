@@ -1,13 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import {
-  KeyedMutex,
-  MemoryStorage,
-  storageConformance,
-  UsageLedger,
-  type Candidate,
-  type KeyRecord,
-  type ServerStorage,
-} from '../src/index.js';
+import { KeyedMutex, type Candidate, type KeyRecord, type ServerStorage } from '../src/index.js';
+import { MemoryStorage } from '../src/testing/memory-storage.js';
+import { storageConformance } from '../src/testing/storage-conformance.js';
+import { UsageLedger } from '../src/storage/abstract-storage.js';
 
 describe('KeyedMutex', () => {
   it('runs one key’s callbacks one at a time in call order, other keys meanwhile, and goes on after a failure', async () => {

@@ -15,7 +15,7 @@ import {
   type StripeSource,
   type WriteValue,
 } from '../src/index.js';
-import { crypto, identity, makeCluster, own, random } from './cluster.js';
+import { crypto, identity, makeCluster, own, random } from '../src/testing/cluster.js';
 
 const S = MIN_STRIPE_SIZE;
 

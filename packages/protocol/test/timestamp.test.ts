@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { compareTimestamps, makeWriterId, timestampKey, TS0, WRITER_ID_LENGTH } from '../src/index.js';
+import { compareTimestamps, makeWriterId, timestampKey, TS0 } from '../src/index.js';
+import { WRITER_ID_LENGTH } from '../src/auth/timestamp.js';
 import { timestamp } from './arbitraries.js';
 
 describe('timestamps', () => {

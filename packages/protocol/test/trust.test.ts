@@ -5,7 +5,6 @@
 import { describe, expect, it } from 'vitest';
 import {
   authorityProblem,
-  certificateMessage,
   CertificateVerifier,
   ClusterFileError,
   encodePublicKey,
@@ -23,15 +22,16 @@ import {
   signGrant,
   toBase32,
   writerTagOf,
-  WritePolicyCheck,
   type CryptoProvider,
   type Grant,
   type Signer,
   type Timestamp,
   type WriteCertificate,
 } from '../src/index.js';
-import { acceptedClusterFiles, refusedClusterFiles } from './cluster-file-cases.js';
-import { crypto, identity, own, testCluster } from './cluster.js';
+import { certificateMessage } from '../src/auth/certificate.js';
+import { WritePolicyCheck } from '../src/auth/policy.js';
+import { acceptedClusterFiles, refusedClusterFiles } from '../src/testing/cluster-file-cases.js';
+import { crypto, identity, own, testCluster } from '../src/testing/cluster.js';
 
 const hash = (b: number) => new Uint8Array(32).fill(b);
 const tsOf = (signer: Signer, num = 1): Timestamp => {

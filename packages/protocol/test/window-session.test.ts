@@ -9,7 +9,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { signGrant, TIMESTAMP_WINDOW, type Outgoing, type Reply, type Step, type WriteResult } from '../src/index.js';
-import { crypto, identity, makeCluster, own, storeEverywhere, storeFor } from './cluster.js';
+import { crypto, identity, makeCluster, own, storeEverywhere, storeFor } from '../src/testing/cluster.js';
 
 const W = TIMESTAMP_WINDOW;
 const text = (s: string) => new TextEncoder().encode(s);

@@ -23,7 +23,7 @@ import {
   type Timestamp,
   type WritePolicy,
 } from '../src/index.js';
-import { crypto, identity, makeCluster, own, storeEverywhere, storeFor } from './cluster.js';
+import { crypto, identity, makeCluster, own, storeEverywhere, storeFor } from '../src/testing/cluster.js';
 
 const W = TIMESTAMP_WINDOW;
 const text = (s: string) => new TextEncoder().encode(s);

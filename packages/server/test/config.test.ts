@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { identityFromJson, ownerIdOf, parseClusterFile } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
-import { acceptedClusterFiles, refusedClusterFiles } from '../../protocol/test/cluster-file-cases.js';
+import { acceptedClusterFiles, refusedClusterFiles } from '@powerstore/protocol/testing';
 import {
   ConfigError,
   DEFAULT_QUOTA,

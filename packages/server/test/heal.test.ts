@@ -20,7 +20,7 @@ import {
   type Reply,
   type Server,
 } from '@powerstore/protocol';
-import { crypto, makeCluster, own } from '../../protocol/test/cluster.js';
+import { crypto, makeCluster, own } from '@powerstore/protocol/testing';
 import { Catalog, KnownVerifier, mergeWithDeletes } from '../src/catalog.js';
 import { createHealMetrics } from '../src/heal-metrics.js';
 import { DEFAULT_CATCH_UP, RateLimiter, rememberingHashes, Repairer } from '../src/heal.js';

@@ -17,12 +17,12 @@ import {
   encodeMessage,
   identityFromJson,
   makeWriterId,
-  MemoryStorage,
   nonceHash,
   signCertificate,
   writerTagOf,
   type Reply,
 } from '@powerstore/protocol';
+import { MemoryStorage } from '@powerstore/protocol/testing';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { initCluster, LevelStorage, loadServerConfig, startServer } from '../src/index.js';
 

@@ -2,14 +2,8 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import {
-  MemoryStorage,
-  storageConformance,
-  type HistoryEntry,
-  type StorageHarness,
-  type StorageSupports,
-  type Timestamp,
-} from '@powerstore/protocol';
+import type { HistoryEntry, Timestamp } from '@powerstore/protocol';
+import { MemoryStorage, storageConformance, type StorageHarness, type StorageSupports } from '@powerstore/protocol/testing';
 import { ClassicLevel } from 'classic-level';
 import { LevelStorage } from '../src/index.js';
 

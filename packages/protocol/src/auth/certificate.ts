@@ -1,0 +1,408 @@
+/**
+ * Write certificates and store proofs: what makes a candidate valid.
+ *
+ * - The **write certificate**: the writer signs, once per write, the cluster, the key,
+ *   the timestamp, `Nbar = H(N)`, the cross-checksum's digest, whether the write is a
+ *   delete, and the grant it relies on.
+ * - The **store proof**: `n − t` *receipts*, each a server's signature that it admitted
+ *   the write and made `Hist[key][ts]` durable with that certificate. A server signs
+ *   only after every STORE check passed (signatures, authority, policy, quota,
+ *   write-once), so a proof shows that at least `t + 1` correct servers hold the write.
+ *
+ * `valid(c)` ≜ `c.ts > ts0 ∧ H(c.N) = c.cert.Nbar ∧` the certificate is valid for the key
+ * and timestamp `∧` the proof holds `n − t` receipts of distinct servers, each checked
+ * against the server's key in the certificate's key epoch (`epochs.ts`).
+ *
+ * **Validity is timeless.** It depends only on the candidate's bytes, the key and the
+ * cluster's identity (id, admin key, and the server keys of the certificate's epoch, which
+ * never change once published): signatures and the *structure* of the signer's authority
+ * (own namespace, admin, or a grant from the namespace owner or the admin). Expiry,
+ * revocation, admission, quotas and the current epoch are checked on STORE only, so no
+ * clock, no later policy change and no key rotation can turn a completed write invalid,
+ * and a candidate is valid at every correct party that knows its epoch or at none.
+ *
+ * The proof is what makes "valid" imply "stored", whatever the writer does: the paper's
+ * writers were trusted to reveal `N` only after their STORE round, but a writer here may
+ * be any identity. Without proofs, a grantee whose grant expired (or was revoked) could
+ * sign a certificate that no correct server would store, reveal its nonce, and stall
+ * every reader of the grantor's keys on a candidate with no data. With write-once
+ * history, two proofs for one `(key, ts)` would need a correct server to store two
+ * entries, so a timestamp has at most one valid content.
+ */
+import { bytesEqual, concatBytes, lengthPrefixed, toHex, u32, u64, utf8 } from '../core/bytes.js';
+import { DOMAIN, HASH_LENGTH, domain, keyField, nonceHash, type CryptoProvider, type Signer } from '../core/crypto.js';
+import { grantDigest, grantMessage, mayGrant, type ClusterIdentity, type Grant } from './grant.js';
+import { namespaceOf, ownerIdOf, writerTagOf } from './identity.js';
+import { epochsProblem, extensionProblem, receiptKey } from './epochs.js';
+import { ProtocolError, type ProtocolErrorCode } from '../core/errors.js';
+import { writerTagPart, type Timestamp } from './timestamp.js';
+
+/** What a writer signs for one write, and the signature. */
+export interface WriteCertificate {
+  /** `Nbar = H(N)`: the commitment revealed by COMPLETE. */
+  readonly nonceHash: Uint8Array;
+  /** Digest of the cross-checksum (value length, tombstone flag, every fragment hash). */
+  readonly ccDigest: Uint8Array;
+  /** The writer's public key. */
+  readonly signer: Uint8Array;
+  /** The grant the signer relies on, if the key is not its own (or it is not the admin). */
+  readonly grant: Grant | undefined;
+  /**
+   * The write is a delete. Also inside `ccDigest`, but a server that learns a write only as
+   * a candidate (COMPLETE, a FILTER write-back) has no cross-checksum: this is how it knows
+   * a completed delete lets it collect everything below. Servers refuse a STORE whose
+   * cross-checksum says otherwise, so every valid candidate's flag tells the truth.
+   */
+  readonly tombstone: boolean;
+  /**
+   * The key epoch the writer wrote under (`epochs.ts`); absent is 0. Receipts for the write
+   * are checked against this epoch's server keys, and correct servers admit only their
+   * current epoch. Signed, so nobody can move a write to another epoch's keys.
+   */
+  readonly epoch?: number;
+  /** Ed25519 signature of {@link certificateMessage}. */
+  readonly signature: Uint8Array;
+}
+
+/** Server `server`'s signature that it stored the write: see {@link receiptMessage}. */
+export interface StoreReceipt {
+  /** Protocol index (0-based) of the server. */
+  readonly server: number;
+  readonly signature: Uint8Array;
+}
+
+/** `n − t` receipts of distinct servers, in increasing server order. */
+export type StoreProof = readonly StoreReceipt[];
+
+/** The store proof of `receipts` (signature by server index), in increasing server order. */
+export function storeProof(receipts: ReadonlyMap<number, Uint8Array>): StoreProof {
+  return [...receipts].sort(([a], [b]) => a - b).map(([server, signature]) => ({ server, signature }));
+}
+
+const NO_GRANT = new Uint8Array(HASH_LENGTH);
+
+/**
+ * The bytes a writer signs: the write certificate's, or with `stripe` ≥ 1 the **stripe
+ * certificate** of that stripe of a striped write, sent before the write certificate
+ * exists: the same fields under another domain, with the stripe index, and `ccDigest` the
+ * stripe's own cross-checksum digest. A stripe certificate lets a server check the
+ * stripe's authority and charge its owner; it never makes a candidate valid.
+ *
+ * A certificate of epoch 0 signs exactly what it did before key epochs existed; one of a
+ * later epoch appends the epoch (`u32`) to the same bytes.
+ */
+export function certificateMessage(
+  crypto: CryptoProvider,
+  clusterId: Uint8Array,
+  key: string,
+  ts: Timestamp,
+  cert: Omit<WriteCertificate, 'signature'>,
+  stripe = 0,
+): Uint8Array {
+  return concatBytes(
+    ...domain(stripe > 0 ? DOMAIN.stripeCertificate : DOMAIN.certificate),
+    ...lengthPrefixed(clusterId),
+    ...keyField(key),
+    u64(ts.num),
+    ts.writerId,
+    ...(stripe > 0 ? [u32(stripe)] : []),
+    cert.nonceHash,
+    cert.ccDigest,
+    Uint8Array.of(cert.tombstone ? 1 : 0),
+    cert.signer,
+    cert.grant ? grantDigest(crypto, cert.grant) : NO_GRANT,
+    ...epochField(cert.epoch),
+  );
+}
+
+/** The epoch's bytes in what is signed and hashed: nothing for epoch 0, so those bytes stay as they were. */
+function epochField(epoch: number | undefined): Uint8Array[] {
+  return epoch ? [u32(epoch)] : [];
+}
+
+/** A digest of every field of a certificate: what receipts sign. */
+export function certificateDigest(crypto: CryptoProvider, cert: WriteCertificate): Uint8Array {
+  return crypto.sha256Sync([
+    ...domain(DOMAIN.certificateDigest),
+    cert.nonceHash,
+    cert.ccDigest,
+    Uint8Array.of(cert.tombstone ? 1 : 0),
+    cert.signer,
+    cert.signature,
+    cert.grant ? grantDigest(crypto, cert.grant) : NO_GRANT,
+    ...epochField(cert.epoch),
+  ]);
+}
+
+/** The bytes server `server` signs when it has stored `cert`'s write of `key` at `ts`. */
+export function receiptMessage(
+  crypto: CryptoProvider,
+  clusterId: Uint8Array,
+  key: string,
+  ts: Timestamp,
+  cert: WriteCertificate,
+  server: number,
+): Uint8Array {
+  return concatBytes(
+    ...domain(DOMAIN.receipt),
+    ...lengthPrefixed(clusterId),
+    ...keyField(key),
+    u64(ts.num),
+    ts.writerId,
+    certificateDigest(crypto, cert),
+    Uint8Array.of(server),
+  );
+}
+
+/** Signs a write certificate (`stripe` ≥ 1: a stripe certificate, see {@link certificateMessage}). */
+export async function signCertificate(
+  crypto: CryptoProvider,
+  clusterId: Uint8Array,
+  signer: Signer,
+  write: {
+    readonly key: string;
+    readonly ts: Timestamp;
+    readonly nonceHash: Uint8Array;
+    readonly ccDigest: Uint8Array;
+    readonly tombstone: boolean;
+    readonly grant: Grant | undefined;
+    readonly stripe?: number;
+    /** The key epoch written under (the cluster file's current one); absent or 0 for epoch 0. */
+    readonly epoch?: number;
+  },
+): Promise<WriteCertificate> {
+  const unsigned = {
+    nonceHash: write.nonceHash,
+    ccDigest: write.ccDigest,
+    tombstone: write.tombstone,
+    signer: signer.publicKey,
+    grant: write.grant,
+    ...(write.epoch ? { epoch: write.epoch } : {}),
+  };
+  return { ...unsigned, signature: await signer.sign(certificateMessage(crypto, clusterId, write.key, write.ts, unsigned, write.stripe)) };
+}
+
+/**
+ * Why `signer` (with `grant`) has no authority over `key` at timestamp `ts`, or
+ * `undefined` when it has: the structural half of validity, no signature involved.
+ */
+export function authorityProblem(
+  crypto: CryptoProvider,
+  cluster: ClusterIdentity,
+  key: string,
+  ts: Timestamp,
+  signer: Uint8Array,
+  grant: Grant | undefined,
+): string | undefined {
+  if (!bytesEqual(writerTagPart(ts.writerId), writerTagOf(crypto, signer)))
+    return "the timestamp's writer id does not belong to the signer";
+  if (bytesEqual(signer, cluster.admin)) return undefined;
+  if (!grant) {
+    const owner = ownerIdOf(crypto, signer);
+    return namespaceOf(key) === owner ? undefined : `the key is outside the signer's namespace ~${owner}/ and no grant was given`;
+  }
+  if (!bytesEqual(grant.grantee, signer)) return 'the grant names another identity';
+  if (!key.startsWith(grant.prefix)) return `the grant covers keys starting with ${JSON.stringify(grant.prefix)}, not this key`;
+  if (!mayGrant(crypto, cluster, grant.issuer, grant.prefix)) return 'the grant was issued by an identity that does not own its prefix';
+  return undefined;
+}
+
+/** The outcome of checking a certificate. */
+export type CertificateCheck =
+  | { readonly ok: true }
+  | { readonly ok: false; readonly code: Extract<ProtocolErrorCode, 'UNAUTHENTICATED' | 'NOT_AUTHORIZED'>; readonly reason: string };
+
+const OK: CertificateCheck = Object.freeze({ ok: true });
+
+/** A candidate's fields (`candidate.ts` names the type; this module must not import it). */
+export interface CandidateFields {
+  readonly ts: Timestamp;
+  readonly nonce: Uint8Array;
+  readonly cert: WriteCertificate;
+  readonly proof: StoreProof;
+}
+
+/** The two halves of `valid(c)` a host may check its own way (the simulator's mutants do). */
+export interface ValidityChecks {
+  certificate(ts: Timestamp, cert: WriteCertificate): Promise<CertificateCheck>;
+  proof(ts: Timestamp, cert: WriteCertificate, proof: StoreProof): Promise<boolean>;
+}
+
+/**
+ * `valid(c)` ≜ `c.ts > ts0 ∧ H(c.N) = c.cert.Nbar ∧` the certificate and the proof check
+ * out for the candidate's key: one definition for servers, readers and writers (CLOCK).
+ */
+export async function isValidCandidate(crypto: CryptoProvider, c: CandidateFields, checks: ValidityChecks): Promise<boolean> {
+  if (c.ts.num === 0 || !bytesEqual(nonceHash(crypto, c.nonce), c.cert.nonceHash)) return false;
+  return (await checks.certificate(c.ts, c.cert)).ok && (await checks.proof(c.ts, c.cert, c.proof));
+}
+
+/**
+ * Checks certificates, receipts and candidates for one cluster, remembering signatures
+ * already verified (a bounded set), so a write costs a server one verification per
+ * signature however many times its candidate comes back in COMPLETE, CLOCK and FILTER.
+ */
+export class CertificateVerifier {
+  readonly #crypto: CryptoProvider;
+  #cluster: ClusterIdentity;
+  readonly #quorum: number;
+  readonly #verified = new Set<string>();
+  /** Fingerprints of whole candidates found valid, so a repeated one costs one hash. */
+  readonly #validCandidates = new Set<string>();
+  readonly #cacheSize: number;
+
+  constructor(crypto: CryptoProvider, cluster: ClusterIdentity, cacheSize = 16_384) {
+    const problem = epochsProblem(cluster);
+    if (problem) throw new ProtocolError('INVALID_ARGUMENT', `cluster identity: ${problem}`);
+    this.#crypto = crypto;
+    this.#cluster = cluster;
+    // n = 3t + 1 servers; a proof needs n − t receipts.
+    const n = cluster.servers.length;
+    this.#quorum = n - (n - 1) / 3;
+    this.#cacheSize = cacheSize;
+  }
+
+  /** The cluster this verifier checks for. */
+  get cluster(): ClusterIdentity {
+    return this.#cluster;
+  }
+
+  /**
+   * Moves to a newer identity of the same cluster that only adds key epochs (a replaced
+   * server's key, see `epochs.ts`); throws `INVALID_ARGUMENT` for anything else. What was
+   * verified stays verified: no epoch already known changes.
+   */
+  update(next: ClusterIdentity): void {
+    const problem = extensionProblem(this.#cluster, next);
+    if (problem) throw new ProtocolError('INVALID_ARGUMENT', `not a newer identity of this cluster: ${problem}`);
+    this.#cluster = next;
+  }
+
+  /** Signatures and authority of `cert` for `key` at `ts`. */
+  async check(key: string, ts: Timestamp, cert: WriteCertificate): Promise<CertificateCheck> {
+    const problem = authorityProblem(this.#crypto, this.#cluster, key, ts, cert.signer, cert.grant);
+    if (problem) return { ok: false, code: 'NOT_AUTHORIZED', reason: problem };
+    return this.checkSignatures(key, ts, cert);
+  }
+
+  /**
+   * The certificate's own signature and its grant's, without the authority rules; with
+   * `stripe` ≥ 1, as the stripe certificate of that stripe.
+   */
+  async checkSignatures(key: string, ts: Timestamp, cert: WriteCertificate, stripe = 0): Promise<CertificateCheck> {
+    const crypto = this.#crypto;
+    if (cert.grant && !(await this.#verify(cert.grant.issuer, grantMessage(this.#cluster.id, cert.grant), cert.grant.signature))) {
+      return { ok: false, code: 'UNAUTHENTICATED', reason: "the grant's signature does not verify" };
+    }
+    if (!(await this.#verify(cert.signer, certificateMessage(crypto, this.#cluster.id, key, ts, cert, stripe), cert.signature))) {
+      return { ok: false, code: 'UNAUTHENTICATED', reason: `the ${stripe > 0 ? 'stripe ' : ''}certificate's signature does not verify` };
+    }
+    return OK;
+  }
+
+  /** Signatures and authority of the stripe certificate of stripe `stripe` (≥ 1) for `key` at `ts`. */
+  async checkStripe(key: string, ts: Timestamp, stripe: number, cert: WriteCertificate): Promise<CertificateCheck> {
+    const problem = authorityProblem(this.#crypto, this.#cluster, key, ts, cert.signer, cert.grant);
+    if (problem) return { ok: false, code: 'NOT_AUTHORIZED', reason: problem };
+    return this.checkSignatures(key, ts, cert, stripe);
+  }
+
+  /**
+   * Whether `signature` is server `server`'s receipt for this write, by the server's key in
+   * the certificate's epoch (never valid for an epoch this verifier does not know).
+   */
+  receiptValid(key: string, ts: Timestamp, cert: WriteCertificate, server: number, signature: Uint8Array): Promise<boolean> {
+    const publicKey = receiptKey(this.#cluster, cert.epoch ?? 0, server);
+    if (!publicKey) return Promise.resolve(false);
+    return this.#verify(publicKey, receiptMessage(this.#crypto, this.#cluster.id, key, ts, cert, server), signature);
+  }
+
+  /** At least `n − t` receipts, of distinct servers in increasing order, every one valid. */
+  async proofValid(key: string, ts: Timestamp, cert: WriteCertificate, proof: StoreProof): Promise<boolean> {
+    if (proof.length < this.#quorum) return false;
+    for (let i = 0; i < proof.length; i++) {
+      const r = proof[i]!;
+      if (i > 0 && r.server <= proof[i - 1]!.server) return false;
+      if (!(await this.receiptValid(key, ts, cert, r.server, r.signature))) return false;
+    }
+    return true;
+  }
+
+  /**
+   * `valid(c)` for `key`. A candidate found valid is remembered by a digest of all its
+   * fields and the key, so the same candidate coming back (every COLLECT answer, every
+   * FILTER) costs one hash instead of a dozen. `checks` replaces the two halves of the
+   * check (the server passes its own, so each rule stays one overridable method).
+   */
+  async valid(key: string, c: CandidateFields, checks?: ValidityChecks): Promise<boolean> {
+    const fingerprint = toHex(this.#crypto.sha256Sync(candidateFields(key, c)));
+    if (this.#validCandidates.has(fingerprint)) return true;
+    const ok = await isValidCandidate(
+      this.#crypto,
+      c,
+      checks ?? {
+        certificate: (ts, cert) => this.check(key, ts, cert),
+        proof: (ts, cert, proof) => this.proofValid(key, ts, cert, proof),
+      },
+    );
+    if (ok) remember(this.#validCandidates, fingerprint, this.#cacheSize);
+    return ok;
+  }
+
+  /**
+   * Records a signature this process made itself (a writer's certificate, a server's
+   * receipt) as verified: it will come back in candidates, and checking it again would
+   * only spend time.
+   */
+  signed(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): void {
+    this.#remember(this.#id(publicKey, message, signature));
+  }
+
+  async #verify(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): Promise<boolean> {
+    const id = this.#id(publicKey, message, signature);
+    if (this.#verified.has(id)) return true;
+    if (!(await this.#crypto.verifyEd25519(publicKey, message, signature))) return false;
+    this.#remember(id);
+    return true;
+  }
+
+  #id(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): string {
+    return toHex(this.#crypto.sha256Sync([publicKey, signature, message]));
+  }
+
+  #remember(id: string): void {
+    remember(this.#verified, id, this.#cacheSize);
+  }
+}
+
+/** Adds `id` to a bounded set, forgetting the oldest entry when full. */
+function remember(set: Set<string>, id: string, size: number): void {
+  if (set.size >= size) set.delete(set.values().next().value!);
+  set.add(id);
+}
+
+/** Every field of a candidate, and its key, as length-unambiguous parts for one digest. */
+function candidateFields(key: string, c: CandidateFields): Uint8Array[] {
+  const g = c.cert.grant;
+  const parts: Uint8Array[] = [
+    ...keyField(key),
+    u64(c.ts.num),
+    c.ts.writerId,
+    c.nonce,
+    c.cert.nonceHash,
+    c.cert.ccDigest,
+    // The signature covers the flag: without it here, a candidate with the flag flipped
+    // would pass as the valid one it was copied from.
+    Uint8Array.of(c.cert.tombstone ? 1 : 0),
+    c.cert.signer,
+    c.cert.signature,
+    g ? Uint8Array.of(1) : Uint8Array.of(0),
+  ];
+  // Fixed-length fields above; the grant's prefix is length-prefixed.
+  if (g) parts.push(g.issuer, g.grantee, ...lengthPrefixed(utf8(g.prefix)), u64(g.expiresAt), g.signature);
+  // The signature covers the epoch too: a candidate moved to another epoch must not pass.
+  parts.push(u32(c.cert.epoch ?? 0));
+  parts.push(u32(c.proof.length));
+  for (const r of c.proof) parts.push(Uint8Array.of(r.server), r.signature);
+  return parts;
+}

@@ -1,0 +1,343 @@
+/**
+ * Field encoders shared by the frame codec (`codec.ts`) and the storage records
+ * (`record.ts`): big-endian integers, length-prefixed strings and bytes, and the
+ * protocol's structures. Every length and count is bounded before use; readers return
+ * views into the input, not copies.
+ */
+import type { Candidate } from '../auth/candidate.js';
+import type { StoreProof, WriteCertificate } from '../auth/certificate.js';
+import { MAX_SERVERS, MAX_VALUE_LENGTH } from '../core/config.js';
+import type { CrossChecksum } from '../core/cross-checksum.js';
+import { HASH_LENGTH, PUBLIC_KEY_LENGTH, SIGNATURE_LENGTH } from '../core/crypto.js';
+import { ProtocolError } from '../core/errors.js';
+import { MAX_PREFIX_LENGTH, type Grant } from '../auth/grant.js';
+import { WRITER_ID_LENGTH, type Timestamp } from '../auth/timestamp.js';
+import { NONCE_LENGTH } from '../auth/candidate.js';
+import { MAX_STRIPED_LENGTH, MAX_STRIPES, type LayoutSummary, type StripeLayout } from '../core/stripes.js';
+
+const textEncoder = new TextEncoder();
+const textDecoder = new TextDecoder('utf-8', { fatal: true });
+
+function bad(message: string): never {
+  throw new ProtocolError('INVALID_ARGUMENT', message);
+}
+
+/** Appends fields; `finish` joins them once. Throws `INVALID_ARGUMENT` for values the format cannot carry. */
+export class ByteWriter {
+  readonly #parts: Uint8Array[] = [];
+  #length = 0;
+  #push(b: Uint8Array) {
+    this.#parts.push(b);
+    this.#length += b.length;
+  }
+  u8(x: number) {
+    this.#push(Uint8Array.of(x));
+  }
+  u16(x: number) {
+    this.#push(Uint8Array.of(x >>> 8, x & 0xff));
+  }
+  u32(x: number, what = 'u32') {
+    if (!Number.isInteger(x) || x < 0 || x > 0xffffffff) bad(`${what} out of range: ${x}`);
+    const b = new Uint8Array(4);
+    new DataView(b.buffer).setUint32(0, x);
+    this.#push(b);
+  }
+  u64(x: number, what: string, max = Number.MAX_SAFE_INTEGER) {
+    if (!Number.isSafeInteger(x) || x < 0 || x > max) bad(`${what} out of range: ${x}`);
+    const b = new Uint8Array(8);
+    const v = new DataView(b.buffer);
+    v.setUint32(0, Math.floor(x / 2 ** 32));
+    v.setUint32(4, x >>> 0);
+    this.#push(b);
+  }
+  fixed(b: Uint8Array, len: number, what: string) {
+    if (b.length !== len) bad(`${what} must be ${len} bytes, got ${b.length}`);
+    this.#push(b);
+  }
+  bytes(b: Uint8Array) {
+    this.u32(b.length, 'length');
+    this.#push(b);
+  }
+  string(s: string, max: number, what: string) {
+    const b = textEncoder.encode(s);
+    if (b.length > max) bad(`${what} longer than ${max} bytes`);
+    this.u16(b.length);
+    this.#push(b);
+  }
+  /** Bytes appended so far. */
+  get length(): number {
+    return this.#length;
+  }
+  /**
+   * The fields joined. `alloc` supplies the memory (at least `length` bytes; what is
+   * returned is its first `length`, every one written here), for a host that recycles
+   * the buffers of large frames.
+   */
+  finish(alloc?: (length: number) => Uint8Array): Uint8Array {
+    const out = alloc ? alloc(this.#length).subarray(0, this.#length) : new Uint8Array(this.#length);
+    let off = 0;
+    for (const p of this.#parts) {
+      out.set(p, off);
+      off += p.length;
+    }
+    return out;
+  }
+}
+
+/** Reads fields in order; throws {@link ProtocolError} `INVALID_FRAME` for anything malformed. */
+export class ByteReader {
+  #off = 0;
+  readonly #view: DataView;
+  constructor(
+    readonly buf: Uint8Array,
+    /** Servers in the cluster: every cross-checksum has exactly `n` entries. */
+    readonly n: number,
+    /** Largest fragment accepted. */
+    readonly maxFragmentLength: number,
+  ) {
+    this.#view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  }
+  static invalid(message: string): never {
+    throw new ProtocolError('INVALID_FRAME', message);
+  }
+  /** Bytes not read yet. */
+  get remaining(): number {
+    return this.buf.length - this.#off;
+  }
+  #need(len: number, what: string) {
+    if (this.buf.length - this.#off < len) ByteReader.invalid(`frame ends inside ${what}`);
+  }
+  u8(what: string): number {
+    this.#need(1, what);
+    return this.#view.getUint8(this.#off++);
+  }
+  u16(what: string): number {
+    this.#need(2, what);
+    const x = this.#view.getUint16(this.#off);
+    this.#off += 2;
+    return x;
+  }
+  u32(what: string): number {
+    this.#need(4, what);
+    const x = this.#view.getUint32(this.#off);
+    this.#off += 4;
+    return x;
+  }
+  u64(what: string, max = Number.MAX_SAFE_INTEGER): number {
+    this.#need(8, what);
+    const hi = this.#view.getUint32(this.#off);
+    const lo = this.#view.getUint32(this.#off + 4);
+    this.#off += 8;
+    if (hi >= 2 ** 21) ByteReader.invalid(`${what} exceeds 2^53`);
+    const x = hi * 2 ** 32 + lo;
+    if (x > max) ByteReader.invalid(`${what} out of range: ${x}`);
+    return x;
+  }
+  /** A view, not a copy. */
+  fixed(len: number, what: string): Uint8Array {
+    this.#need(len, what);
+    const b = this.buf.subarray(this.#off, this.#off + len);
+    this.#off += len;
+    return b;
+  }
+  bool(what: string): boolean {
+    const b = this.u8(what);
+    if (b > 1) ByteReader.invalid(`${what} must be 0 or 1`);
+    return b === 1;
+  }
+  string(max: number, what: string): string {
+    const len = this.u16(what);
+    if (len > max) ByteReader.invalid(`${what} longer than ${max} bytes`);
+    try {
+      return textDecoder.decode(this.fixed(len, what));
+    } catch (err) {
+      if (err instanceof ProtocolError) throw err;
+      return ByteReader.invalid(`${what} is not valid UTF-8`);
+    }
+  }
+  /** Fails unless every byte was read. */
+  end() {
+    if (this.#off !== this.buf.length) ByteReader.invalid(`${this.buf.length - this.#off} trailing bytes`);
+  }
+}
+
+// ----------------------------------------------------------------- protocol structures
+
+export function writeTs(w: ByteWriter, ts: Timestamp) {
+  w.u64(ts.num, 'timestamp num');
+  w.fixed(ts.writerId, WRITER_ID_LENGTH, 'writerId');
+}
+
+export function readTs(r: ByteReader): Timestamp {
+  const num = r.u64('timestamp num');
+  return { num, writerId: r.fixed(WRITER_ID_LENGTH, 'writerId') };
+}
+
+export function writeGrant(w: ByteWriter, g: Grant) {
+  w.fixed(g.issuer, PUBLIC_KEY_LENGTH, 'grant issuer');
+  w.fixed(g.grantee, PUBLIC_KEY_LENGTH, 'grant grantee');
+  w.string(g.prefix, MAX_PREFIX_LENGTH, 'grant prefix');
+  w.u64(g.expiresAt, 'grant expiry');
+  w.fixed(g.signature, SIGNATURE_LENGTH, 'grant signature');
+}
+
+export function readGrant(r: ByteReader): Grant {
+  const issuer = r.fixed(PUBLIC_KEY_LENGTH, 'grant issuer');
+  const grantee = r.fixed(PUBLIC_KEY_LENGTH, 'grant grantee');
+  const prefix = r.string(MAX_PREFIX_LENGTH, 'grant prefix');
+  const expiresAt = r.u64('grant expiry');
+  return { issuer, grantee, prefix, expiresAt, signature: r.fixed(SIGNATURE_LENGTH, 'grant signature') };
+}
+
+/**
+ * Bits of a certificate's flags byte: a grant follows; the write is a delete; its key epoch
+ * follows (a `u32` ≥ 1, after the grant; epoch 0 is the bit unset, so such a certificate is
+ * encoded exactly as before key epochs existed).
+ */
+const CERT_GRANT = 1;
+const CERT_TOMBSTONE = 2;
+const CERT_EPOCH = 4;
+
+export function writeCert(w: ByteWriter, c: WriteCertificate) {
+  w.fixed(c.nonceHash, HASH_LENGTH, 'nonce hash');
+  w.fixed(c.ccDigest, HASH_LENGTH, 'cross-checksum digest');
+  w.fixed(c.signer, PUBLIC_KEY_LENGTH, 'signer');
+  w.fixed(c.signature, SIGNATURE_LENGTH, 'signature');
+  w.u8((c.grant ? CERT_GRANT : 0) | (c.tombstone ? CERT_TOMBSTONE : 0) | (c.epoch ? CERT_EPOCH : 0));
+  if (c.grant) writeGrant(w, c.grant);
+  if (c.epoch) w.u32(c.epoch, 'certificate epoch');
+}
+
+export function readCert(r: ByteReader): WriteCertificate {
+  const nonceHash = r.fixed(HASH_LENGTH, 'nonce hash');
+  const ccDigest = r.fixed(HASH_LENGTH, 'cross-checksum digest');
+  const signer = r.fixed(PUBLIC_KEY_LENGTH, 'signer');
+  const signature = r.fixed(SIGNATURE_LENGTH, 'signature');
+  const flags = r.u8('certificate flags');
+  if (flags & ~(CERT_GRANT | CERT_TOMBSTONE | CERT_EPOCH)) ByteReader.invalid(`unknown certificate flags ${flags}`);
+  const grant = flags & CERT_GRANT ? readGrant(r) : undefined;
+  const tombstone = (flags & CERT_TOMBSTONE) !== 0;
+  if (!(flags & CERT_EPOCH)) return { nonceHash, ccDigest, signer, signature, grant, tombstone };
+  const epoch = r.u32('certificate epoch');
+  // One encoding per certificate: epoch 0 is the bit unset.
+  if (epoch === 0) ByteReader.invalid('a certificate epoch of 0 is encoded without the epoch flag');
+  return { nonceHash, ccDigest, signer, signature, grant, tombstone, epoch };
+}
+
+export function writeProof(w: ByteWriter, proof: StoreProof) {
+  if (proof.length > MAX_SERVERS) bad('too many receipts');
+  w.u8(proof.length);
+  for (const r of proof) {
+    if (!Number.isInteger(r.server) || r.server < 0 || r.server >= MAX_SERVERS) bad(`receipt server index out of range: ${r.server}`);
+    w.u8(r.server);
+    w.fixed(r.signature, SIGNATURE_LENGTH, 'receipt');
+  }
+}
+
+export function readProof(r: ByteReader): StoreProof {
+  const count = r.u8('receipt count');
+  if (count > r.n) ByteReader.invalid(`${count} receipts, at most ${r.n}`);
+  const proof: { server: number; signature: Uint8Array }[] = [];
+  for (let i = 0; i < count; i++) {
+    const server = r.u8('receipt server');
+    if (server >= r.n) ByteReader.invalid(`receipt of server ${server}, the cluster has ${r.n}`);
+    proof.push({ server, signature: r.fixed(SIGNATURE_LENGTH, 'receipt') });
+  }
+  return proof;
+}
+
+export function writeCandidate(w: ByteWriter, c: Candidate) {
+  writeTs(w, c.ts);
+  w.fixed(c.nonce, NONCE_LENGTH, 'nonce');
+  writeCert(w, c.cert);
+  writeProof(w, c.proof);
+}
+
+export function readCandidate(r: ByteReader): Candidate {
+  const ts = readTs(r);
+  const nonce = r.fixed(NONCE_LENGTH, 'nonce');
+  const cert = readCert(r);
+  return { ts, nonce, cert, proof: readProof(r) };
+}
+
+export function writeOptionalCandidate(w: ByteWriter, c: Candidate | undefined) {
+  w.u8(c ? 1 : 0);
+  if (c) writeCandidate(w, c);
+}
+
+export function readOptionalCandidate(r: ByteReader): Candidate | undefined {
+  return r.bool('candidate flag') ? readCandidate(r) : undefined;
+}
+
+export function writeCc(w: ByteWriter, cc: CrossChecksum) {
+  w.u8(cc.tombstone ? 1 : 0);
+  w.u64(cc.valueLength, 'value length', MAX_VALUE_LENGTH);
+  if (cc.hashes.length < 1 || cc.hashes.length > MAX_SERVERS) bad(`cross-checksum needs 1..${MAX_SERVERS} entries`);
+  w.u8(cc.hashes.length);
+  for (const h of cc.hashes) w.fixed(h, HASH_LENGTH, 'cross-checksum');
+}
+
+export function readCc(r: ByteReader): CrossChecksum {
+  const flags = r.u8('cross-checksum flags');
+  if (flags > 1) ByteReader.invalid('unknown cross-checksum flags');
+  const valueLength = r.u64('value length', MAX_VALUE_LENGTH);
+  const count = r.u8('cross-checksum count');
+  if (count !== r.n) ByteReader.invalid(`cross-checksum has ${count} entries, expected ${r.n}`);
+  const hashes: Uint8Array[] = [];
+  for (let i = 0; i < count; i++) hashes.push(r.fixed(HASH_LENGTH, 'cross-checksum'));
+  return { tombstone: flags === 1, valueLength, hashes };
+}
+
+/** An optional stripe layout: a flag, then length, stripe size and the per-stripe digests. */
+export function writeOptionalLayout(w: ByteWriter, layout: StripeLayout | undefined) {
+  w.u8(layout ? 1 : 0);
+  if (!layout) return;
+  w.u64(layout.valueLength, 'striped value length', MAX_STRIPED_LENGTH);
+  w.u32(layout.stripeSize, 'stripe size');
+  if (layout.digests.length > MAX_STRIPES) bad(`more than ${MAX_STRIPES} stripes`);
+  w.u32(layout.digests.length, 'stripe count');
+  for (const d of layout.digests) w.fixed(d, HASH_LENGTH, 'stripe digest');
+}
+
+export function readOptionalLayout(r: ByteReader): StripeLayout | undefined {
+  if (!r.bool('layout flag')) return undefined;
+  const valueLength = r.u64('striped value length', MAX_STRIPED_LENGTH);
+  const stripeSize = r.u32('stripe size');
+  const count = r.u32('stripe count');
+  if (count > MAX_STRIPES || count > r.remaining / HASH_LENGTH) ByteReader.invalid(`layout claims ${count} stripes`);
+  const digests: Uint8Array[] = [];
+  for (let i = 0; i < count; i++) digests.push(r.fixed(HASH_LENGTH, 'stripe digest'));
+  return { valueLength, stripeSize, digests };
+}
+
+/** An optional layout summary (LIST). */
+export function writeOptionalSummary(w: ByteWriter, s: LayoutSummary | undefined) {
+  w.u8(s ? 1 : 0);
+  if (!s) return;
+  w.u64(s.valueLength, 'striped value length', MAX_STRIPED_LENGTH);
+  w.u32(s.stripeSize, 'stripe size');
+  w.fixed(s.root, HASH_LENGTH, 'layout root');
+}
+
+export function readOptionalSummary(r: ByteReader): LayoutSummary | undefined {
+  if (!r.bool('layout flag')) return undefined;
+  const valueLength = r.u64('striped value length', MAX_STRIPED_LENGTH);
+  const stripeSize = r.u32('stripe size');
+  return { valueLength, stripeSize, root: r.fixed(HASH_LENGTH, 'layout root') };
+}
+
+export function writeFragment(w: ByteWriter, fragment: Uint8Array) {
+  w.bytes(fragment);
+}
+
+export function readFragment(r: ByteReader): Uint8Array {
+  const len = r.u32('fragment length');
+  if (len > r.maxFragmentLength) ByteReader.invalid(`fragment of ${len} bytes exceeds ${r.maxFragmentLength}`);
+  return r.fixed(len, 'fragment');
+}
+
+/** Encoded size of a certificate: what it adds to a stored entry. */
+export function certificateSize(c: WriteCertificate): number {
+  const grant = c.grant ? 2 * PUBLIC_KEY_LENGTH + 2 + textEncoder.encode(c.grant.prefix).length + 8 + SIGNATURE_LENGTH : 0;
+  return 2 * HASH_LENGTH + PUBLIC_KEY_LENGTH + SIGNATURE_LENGTH + 1 + grant + (c.epoch ? 4 : 0);
+}
