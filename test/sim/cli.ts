@@ -139,6 +139,9 @@ if (result.lists > 0) console.log(`listing pages: ${result.lists}`);
 console.log(
   `striped writes: ${result.stripedWrites} (${result.stripedWritesDone} completed, ${result.crashedMidStripe} crashed mid-upload); striped values read whole: ${result.stripedReads}; reads ending in VALUE_CHANGED: ${result.valueChanged}`,
 );
+console.log(
+  `client hosts (the client's own): links closed under them ${result.linksClosed}, frames over their limit ${result.oversized}, reads failed as too large ${result.tooLarge}`,
+);
 if (values.rebuild || mutant?.rebuild)
   console.log(
     `disks lost: ${result.disksLost}, rebuilds finished: ${result.rebuildsDone} (writes under way repaired: ${result.pendingRepaired}, unfinished: ${result.pendingUnfinished}); repairs (runs that caught up at the end): ${list(result.repairs)}`,

@@ -34,6 +34,7 @@ import {
   type Timestamp,
   type WriteCertificate,
 } from '@powerstore/protocol';
+import { RoundBook, type OversizedVerdict, type Round } from '@powerstore/client/host';
 import type { Behaviour } from './byzantine.js';
 import { correctProtocol, type ProtocolFactories } from './protocol-factories.js';
 
@@ -341,7 +342,52 @@ class RestampsRepair extends Server {
   }
 }
 
+/** The client's host sends an operation's next round under the wire id of its previous one. */
+class ReusesWireId<F> extends RoundBook<F> {
+  readonly #last = new Map<F, number>();
+  protected override newId(flight: F): number {
+    const id = this.#last.get(flight) ?? super.newId(flight);
+    this.#last.set(flight, id);
+    return id;
+  }
+}
+
+/** The client's host counts a reply to an operation's ended round for the round it has in progress. */
+class CountsEndedRounds<F> extends RoundBook<F> {
+  readonly #flightOf = new Map<number, F>();
+  readonly #current = new Map<F, Round<F>>();
+  override start(...args: Parameters<RoundBook<F>['start']>): Round<F> {
+    const round = super.start(...args);
+    this.#flightOf.set(round.id, args[0]);
+    this.#current.set(args[0], round);
+    return round;
+  }
+  override get(id: number): Round<F> | undefined {
+    const round = super.get(id);
+    if (!round || round.flight !== undefined) return round;
+    const flight = this.#flightOf.get(id);
+    const current = flight === undefined ? undefined : this.#current.get(flight);
+    return current?.flight !== undefined ? current : round;
+  }
+}
+
+/** The client's host holds FILTERs back for a server that sent a frame over the limit, and never sends them. */
+class NeverReleasesHeld<F> extends RoundBook<F> {
+  override nextHeld(): Round<F> | undefined {
+    return undefined;
+  }
+}
+
+/** The client's host excuses every frame over the limit, even where no correct server's answer could be one. */
+class ExcusesOversized<F> extends RoundBook<F> {
+  override oversized(server: number, opId: number | undefined): OversizedVerdict<F> {
+    const verdict = super.oversized(server, opId);
+    return verdict.kind === 'misbehaving' ? { kind: 'excused' } : verdict;
+  }
+}
+
 const withServer = (server: ProtocolFactories['server']): ProtocolFactories => ({ ...correctProtocol, server });
+const withRoundBook = (roundBook: <F>() => RoundBook<F>): ProtocolFactories => ({ ...correctProtocol, roundBook });
 const withReader = (reader: ProtocolFactories['reader']): ProtocolFactories => ({ ...correctProtocol, reader });
 const withWriter = (writer: ProtocolFactories['writer']): ProtocolFactories => ({ ...correctProtocol, writer });
 
@@ -529,5 +575,27 @@ export const MUTANTS: readonly Mutant[] = [
     protocol: withServer((o) => new RestampsRepair(o)),
     rebuild: true,
     caughtBy: /signed hashes|not signed for it/,
+  },
+  {
+    name: 'host-reuses-wire-id',
+    description: "the client's host sends an operation's next round under its previous round's wire id",
+    protocol: withRoundBook(() => new ReusesWireId()),
+  },
+  {
+    name: 'host-counts-ended-rounds',
+    description: "the client's host counts a reply to an operation's ended round as an answer to the round in progress",
+    protocol: withRoundBook(() => new CountsEndedRounds()),
+  },
+  {
+    name: 'host-never-releases-held',
+    description: "the client's host holds FILTERs back for a server that sent a frame over its limit, and never sends them",
+    protocol: withRoundBook(() => new NeverReleasesHeld()),
+    stripes: true,
+  },
+  {
+    name: 'host-excuses-oversized',
+    description: "the client's host blames no server for a frame over its limit, even one no correct server sends",
+    protocol: withRoundBook(() => new ExcusesOversized()),
+    caughtBy: /did not blame/,
   },
 ];

@@ -88,9 +88,13 @@ export class Network {
     return true;
   }
 
-  /** Takes `m` out for delivery (or, sometimes, delivers a copy and keeps it for later). */
+  /**
+   * Takes `m` out for delivery (or, sometimes, delivers a copy and keeps it for later). Not
+   * on an honest client's connection, a WebSocket over TCP: it never delivers a frame twice
+   * (its host resends a request only on a new connection, or asking again on purpose).
+   */
   take(m: InFlight): void {
-    if (m.duplicates < 2 && this.prng.chance(this.options.duplicateRate)) {
+    if (m.connection === undefined && m.duplicates < 2 && this.prng.chance(this.options.duplicateRate)) {
       m.duplicates++;
       m.at = this.now + this.#delay(m.from, m.to, false);
     } else {

@@ -164,6 +164,8 @@ export interface HostFaultOptions {
   readonly headShown: number;
   /** Chance a reader starts its next read before the previous one ended (several FILTERs owed by one server). */
   readonly readerOverlapRate: number;
+  /** Chance a reader accepts only small frames: correct servers' answers with a large stripe are over its limit. */
+  readonly smallReaders: number;
 }
 
 /** Host faults for one run; `hostile` always has some of each. */
@@ -176,9 +178,10 @@ export function drawHostFaults(prng: Prng, hostile: boolean): HostFaultOptions {
     oversizeRate: oversize ? prng.pick([0.02, 0.1, 0.3]) : 0,
     headShown: prng.pick([0, 0.5, 1]),
     readerOverlapRate: hostile || prng.chance(0.5) ? 0.4 : 0,
+    smallReaders: hostile || prng.chance(0.3) ? 0.5 : 0,
   };
 }
 
 export function describeHostFaults(h: HostFaultOptions): string {
-  return `client hosts: connections closing ${h.dropRate} (down ${h.reopenAfter.join('–')}), Byzantine frames over the limit ${h.oversizeRate} (header shown ${h.headShown}), readers overlapping ${h.readerOverlapRate}`;
+  return `client hosts: connections closing ${h.dropRate} (down ${h.reopenAfter.join('–')}), Byzantine frames over the limit ${h.oversizeRate} (header shown ${h.headShown}), readers overlapping ${h.readerOverlapRate}, readers with a small frame limit ${h.smallReaders}`;
 }

@@ -60,6 +60,10 @@ export interface BatchResult {
   crashedMidStripe: number;
   stripedReads: number;
   valueChanged: number;
+  /** What the clients' hosts met: links closed under them, frames over their limit, reads failed as too large. */
+  linksClosed: number;
+  oversized: number;
+  tooLarge: number;
   /** Runs that replaced a server's key on an empty disk, and operations refused by servers of another key epoch. */
   rotatedEmpty: number;
   staleOps: number;
@@ -110,6 +114,9 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     crashedMidStripe: 0,
     stripedReads: 0,
     valueChanged: 0,
+    linksClosed: 0,
+    oversized: 0,
+    tooLarge: 0,
     rotatedEmpty: 0,
     staleOps: 0,
     disksLost: 0,
@@ -150,6 +157,9 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     result.crashedMidStripe += report.crashedMidStripe ?? 0;
     result.stripedReads += report.stripedReads ?? 0;
     result.valueChanged += report.valueChanged ?? 0;
+    result.linksClosed += report.hostFaults?.linksClosed ?? 0;
+    result.oversized += report.hostFaults?.oversized ?? 0;
+    result.tooLarge += report.hostFaults?.tooLarge ?? 0;
     result.staleOps += report.staleOps ?? 0;
     if (report.rotation?.includes('empty')) result.rotatedEmpty++;
     result.disksLost += report.rebuilds?.filter((r) => r.includes('lost')).length ?? 0;

@@ -163,6 +163,8 @@ export interface SimReport {
   readonly stripedReads: number;
   /** Reads that gave up with VALUE_CHANGED while fetching further stripes (allowed, counted). */
   readonly valueChanged: number;
+  /** Faults the clients' hosts met: links closed, frames over their limit, reads that failed as too large. */
+  readonly hostFaults: { readonly linksClosed: number; readonly oversized: number; readonly tooLarge: number };
   /** With `rotate`: what was replaced when, and operations that ended refused by servers of another key epoch. */
   readonly rotation: string | undefined;
   readonly staleOps: number;
@@ -275,6 +277,12 @@ const SIM_OP_TIMEOUT = 1_200_000;
 /** The simulated clients' frame limit: far above any frame of the run. */
 const SIM_MAX_FRAME = 16 * 1024 * 1024;
 /**
+ * The frame limit of readers with a small one (`HostFaultOptions.smallReaders`): above
+ * any answer but a FILTER's of a large stripe, so correct servers' answers to them are
+ * sometimes over the limit, and such a read fails with VALUE_TOO_LARGE.
+ */
+const SMALL_FRAME = 16 * 1024;
+/**
  * Servers' `uploadIdleMs` in simulated time: long enough for a slow honest upload overtaken
  * by a newer write (a tenth of it below `lc`), short enough that the end-of-run sweep is real.
  */
@@ -293,6 +301,8 @@ interface Client {
   crashed: boolean;
   /** The production operation host, on links to every server. */
   readonly host: OperationHost;
+  /** The largest frame its host accepts (and value it reads). */
+  readonly maxFrame: number;
   readonly links: readonly SimLink[];
   /** The wire id of the round the client crashed in: some of its frames still go out, nothing else does. */
   crashWire?: number;
@@ -374,7 +384,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   const isServer = (name: string) => /^s\d+$/.test(name);
 
   // Honest clients: each runs the client's operation host, on links to every server.
-  const hostOf = (name: string) => {
+  const hostOf = (name: string, maxFrame = SIM_MAX_FRAME) => {
     const links = Array.from(
       { length: n },
       (_, i) =>
@@ -389,11 +399,11 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       links,
       clock,
       timeoutMs: SIM_OP_TIMEOUT,
-      maxFrameBytes: SIM_MAX_FRAME,
-      maxValueBytes: SIM_MAX_FRAME,
+      maxFrameBytes: maxFrame,
+      maxValueBytes: maxFrame,
       ...(protocol.roundBook ? { roundBook: protocol.roundBook } : {}),
     });
-    return { host, links };
+    return { host, links, maxFrame };
   };
   const identities: Record<Role, { signer: Signer; grants: Grant[] }> = {
     owner: { signer: cast.owner, grants: [] },
@@ -436,7 +446,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       nextOpId: 1,
       nextStart: network.now + prng.range(0, 100),
       crashed: false,
-      ...hostOf(`r${r}`),
+      ...hostOf(`r${r}`, faultRng.chance(hostFaults.smallReaders) ? SMALL_FRAME : SIM_MAX_FRAME),
     });
   }
   if (options.lists) {
@@ -452,6 +462,11 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   const stripeRng = new Prng(seed * 6151 + 29);
   const stripedShare = options.stripes ? STRIPED_SHARE_MANY : STRIPED_SHARE;
   let stripedWrites = 0;
+  /** Keys some striped write was made to (a reader with a small limit may find them too large). */
+  const stripedKeys = new Set<string>();
+  let oversizedFrames = 0;
+  let linksClosed = 0;
+  let tooLarge = 0;
   let stripedWritesDone = 0;
   let crashedMidStripe = 0;
   let crashedWriters = 0;
@@ -946,6 +961,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
         valueBytes = concat(parts);
         value = { kind: 'stripes', source: sourceOf(parts) };
         stripedWrites++;
+        stripedKeys.add(planned.key);
       }
       if (valueBytes) checker.registerValue(name, valueBytes);
       try {
@@ -1102,20 +1118,11 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
       linkDown(client, link, 'connection closed');
       return;
     }
-    if (byzIndices.has(from) && faultRng.chance(hostFaults.oversizeRate)) {
-      // A Byzantine server sends a frame over the client's limit: the transport discards it
-      // and closes the connection, showing the frame's header or not as the platform does.
-      const reason = `sent a frame over the limit of ${SIM_MAX_FRAME} bytes`;
-      const head = faultRng.chance(hostFaults.headShown) ? m.frame.slice(0, 2048) : undefined;
-      linkDown(client, link, reason);
-      const before = link.blames;
-      client.host.oversized(from, reason, head);
-      // No correct server's answer is that large unless it answers a FILTER: a frame a
-      // writer gets (writers never read) or one whose header says it is not a FILTER_ACK
-      // is misbehaving, at once.
-      const unexcused = client.role !== 'reader' || (head !== undefined && decodeHeader(head)?.type !== 'FILTER_ACK');
-      if (unexcused && link.blames === before)
-        checker.violations.push(`${client.name}'s host did not blame s${from} for a frame over its limit that no correct server sends`);
+    // A frame over the client's limit: from a correct server, an answer carrying a value too
+    // large for this client; from a Byzantine one, that or garbage padded past the limit.
+    const padded = byzIndices.has(from) && faultRng.chance(hostFaults.oversizeRate);
+    if (padded || m.frame.length > client.maxFrame) {
+      oversizedArrives(client, link, from, m.frame);
       return;
     }
     if (decodeHeader(m.frame)?.type === 'ERROR') {
@@ -1143,8 +1150,28 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     client.host.receive(from, m.frame);
   };
 
+  /**
+   * A frame over `client`'s limit arrives from server `from`: the transport discards it and
+   * closes the connection, showing the frame's header or not as the platform does.
+   */
+  const oversizedArrives = (client: Client, link: SimLink, from: number, frame: Uint8Array) => {
+    oversizedFrames++;
+    const reason = `sent a frame over the limit of ${client.maxFrame} bytes`;
+    const head = faultRng.chance(hostFaults.headShown) ? frame.slice(0, 2048) : undefined;
+    linkDown(client, link, reason);
+    const before = link.blames;
+    client.host.oversized(from, reason, head);
+    // No correct server's answer is that large unless it answers a FILTER: one a writer
+    // gets (writers never read), or one whose header says it is not a FILTER_ACK, is
+    // misbehaving, at once.
+    const unexcused = client.role !== 'reader' || (head !== undefined && decodeHeader(head)?.type !== 'FILTER_ACK');
+    if (unexcused && link.blames === before)
+      checker.violations.push(`${client.name}'s host did not blame s${from} for a frame over its limit that no correct server sends`);
+  };
+
   /** `client`'s link closes; it reopens a while later, and the host is told. */
   const linkDown = (client: Client, link: SimLink, reason: string) => {
+    linksClosed++;
     link.drop(reason);
     clock.setTimer(faultRng.range(...hostFaults.reopenAfter), () => {
       if (client.crashed) return;
@@ -1186,6 +1213,13 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
             writeEnded(client);
           }
         }
+        if (client.nextStart === undefined) scheduleNext(client, false);
+        return;
+      }
+      if (error.code === 'VALUE_TOO_LARGE' && client.maxFrame < SIM_MAX_FRAME && stripedKeys.has(run.record.key)) {
+        // A reader with a small limit asked for a large stripe: it fails, as it must, and
+        // stays out of the history, like any failed read.
+        tooLarge++;
         if (client.nextStart === undefined) scheduleNext(client, false);
         return;
       }
@@ -1392,6 +1426,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     crashedMidStripe,
     stripedReads: checker.stripedReads,
     valueChanged: checker.valueChanged,
+    hostFaults: { linksClosed, oversized: oversizedFrames, tooLarge },
     rotation,
     staleOps,
     rebuilds: rebuildLog,

@@ -171,6 +171,38 @@ describe('reads fetch t + 1 fragments', () => {
   });
 });
 
+describe('a FILTER asked again is resent after a reconnect', () => {
+  it('servers asked again for fragments whose connection closes before they answer are asked again when they reconnect (the simulator found reads timing out)', async () => {
+    const store = await open({ timeoutMs: 5_000 });
+    const key = `${store.namespace}asked-again`;
+    await store.put(key, 'value');
+    // The first server asked for a fragment never answers FILTER. Every other server, on its
+    // first connection, closes it when FILTER comes again asking for a fragment after it
+    // answered without one (a supplement): the read gets its second fragment only if the
+    // supplement is resent once they reconnect.
+    let silent: number | undefined;
+    for (let i = 0; i < config.n; i++) {
+      let answeredWithout = false;
+      cluster!.scripts[i] = (request, connection) => {
+        if (request.type !== 'FILTER') return false;
+        if (request.fragment && silent === undefined) silent = i;
+        if (i === silent) return true;
+        if (connection.number > 0) return false;
+        if (!request.fragment) answeredWithout = true;
+        else if (answeredWithout) {
+          connection.close();
+          return true;
+        }
+        return false;
+      };
+    }
+    const started = performance.now();
+    expect(text(await store.get(key))).toBe('value');
+    expect(performance.now() - started).toBeLessThan(3_000);
+    expect(store.servers().map((s) => s.misbehaving)).toEqual([undefined, undefined, undefined, undefined]);
+  });
+});
+
 describe('replies count only for the round they answer', () => {
   it('a COLLECT_ACK arriving during FILTER is not an answer to FILTER: a reconnect resends FILTER to that server', async () => {
     const store = await open();
@@ -308,5 +340,28 @@ describe('which refusals of a round the quorum accepted are evidence', () => {
     const round = storeRound();
     expect(round.refusalEvidence(3, refusal('INVALID_ARGUMENT'), 3)).toMatch(/refused a STORE that 3 other servers accepted/);
     expect(round.refusalEvidence(3, refusal('INVALID_ARGUMENT'), 4)).toBeUndefined();
+  });
+});
+
+describe('a server asked twice in one round owes two answers', () => {
+  it('its oversized answer to a supplement, after it answered the first request, is an answer, not misbehaving (the simulator found the host blaming correct servers)', () => {
+    const book = new RoundBook<object>();
+    const round = book.start(
+      {},
+      'k',
+      'FILTER',
+      () => new Map([[0, new Uint8Array(1)]]),
+      () => {},
+      0,
+    );
+    round.pending.add(0); // FILTER, metadata only
+    round.pending.add(0); // the supplement asks it again for its fragment, before its first answer came
+    round.pending.answered(0); // the first answer
+    expect(round.pending.has(0)).toBe(true);
+    const verdict = book.oversized(0, round.id);
+    expect(verdict.kind).toBe('answer');
+    // Once the connection closed, nothing more is owed on it.
+    expect(round.pending.has(0)).toBe(false);
+    expect(book.oversized(0, round.id).kind).toBe('misbehaving');
   });
 });

@@ -13,4 +13,4 @@ export {
   type HostOptions,
   type RunOptions,
 } from './operation-host.js';
-export { Round, RoundBook, type OversizedVerdict } from './rounds.js';
+export { Owed, Round, RoundBook, type OversizedVerdict } from './rounds.js';

@@ -260,7 +260,8 @@ export class OperationHost {
       );
       return;
     }
-    round.pending.delete(index);
+    round.pending.answered(index);
+    if (!round.pending.has(index)) round.askedAgain.delete(index);
     if (answer === 'ack' && !round.acked.has(index)) {
       round.acked.add(index);
       if (round.flight) this.#links[index]!.noteRoundTrip(this.#clock.now() - round.started);
@@ -389,6 +390,7 @@ export class OperationHost {
   /** Sends a supplement's messages under the round in progress's wire id. */
   #supplement(flight: InFlight, round: Round<InFlight>, send: readonly Outgoing[]): void {
     for (const [to, frame] of this.#encodeRound(send, round.id)) {
+      if (round.frames.has(to)) round.askedAgain.add(to);
       round.frames.set(to, frame);
       if (this.#links[to]!.send(frame, SEND_HIGH_WATER_BYTES)) round.pending.add(to);
     }

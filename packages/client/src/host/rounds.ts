@@ -58,6 +58,41 @@ const STORE_REFUSALS_EXCUSED: ReadonlySet<string> = new Set([
  */
 const EPOCH_REFUSALS: ReadonlySet<string> = new Set(['CLUSTER_OUTDATED', 'SERVER_OUTDATED']);
 
+/**
+ * The answers each server owes a round on its current connection. Usually one; a server a
+ * supplement asks again (a read's FILTER, for its fragment) before it answered owes two,
+ * and its second answer must not pass for one it did not owe. (The simulator found the
+ * host blaming correct servers for an oversized second answer.)
+ */
+export class Owed {
+  readonly #count = new Map<number, number>();
+
+  add(server: number): void {
+    this.#count.set(server, (this.#count.get(server) ?? 0) + 1);
+  }
+
+  /** One answer came from `server`. */
+  answered(server: number): void {
+    const count = this.#count.get(server);
+    if (count === undefined) return;
+    if (count <= 1) this.#count.delete(server);
+    else this.#count.set(server, count - 1);
+  }
+
+  has(server: number): boolean {
+    return this.#count.has(server);
+  }
+
+  /** `server`'s connection closed: what it owed on it will not come. */
+  forget(server: number): void {
+    this.#count.delete(server);
+  }
+
+  [Symbol.iterator](): IterableIterator<number> {
+    return this.#count.keys();
+  }
+}
+
 /** One round of one operation: one request per server under one wire `opId`. */
 export class Round<F> {
   readonly id: number;
@@ -67,10 +102,16 @@ export class Round<F> {
   readonly started: number;
   /** Each server's frame (the latest, when a supplement asked it again); emptied when the round ends. */
   frames: Map<number, Uint8Array>;
-  /** Servers sent the request on their current connection that have not answered it. */
-  readonly pending = new Set<number>();
+  /** Servers sent the request on their current connection that have not answered it (as often as they were sent it). */
+  readonly pending = new Owed();
   /** Servers that acknowledged it. */
   readonly acked = new Set<number>();
+  /**
+   * Servers a supplement asked again (a read's FILTER, for a fragment) that have not
+   * answered everything they were asked: a reconnect resends the request to them, as to
+   * servers that never answered.
+   */
+  readonly askedAgain = new Set<number>();
   /** Servers that refused it, with their ERROR reply. */
   readonly refused = new Map<number, ErrorReply>();
   /** FILTER: servers whose answer was a frame over the size limit, and how it was described. */
@@ -115,14 +156,14 @@ export class Round<F> {
 
   /**
    * Whether a (re)connected `server` should be sent this round's request: it was meant to
-   * get it and has not acknowledged it. A refusal is asked again: the server may have
+   * get it and has not acknowledged it (or a supplement asked it again, unanswered). A refusal is asked again: the server may have
    * restarted since, and a fresh answer supersedes it.
    */
   awaits(server: number): boolean {
     return (
       this.#flight !== undefined &&
       this.frames.has(server) &&
-      !this.acked.has(server) &&
+      (!this.acked.has(server) || this.askedAgain.has(server)) &&
       !this.oversized.has(server) &&
       !this.held.has(server)
     );
@@ -156,6 +197,7 @@ export class Round<F> {
     this.#succeeded = succeeded;
     this.frames = new Map();
     this.held.clear();
+    this.askedAgain.clear();
   }
 }
 
@@ -192,10 +234,15 @@ export class RoundBook<F> {
     report: (server: number, reason: string) => void,
     now: number,
   ): Round<F> {
-    const id = this.#nextId++;
+    const id = this.newId(flight);
     const round = new Round(id, flight, key, request, encode(id), report, now);
     this.#live.set(id, round);
     return round;
+  }
+
+  /** A wire id never used before (`flight`'s next round goes out under it). */
+  protected newId(_flight: F): number {
+    return this.#nextId++;
   }
 
   /** The round a reply's `opId` names, live or recently ended. */
@@ -218,8 +265,8 @@ export class RoundBook<F> {
 
   /** `server` has a new connection: what was sent on the old one will not be answered. */
   reconnected(server: number): void {
-    for (const round of this.#live.values()) round.pending.delete(server);
-    for (const round of this.#ended.values()) round.pending.delete(server);
+    for (const round of this.#live.values()) round.pending.forget(server);
+    for (const round of this.#ended.values()) round.pending.forget(server);
   }
 
   /**
@@ -238,7 +285,7 @@ export class RoundBook<F> {
     const owed = [...this.#live.values(), ...this.#ended.values()].filter(
       (r) => r.request === 'FILTER' && r.pending.has(server) && (opId === undefined || r.id === opId),
     );
-    for (const r of owed) r.pending.delete(server);
+    for (const r of owed) r.pending.forget(server);
     const possible = owed.filter((r) => r.flight !== undefined || !r.succeeded);
     if (possible.length === 0) return { kind: 'misbehaving' };
     if (possible.length === 1) return possible[0]!.flight !== undefined ? { kind: 'answer', round: possible[0]! } : { kind: 'excused' };
