@@ -99,6 +99,7 @@ if (seed !== undefined && values.verbose) {
     ...(values.rebuild || mutant?.rebuild ? { rebuild: true } : {}),
     ...(mutant?.behaviours ? { behaviours: mutant.behaviours } : {}),
     ...(mutant?.deleteRate !== undefined ? { deleteRate: mutant.deleteRate } : {}),
+    ...(mutant?.hostFaults ? { hostFaults: mutant.hostFaults } : {}),
   });
   console.log(report.options);
   console.log(JSON.stringify({ ...report, history: report.history }, null, 1));
@@ -116,6 +117,7 @@ const result = await runBatch({
   ...(values.rebuild || mutant?.rebuild ? { rebuild: true } : {}),
   ...(mutant?.behaviours ? { behaviours: mutant.behaviours } : {}),
   ...(mutant?.deleteRate !== undefined ? { deleteRate: mutant.deleteRate } : {}),
+  ...(mutant?.hostFaults ? { hostFaults: mutant.hostFaults } : {}),
   onFailure(report, replay) {
     console.log(`FAIL seed ${report.seed} (t = ${report.t}): ${report.violations.join('; ')}`);
     if (report.options) console.log(report.options.replace(/^/gm, '  '));

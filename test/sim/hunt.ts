@@ -24,6 +24,7 @@ export async function huntMutant(
           ...(mutant.rebuild ? { rebuild: true } : {}),
           ...(mutant.behaviours ? { behaviours: mutant.behaviours } : {}),
           ...(mutant.deleteRate !== undefined ? { deleteRate: mutant.deleteRate } : {}),
+          ...(mutant.hostFaults ? { hostFaults: mutant.hostFaults } : {}),
         })
       ).violations;
     } catch (err) {

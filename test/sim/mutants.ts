@@ -36,6 +36,7 @@ import {
 } from '@powerstore/protocol';
 import { RoundBook, type OversizedVerdict, type Round } from '@powerstore/client/host';
 import type { Behaviour } from './byzantine.js';
+import type { HostFaultOptions } from './options.js';
 import { correctProtocol, type ProtocolFactories } from './protocol-factories.js';
 
 /** Merges LIST answers unchecked: invented keys and misstated sizes get through. */
@@ -73,6 +74,8 @@ export interface Mutant {
   readonly behaviours?: readonly Behaviour[];
   /** Chance an operation is a delete, instead of the usual (a mutant that breaks what deletes do). */
   readonly deleteRate?: number;
+  /** Client-host faults, instead of those drawn (the situation the mutant mishandles is rare among all of them). */
+  readonly hostFaults?: Partial<HostFaultOptions>;
   /** Runs with a server's key replaced mid-run (the mutant breaks key epochs). */
   readonly rotate?: boolean;
   /** Runs with servers losing their disk and rebuilding (the mutant breaks repair). */
@@ -591,6 +594,8 @@ export const MUTANTS: readonly Mutant[] = [
     description: "the client's host holds FILTERs back for a server that sent a frame over its limit, and never sends them",
     protocol: withRoundBook(() => new NeverReleasesHeld()),
     stripes: true,
+    // Readers with a small limit, two reads in flight, frames' headers not shown (Node): FILTERs held.
+    hostFaults: { smallReaders: 1, readerOverlapRate: 1, headShown: 0 },
   },
   {
     name: 'host-excuses-oversized',

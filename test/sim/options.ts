@@ -176,7 +176,8 @@ export function drawHostFaults(prng: Prng, hostile: boolean): HostFaultOptions {
     dropRate: drops ? prng.pick([0.005, 0.02, 0.05]) : 0,
     reopenAfter: [20, 800],
     oversizeRate: oversize ? prng.pick([0.02, 0.1, 0.3]) : 0,
-    headShown: prng.pick([0, 0.5, 1]),
+    // Hostile runs mostly as in Node, where the header of a frame over the limit is not shown.
+    headShown: prng.pick(hostile ? [0, 0, 0.5] : [0, 0.5, 1]),
     readerOverlapRate: hostile || prng.chance(0.5) ? 0.4 : 0,
     smallReaders: hostile || prng.chance(0.3) ? 0.5 : 0,
   };

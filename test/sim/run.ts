@@ -1,6 +1,7 @@
 /**
  * Runs batches of seeds, shared by the CLI and the vitest suite.
  */
+import type { HostFaultOptions } from './options.js';
 import type { Behaviour } from './byzantine.js';
 import type { ProtocolFactories } from './protocol-factories.js';
 import { replayCommand, simulate, type SimReport } from './simulate.js';
@@ -26,6 +27,8 @@ export interface BatchOptions {
   readonly behaviours?: readonly Behaviour[];
   /** Chance an operation is a delete, instead of the usual (a mutant that breaks what deletes do). */
   readonly deleteRate?: number;
+  /** Client-host faults replacing those drawn (a mutant's focus). */
+  readonly hostFaults?: Partial<HostFaultOptions>;
   /** Stop at the first failure (mutant hunting). */
   readonly stopOnFailure?: boolean;
   readonly mutant?: string;
@@ -142,6 +145,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
         ...(options.rebuild ? { rebuild: true } : {}),
         ...(options.behaviours ? { behaviours: options.behaviours } : {}),
         ...(options.deleteRate !== undefined ? { deleteRate: options.deleteRate } : {}),
+        ...(options.hostFaults ? { hostFaults: options.hostFaults } : {}),
       });
     } catch (err) {
       // A crash of the simulated protocol is a failure of that seed, not of the batch.

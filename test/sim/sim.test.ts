@@ -9,7 +9,7 @@ import { simulate } from './simulate.js';
 const SEEDS = Number(process.env.SIM_SEEDS ?? 1200);
 
 describe('simulation', () => {
-  it(`${SEEDS} seeded runs with Byzantine servers, a hostile client, crashing writers and a hostile network all pass`, async () => {
+  it(`${SEEDS} seeded runs with Byzantine servers, a hostile client, crashing writers and a hostile network, every honest client the client's own operation host, all pass`, async () => {
     const result = await runBatch({ first: 1, count: SEEDS });
     const report = result.failures.map((f) => `seed ${f.seed}: ${f.violations.join('; ')}\n  replay: ${f.replay}`).join('\n');
     expect(report).toBe('');
@@ -25,6 +25,11 @@ describe('simulation', () => {
       Object.keys(result.failedWrites).filter((c) => !['GRANT_EXPIRED', 'SUPERSEDED', 'STRIPES_MISSING', 'INTERNAL'].includes(c)),
     ).toEqual([]);
     expect(result.stripedReads).toBeGreaterThan(SEEDS / 40);
+    // The clients' hosts met the faults they must survive: connections closing mid-round,
+    // frames over their limit (Byzantine ones, and correct answers too large for a reader).
+    expect(result.linksClosed).toBeGreaterThan(SEEDS);
+    expect(result.oversized).toBeGreaterThan(SEEDS / 2);
+    expect(result.tooLarge).toBeGreaterThan(0);
     for (const code of [
       'UNAUTHENTICATED',
       'NOT_AUTHORIZED',

@@ -65,7 +65,7 @@ import { SimClock, SimLink } from './client-host.js';
 import { Checker, checkIndexMatchesEntries, type Author, type MutableOp } from './checkers.js';
 import { HostileClient, type Attack, type Expectation, type FenceTarget } from './hostile-clients.js';
 import { Network, type InFlight } from './network.js';
-import { describeHostFaults, describeOptions, drawHostFaults, drawOptions } from './options.js';
+import { describeHostFaults, describeOptions, drawHostFaults, drawOptions, type HostFaultOptions } from './options.js';
 import { correctProtocol, type ProtocolFactories } from './protocol-factories.js';
 import { Prng } from './prng.js';
 import { Rebuild } from './rebuild.js';
@@ -83,6 +83,8 @@ export interface SimOptions {
   readonly behaviours?: readonly Behaviour[];
   /** Chance an operation is a delete, instead of the usual (a mutant that breaks what deletes do). */
   readonly deleteRate?: number;
+  /** Client-host faults that replace those drawn (to focus a hunt on one situation). */
+  readonly hostFaults?: Partial<HostFaultOptions>;
   /** Draw hostile attacks only from these. */
   readonly attacks?: readonly Attack[];
   /** Force heavy write contention on one key (otherwise drawn for some seeds). */
@@ -332,7 +334,7 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
   const clock = new SimClock(network);
   // Faults between the clients' hosts and the servers: a stream of their own.
   const faultRng = new Prng(seed * 7_368_787 + 23);
-  const hostFaults = drawHostFaults(faultRng.fork(), options.hostile ?? false);
+  const hostFaults: HostFaultOptions = { ...drawHostFaults(faultRng.fork(), options.hostile ?? false), ...options.hostFaults };
   const advRng = prng.fork();
   const cast = await makeCast(crypto, prng.fork(), n);
   const codec = codecFor(config);
