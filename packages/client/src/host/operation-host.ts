@@ -20,7 +20,6 @@ import {
   ReadOperation,
   type ClientOperation,
   type ClusterConfig,
-  type ErrorReply,
   type Message,
   type Outgoing,
   type Reply,
@@ -30,12 +29,12 @@ import { PowerStoreError, toClientError } from '../errors.js';
 import type { Progress } from '../types.js';
 import type { CancelTimer, Clock } from './clock.js';
 import type { Link } from './link.js';
+import { trackProgress, type SentFrame } from './progress.js';
 import { RoundBook, type Round } from './rounds.js';
+import { unreachable } from './unreachable.js';
 
 /** Bytes queued to one server beyond which a frame is dropped for it (the quorum goes on without it). */
 export const SEND_HIGH_WATER_BYTES = 64 * 1024 * 1024;
-/** How often progress is polled while a round's frames drain. */
-const PROGRESS_INTERVAL_MS = 100;
 /** Shortest wait for fragments a read asked for before it asks the other servers (see #armFragmentTimer). */
 export const FRAGMENT_WAIT_MIN_MS = 20;
 /**
@@ -158,7 +157,7 @@ export class OperationHost {
       };
       const stopTimer = this.#clock.setTimer(timeoutMs, () => {
         done();
-        reject(this.#unreachable(need, undefined, 'connecting'));
+        reject(unreachable(this.#config, this.#links, need, undefined, 'connecting'));
       });
       const onAbort = () => {
         done();
@@ -224,7 +223,7 @@ export class OperationHost {
           reject(toClientError(e));
         },
       };
-      const onTimeout = () => flight.fail(this.#unreachable(need, flight.round, 'timed out'));
+      const onTimeout = () => flight.fail(unreachable(this.#config, this.#links, need, flight.round, 'timed out'));
       let stopTimer = this.#clock.setTimer(timeoutMs, onTimeout);
       const onAbort = () => flight.fail(new PowerStoreError('ABORTED', 'the operation was aborted', { cause: signal?.reason }));
       signal?.addEventListener('abort', onAbort, { once: true });
@@ -375,7 +374,7 @@ export class OperationHost {
       this.#clock.now(),
     );
     flight.round = round;
-    const sent: [Link, number, number][] = [];
+    const sent: SentFrame[] = [];
     for (const [to, frame] of round.frames) {
       const link = this.#links[to]!;
       const before = link.bufferedBytes;
@@ -384,7 +383,10 @@ export class OperationHost {
         sent.push([link, frame.length, before]);
       }
     }
-    if (flight.onProgress) this.#trackProgress(flight, phaseOf(send[0]!.message.type), sent);
+    if (flight.onProgress) {
+      flight.stopProgress?.();
+      flight.stopProgress = trackProgress(this.#clock, phaseOf(send[0]!.message.type), sent, flight.onProgress);
+    }
   }
 
   /** Sends a supplement's messages under the round in progress's wire id. */
@@ -414,23 +416,6 @@ export class OperationHost {
     const took = this.#clock.now() - round.started;
     const wait = list ? Math.max(LIST_WAIT_MIN_MS, 4 * took) : Math.max(FRAGMENT_WAIT_MIN_MS, 2 * took);
     flight.stopFragmentTimer = this.#clock.setTimer(wait, () => this.#chain(flight, async () => this.#apply(flight, op.stalled())));
-  }
-
-  /**
-   * Reports how much of a round's frames left this process: a frame counts as sent once
-   * the link's buffer has drained below where it stood when the frame was queued.
-   */
-  #trackProgress(flight: InFlight, phase: Progress['phase'], sent: readonly [Link, number, number][]): void {
-    flight.stopProgress?.();
-    flight.stopProgress = undefined;
-    const bytesTotal = sent.reduce((a, [, len]) => a + len, 0);
-    const report = () => {
-      let bytesSent = 0;
-      for (const [link, len, before] of sent) bytesSent += Math.max(0, Math.min(len, before + len - link.bufferedBytes));
-      flight.onProgress!({ phase, bytesSent, bytesTotal });
-      if (bytesSent < bytesTotal) flight.stopProgress = this.#clock.setTimer(PROGRESS_INTERVAL_MS, report);
-    };
-    report();
   }
 
   /**
@@ -477,27 +462,6 @@ export class OperationHost {
     const round = this.#rounds.nextHeld(index);
     const frame = round?.frames.get(index);
     if (round && frame && link.send(frame, SEND_HIGH_WATER_BYTES)) round.pending.add(index);
-  }
-
-  /** "need 3 of 4 servers, 2 reachable: s2 refused, s4 timed out". */
-  #unreachable(need: number, round: Round<InFlight> | undefined, pending: string): PowerStoreError {
-    const reasons: string[] = [];
-    let reachable = 0;
-    this.#links.forEach((c, i) => {
-      const name = `s${i + 1}`;
-      if (c.state === 'open') reachable++;
-      if (round?.acked.has(i)) return;
-      const refusal: ErrorReply | undefined = round?.refused.get(i);
-      const oversized = round?.oversized.get(i);
-      if (refusal) reasons.push(`${name} rejected (${refusal.code}: ${refusal.message})`);
-      else if (oversized) reasons.push(`${name} ${oversized}`);
-      else if (c.state !== 'open') reasons.push(`${name} ${c.status().lastError ?? 'not connected'}`);
-      else reasons.push(`${name} ${pending}`);
-    });
-    return new PowerStoreError(
-      'QUORUM_UNREACHABLE',
-      `need ${need} of ${this.#config.n} servers, ${reachable} reachable: ${reasons.join(', ')}`,
-    );
   }
 }
 

@@ -1,0 +1,33 @@
+/** The error of an operation that did not reach its quorum in time, saying server by server why. */
+import type { ClusterConfig, ErrorReply } from '@powerstore/protocol';
+import { PowerStoreError } from '../errors.js';
+import type { Link } from './link.js';
+import type { Round } from './rounds.js';
+
+/**
+ * "need 3 of 4 servers, 2 reachable: s2 rejected (…), s4 timed out": for each server that
+ * did not acknowledge `round` (if any), its refusal, its oversized frame, why its link is
+ * down, or else `pending` (what it was doing: `timed out`, `connecting`).
+ */
+export function unreachable(
+  config: ClusterConfig,
+  links: readonly Link[],
+  need: number,
+  round: Round<unknown> | undefined,
+  pending: string,
+): PowerStoreError {
+  const reasons: string[] = [];
+  let reachable = 0;
+  links.forEach((c, i) => {
+    const name = `s${i + 1}`;
+    if (c.state === 'open') reachable++;
+    if (round?.acked.has(i)) return;
+    const refusal: ErrorReply | undefined = round?.refused.get(i);
+    const oversized = round?.oversized.get(i);
+    if (refusal) reasons.push(`${name} rejected (${refusal.code}: ${refusal.message})`);
+    else if (oversized) reasons.push(`${name} ${oversized}`);
+    else if (c.state !== 'open') reasons.push(`${name} ${c.status().lastError ?? 'not connected'}`);
+    else reasons.push(`${name} ${pending}`);
+  });
+  return new PowerStoreError('QUORUM_UNREACHABLE', `need ${need} of ${config.n} servers, ${reachable} reachable: ${reasons.join(', ')}`);
+}
