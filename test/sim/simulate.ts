@@ -1383,12 +1383,14 @@ export async function simulate(options: SimOptions): Promise<SimReport> {
     for (const key of unfinished) await inners[i]!.sweep(key);
     for (const key of s.keys()) await s.withKey(key, (r) => checker.unfinishedKept(`s${i}`, key, r));
   }
-  // Quotas held at every correct server. One that rebuilt repaired the writes under way its
-  // peers listed, charged but not refused by the quota: at most what its other servers hold.
+  // Quotas held at every correct server. Repairs (a rebuild's, a catch-up's) are charged to
+  // the owner but not refused by the quota (the write was admitted where it was made): a
+  // server that repaired holds at most what its other servers do.
   const malloryOwner = ownerIdOf(crypto, cast.mallory.publicKey);
   for (const [i, s] of storages.entries()) {
     if (byzIndices.has(i)) continue;
-    checker.quota(`s${i}`, malloryOwner, s.usage(malloryOwner).bytes, (diskLost.has(i) ? n - 1 : 1) * cast.malloryQuota);
+    const repaired = diskLost.has(i) || catchUp;
+    checker.quota(`s${i}`, malloryOwner, s.usage(malloryOwner).bytes, (repaired ? n - 1 : 1) * cast.malloryQuota);
   }
   // One valid content per timestamp: correct servers' lc agree wherever their timestamps do.
   await checkLcAgreement(
