@@ -31,7 +31,7 @@
  * - repair (`rebuild.ts`): a write its writer encoded inconsistently ends every repair with
  *   `INCONSISTENT_ENCODING` and is never stored by one, and no other write ever does;
  *   once the network healed and rebuilds and catch-ups ran, every correct server holds the
- *   entry of its `lc`, which is at least the latest completed write (see `simulate.ts`).
+ *   entry of its `lc`, which is at least the latest completed write (see `storage-checks.ts`).
  */
 import {
   compareKeys,

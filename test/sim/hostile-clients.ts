@@ -126,7 +126,7 @@ export type Expectation =
   | { readonly kind: 'refuse'; readonly attack: Attack | RotationAttack; readonly code?: ProtocolErrorCode; readonly because?: string }
   | { readonly kind: 'not-selected'; readonly attack: Attack | RotationAttack; readonly ts: Timestamp };
 
-/** The attack a `rotate` run mounts (`simulate.ts`): a replaced server's retired key, in a thief's hands. */
+/** The attack a `rotate` run mounts (`rotation.ts`): a replaced server's retired key, in a thief's hands. */
 export type RotationAttack = 'retired-key';
 
 /** Identities that lose their authority mid-run: the grantee whose grant expires, the turncoat revoked. */

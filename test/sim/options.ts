@@ -1,11 +1,64 @@
 /**
- * What a simulation run looks like, drawn from its seed and printed with it (in the
- * manner of TigerBeetle's packet-simulator options): the network's fault rates, the
- * adversary's strength and the workload's shape, each a named field with its meaning.
+ * Every option of a simulation run, in one place (in the manner of TigerBeetle's simulator
+ * options): what a caller asks for ({@link SimOptions}), what the seed draws and prints with
+ * a failure (the network's fault rates, the adversary's strength, the workload's shape, the
+ * clients' host faults, each a named field with its meaning), the seed's independent
+ * random streams, and the constants every run shares.
  */
-import type { Prng } from './prng.js';
+import { Prng } from './prng.js';
 import { BEHAVIOURS, type Behaviour } from './byzantine.js';
 import { ATTACKS, type Attack } from './hostile-clients.js';
+import type { ProtocolFactories } from './protocol-factories.js';
+
+/** What to simulate. */
+export interface SimOptions {
+  readonly seed: number;
+  readonly t: number;
+  /** Protocol classes; mutants swap one. */
+  readonly protocol?: ProtocolFactories;
+  /** Always field `t` Byzantine servers and several hostile attacks (used for mutants). */
+  readonly hostile?: boolean;
+  /** Draw Byzantine behaviours only from these (to focus a hunt on one attack). */
+  readonly behaviours?: readonly Behaviour[];
+  /** Chance an operation is a delete, instead of the usual (a mutant that breaks what deletes do). */
+  readonly deleteRate?: number;
+  /** Client-host faults that replace those drawn (to focus a hunt on one situation). */
+  readonly hostFaults?: Partial<HostFaultOptions>;
+  /** Draw hostile attacks only from these. */
+  readonly attacks?: readonly Attack[];
+  /** Force heavy write contention on one key (otherwise drawn for some seeds). */
+  readonly contention?: boolean;
+  /**
+   * Readers also list the keys (one page of a random size, instead of about one read in
+   * four). Off by default so that other runs keep their seeds' schedules.
+   */
+  readonly lists?: boolean;
+  /**
+   * Many more writes are striped (about half, instead of a few): values of 2–4 stripes of
+   * 64 KiB, read stripe by stripe. Off by default to keep `npm test` fast.
+   */
+  readonly stripes?: boolean;
+  /**
+   * A correct server's receipt key is replaced mid-run (key epoch 1, `epochs.ts`): a new
+   * server takes its place (on an empty disk when fewer than `t` servers are Byzantine, so
+   * the lost data stays within `t` faults; else keeping its data, as for a leaked key), the
+   * other servers reload the new cluster file and the clients switch to it, each at its own
+   * moment; a thief then tries the retired key. Operations refused by servers of another
+   * epoch may fail (`CLUSTER_OUTDATED`, `SERVER_OUTDATED`); everything else is checked as
+   * always. Off by default, so other runs keep their seeds' schedules.
+   */
+  readonly rotate?: boolean;
+  /**
+   * Servers lose their storage mid-run (a fresh, empty disk, the same key) and rebuild
+   * from the others (`rebuild.ts`) while the workload runs, one more after each rebuild
+   * finishes, the faulty servers (Byzantine, and lost but not yet rebuilt) never more than
+   * `t` (so at most `t − 1` Byzantine servers); Byzantine servers lie to rebuilding hosts
+   * in particular (`REBUILD_LIES`); correct servers cut off by a partition catch up once it
+   * heals; a writer with a valid identity stores a write encoded inconsistently. Off by
+   * default, so other runs keep their seeds' schedules.
+   */
+  readonly rebuild?: boolean;
+}
 
 /** The network between every pair of processes. */
 export interface NetworkOptions {
@@ -186,3 +239,83 @@ export function drawHostFaults(prng: Prng, hostile: boolean): HostFaultOptions {
 export function describeHostFaults(h: HostFaultOptions): string {
   return `client hosts: connections closing ${h.dropRate} (down ${h.reopenAfter.join('–')}), Byzantine frames over the limit ${h.oversizeRate} (header shown ${h.headShown}), readers overlapping ${h.readerOverlapRate}, readers with a small frame limit ${h.smallReaders}`;
 }
+
+/**
+ * The seed's streams of their own. Each feature added after the run's first shape draws
+ * from one, so that turning it on (or drawing more for it) leaves every other draw of the
+ * seed as it was; the rest of the run draws from the main stream (`new Prng(seed)`) and
+ * its forks, in the order the world is built.
+ */
+export interface Streams {
+  /** Faults between the clients' hosts and the servers ({@link HostFaultOptions}), and which readers have a small frame limit. */
+  readonly faults: Prng;
+  /** Disk losses and rebuilds (`rebuild`), and the lies Byzantine servers tell rebuilding hosts. */
+  readonly rebuild: Prng;
+  /** Which reads become listings (`lists`). */
+  readonly lists: Prng;
+  /** The size of each listing page. */
+  readonly listLimits: Prng;
+  /** Which writes are striped, their stripes, and where reads of them start. */
+  readonly stripes: Prng;
+  /** The fence attacks' keys, times and honest writers and readers. */
+  readonly fences: Prng;
+  /** The replaced server, its new key and when each process takes the new cluster file (`rotate`). */
+  readonly rotation: Prng;
+  /** Whether an ordinary run catches up at its end. */
+  readonly catchUp: Prng;
+}
+
+/** The streams of `seed` (creating one draws nothing). */
+export function streamsOf(seed: number): Streams {
+  return {
+    faults: new Prng(seed * 7_368_787 + 23),
+    rebuild: new Prng(seed * 49_979_687 + 13),
+    lists: new Prng(seed * 7919 + 17),
+    listLimits: new Prng(seed * 104729 + 3),
+    stripes: new Prng(seed * 6151 + 29),
+    fences: new Prng(seed * 7243 + 11),
+    rotation: new Prng(seed * 15_485_863 + 11),
+    catchUp: new Prng(seed * 9973 + 5),
+  };
+}
+
+/** Steps a run may take (both drains together) before it counts as not terminating. */
+export const MAX_STEPS = 250_000;
+
+/** Share of value writes that are striped without, and with, `SimOptions.stripes`. */
+export const STRIPED_SHARE = 0.06;
+export const STRIPED_SHARE_MANY = 0.5;
+
+/** Share of ordinary seeds (not `rebuild`) that catch up at the end and are checked for it. */
+export const CATCH_UP_SHARE = 0.25;
+
+/**
+ * How long a striped write some server refused (or any operation a server of another key
+ * epoch refused) may go on before its client gives up on it: it may neither reach `n − t`
+ * answers nor `t + 1` refusals (a silent Byzantine server), and a real client's timeout
+ * would end it. Other allowed refusals are given up at once.
+ */
+export const WRITE_TIMEOUT = 2000;
+
+/**
+ * The operation timeout of the simulated clients' hosts, in virtual time: far beyond what
+ * any operation of a correct client takes on the simulated network (its slowest message
+ * takes 60 000), so an honest operation that times out is stuck, a violation.
+ */
+export const SIM_OP_TIMEOUT = 1_200_000;
+
+/** The simulated clients' frame limit: far above any frame of the run. */
+export const SIM_MAX_FRAME = 16 * 1024 * 1024;
+
+/**
+ * The frame limit of readers with a small one (`HostFaultOptions.smallReaders`): above
+ * any answer but a FILTER's of a large stripe, so correct servers' answers to them are
+ * sometimes over the limit, and such a read fails with VALUE_TOO_LARGE.
+ */
+export const SMALL_FRAME = 16 * 1024;
+
+/**
+ * Servers' `uploadIdleMs` in simulated time: long enough for a slow honest upload overtaken
+ * by a newer write (a tenth of it below `lc`), short enough that the end-of-run sweep is real.
+ */
+export const UPLOAD_IDLE = 10_000;
