@@ -92,6 +92,9 @@ console.log(
 );
 for (const [name, count] of Object.entries(report.known))
   console.log(`known PowerStore issue met ${count} times: ${KNOWN_ISSUES.find((k) => k.name === name)!.description}`);
+console.log(
+  `latency of operations that succeeded: p50 ${report.latencyMs.p50} ms, p99 ${report.latencyMs.p99} ms, max ${report.latencyMs.max} ms`,
+);
 console.log(`porcupine: ${report.porcupine}`);
 console.log(`${report.seconds.toFixed(0)} s`);
 if (report.ok) {
@@ -100,7 +103,10 @@ if (report.ok) {
   console.log(`\nFAILED (seed ${report.seed}, t = ${report.t}):`);
   for (const v of report.violations.slice(0, 30)) console.log(`  ${v}`);
   if (report.violations.length > 30) console.log(`  … ${report.violations.length - 30} more`);
-  console.log(`replay: pnpm nemesis -- --seed ${report.seed} --t ${report.t} --minutes ${minutes}`);
+  // The same schedule again: every option as given, the seed as drawn.
+  const given = process.argv.slice(2).filter((a) => a !== '--');
+  const rest = given.filter((a, i) => a !== '--seed' && given[i - 1] !== '--seed' && !a.startsWith('--seed=') && a !== '--keep');
+  console.log(`replay: pnpm nemesis -- --seed ${report.seed} ${rest.join(' ')}`.trimEnd());
   console.log(`logs and history (history.json): ${report.dir}`);
 }
 process.exit(report.ok ? 0 : 1);

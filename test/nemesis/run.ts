@@ -79,6 +79,8 @@ export interface NemesisReport {
   readonly known: Readonly<Record<string, number>>;
   /** Porcupine's verdict, or why it was not asked. */
   readonly porcupine: string;
+  /** Latency of the operations that returned `ok`, in milliseconds. */
+  readonly latencyMs: { readonly p50: number; readonly p99: number; readonly max: number };
   readonly seconds: number;
   /** The run's directory, when kept (a failing run, or `keep`). */
   readonly dir?: string;
@@ -355,6 +357,7 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
     outcomes: verdict.outcomes,
     known: verdict.known,
     porcupine,
+    latencyMs: latencies(history),
     seconds: clock() / 1000,
     ...(ok && !options.keep ? {} : { dir }),
   };
@@ -367,6 +370,15 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
     log(`${ok ? 'passed' : 'FAILED'}; kept ${dir}`);
   }
   return report;
+}
+
+function latencies(ops: readonly NemesisOp[]): NemesisReport['latencyMs'] {
+  const ms = ops
+    .filter((op) => op.outcome === 'ok')
+    .map((op) => op.ret! - op.call)
+    .sort((a, b) => a - b);
+  const at = (q: number) => Math.round(ms[Math.min(ms.length - 1, Math.floor(q * ms.length))] ?? 0);
+  return { p50: at(0.5), p99: at(0.99), max: Math.round(ms[ms.length - 1] ?? 0) };
 }
 
 /** Both directions between two hosts. */
