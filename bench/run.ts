@@ -53,7 +53,7 @@ const { values: flags } = parseArgs({
     encrypt: { type: 'boolean', default: false },
     /** What-if: clients send unmasked-equivalent frames (see bench/load/worker.ts). */
     'ws-zero-mask': { type: 'boolean', default: false },
-    /** The network: loopback (default), 1gbit, shared-1gbit, wan-100mbit (lib/netns.ts). */
+    /** The network: loopback (default), lan, 1gbit, shared-1gbit, wan-100mbit (lib/netns.ts). */
     net: { type: 'string', default: 'loopback' },
   },
 });

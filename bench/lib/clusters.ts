@@ -117,9 +117,45 @@ export function serversOf(system: SystemName, t: number): number {
   return system === 'powerstore' ? 3 * t + 1 : system === 'm-abd' ? 2 * t + 1 : 1;
 }
 
-/** `powerstore-server init` + `start` × (3t + 1), server i on host `ps<i>`. */
-export async function startPowerStore(t: number, fsync: boolean, net: Network = LOOPBACK): Promise<RunningSystem> {
-  const dir = mkdtempSync(join(tmpdir(), 'powerstore-bench-ps-'));
+/** Options of {@link createPowerStore}. */
+export interface PowerStoreOptions {
+  /** Sync writes before acknowledging them (the servers' default); false adds `--unsafe-no-fsync`. */
+  readonly fsync: boolean;
+  /** The servers' `--log-level`; default `warn`. */
+  readonly logLevel?: 'debug' | 'info' | 'warn' | 'error';
+  /** Where the cluster's files, data directories and logs go; default a new temporary directory. */
+  readonly dir?: string;
+}
+
+/**
+ * A PowerStore cluster written by `powerstore-server init` whose servers are started,
+ * signalled and stopped one by one, each on its own host of a {@link Network} and its own
+ * data directory (`<dir>/data-<id>`), logging to `<dir>/server-<id>.log`.
+ */
+export interface PowerStoreCluster {
+  readonly t: number;
+  readonly n: number;
+  readonly dir: string;
+  /** Server `id` runs on `hosts[id - 1]` (role `ps<id>`). */
+  readonly hosts: readonly NetHost[];
+  readonly urls: readonly string[];
+  /** The public cluster file and the admin identity (which may write every key). */
+  readonly writer: { readonly cluster: object; readonly identity: object };
+  /** Starts server `id` (1-based) and resolves once its /healthz answers; throws if it exits first or takes over 30 s. */
+  start(id: number): Promise<void>;
+  /** Server `id`'s process while it runs. */
+  process(id: number): ChildProcess | undefined;
+  /** Sends `signal` to server `id`; with SIGKILL, resolves once it has exited. */
+  signal(id: number, signal: NodeJS.Signals): Promise<void>;
+  /** Stops every server (SIGCONT first, for a paused one; SIGTERM, SIGKILL after 15 s). Leaves `dir` as it is. */
+  stop(): Promise<void>;
+}
+
+const exited = (c: ChildProcess) => c.exitCode !== null || c.signalCode !== null;
+
+/** `powerstore-server init` of a cluster of 3t + 1 servers on hosts `ps<i>` of `net`; starts none. */
+export async function createPowerStore(t: number, net: Network, options: PowerStoreOptions): Promise<PowerStoreCluster> {
+  const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'powerstore-bench-ps-'));
   const n = serversOf('powerstore', t);
   const hosts = Array.from({ length: n }, (_, i) => net.host(`ps${i + 1}`));
   const base = await net.basePort(n);
@@ -134,10 +170,22 @@ export async function startPowerStore(t: number, fsync: boolean, net: Network = 
     );
   const cluster = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')) as { servers: { url: string }[] };
   const writer = { cluster, identity: JSON.parse(readFileSync(join(dir, 'admin.json'), 'utf8')) as object };
-  const children: ChildProcess[] = [];
-  const stop = stopper(children, dir);
-  try {
-    for (let id = 1; id <= n; id++) {
+  const urls = cluster.servers.map((s) => s.url);
+  const procs = new Map<number, ChildProcess>();
+  const check = (id: number) => {
+    if (!Number.isInteger(id) || id < 1 || id > n) throw new Error(`no server ${id} in a cluster of ${n}`);
+  };
+  return {
+    t,
+    n,
+    dir,
+    hosts,
+    urls,
+    writer,
+    async start(id) {
+      check(id);
+      const running = procs.get(id);
+      if (running && !exited(running)) throw new Error(`server ${id} is running`);
       const log = openSync(join(dir, `server-${id}.log`), 'a');
       const args = [
         SERVER_CLI,
@@ -147,22 +195,69 @@ export async function startPowerStore(t: number, fsync: boolean, net: Network = 
         '--data',
         join(dir, `data-${id}`),
         '--log-level',
-        'warn',
+        options.logLevel ?? 'warn',
       ];
-      if (!fsync) args.push('--unsafe-no-fsync');
-      children.push(track(net.spawn(hosts[id - 1]!, process.execPath, args, { stdio: ['ignore', log, log] })));
+      if (!options.fsync) args.push('--unsafe-no-fsync');
+      const child = track(net.spawn(hosts[id - 1]!, process.execPath, args, { stdio: ['ignore', log, log] }));
       closeSync(log);
-    }
-    await Promise.all(
-      cluster.servers.map((s, i) =>
-        waitHealthy(`${s.url.replace(/^ws/, 'http')}/healthz`, children[i]!, `powerstore server ${i + 1} (log in ${dir})`),
-      ),
-    );
+      procs.set(id, child);
+      await waitHealthy(`${urls[id - 1]!.replace(/^ws/, 'http')}/healthz`, child, `powerstore server ${id} (log in ${dir})`);
+    },
+    process(id) {
+      const c = procs.get(id);
+      return c && !exited(c) ? c : undefined;
+    },
+    async signal(id, signal) {
+      const c = procs.get(id);
+      if (!c || exited(c)) throw new Error(`server ${id} is not running`);
+      const gone = new Promise<void>((done) => c.once('exit', () => done()));
+      c.kill(signal);
+      if (signal === 'SIGKILL') await gone;
+    },
+    async stop() {
+      await Promise.all(
+        [...procs.values()].map(
+          (c) =>
+            new Promise<void>((done) => {
+              if (exited(c)) return done();
+              const timer = setTimeout(() => c.kill('SIGKILL'), 15_000);
+              c.once('exit', () => {
+                clearTimeout(timer);
+                done();
+              });
+              // A stopped process keeps SIGTERM pending until it runs again.
+              c.kill('SIGCONT');
+              c.kill('SIGTERM');
+            }),
+        ),
+      );
+    },
+  };
+}
+
+/** `powerstore-server init` + `start` × (3t + 1), server i on host `ps<i>`. */
+export async function startPowerStore(t: number, fsync: boolean, net: Network = LOOPBACK): Promise<RunningSystem> {
+  const c = await createPowerStore(t, net, { fsync });
+  const stop = async () => {
+    await c.stop();
+    rmSync(c.dir, { recursive: true, force: true });
+  };
+  try {
+    await Promise.all(c.hosts.map((_, i) => c.start(i + 1)));
   } catch (e) {
     await stop();
     throw e;
   }
-  return { system: 'powerstore', t, fsync, urls: cluster.servers.map((s) => s.url), writer, dir, pids: children.map((c) => c.pid!), stop };
+  return {
+    system: 'powerstore',
+    t,
+    fsync,
+    urls: c.urls,
+    writer: c.writer,
+    dir: c.dir,
+    pids: c.hosts.map((_, i) => c.process(i + 1)!.pid!),
+    stop,
+  };
 }
 
 /** M-ABD: 2t + 1 replicas on hosts `abd<i>`; single: one server on host `single`. */

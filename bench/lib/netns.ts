@@ -1,10 +1,13 @@
 /**
- * The network the bench runs on. On loopback (the default) every process talks over the
- * machine's `lo`, where bytes are free and the CPU is the limit. The other profiles put
- * the paper's network back: Linux network namespaces joined by veth pairs, shaped with
- * tc's token bucket filter (`tbf`; `netem` is not assumed to exist, so no delay or loss).
+ * The network the bench and the nemesis run on. On loopback (the bench's default) every
+ * process talks over the machine's `lo`, where bytes are free and the CPU is the limit.
+ * The other profiles put the paper's network back: Linux network namespaces joined by
+ * veth pairs, shaped with tc's token bucket filter (`tbf`; `netem` is not assumed to
+ * exist, so no delay or loss). `lan` is the same switched network unshaped, which the
+ * nemesis (test/nemesis) partitions: a switched network can cut a host off ({@link
+ * Network.setLink}) and drop what one host sends another ({@link Network.block}).
  *
- * - `1gbit` / `wan-100mbit` ("switched"): every host (each server process, each load
+ * - `lan` / `1gbit` / `wan-100mbit` ("switched"): every host (each server process, each load
  *   worker) is a namespace of its own with one veth link to a bridge in a dedicated
  *   switch namespace; the link is shaped in both directions (egress of the host end =
  *   upload, egress of the switch end = download), the bridge itself is not: a
@@ -29,7 +32,7 @@ import { release } from 'node:os';
 import { gunzipSync } from 'node:zlib';
 import { freeBasePort } from '../../test/ports.js';
 
-export type NetProfileName = 'loopback' | '1gbit' | 'shared-1gbit' | 'wan-100mbit';
+export type NetProfileName = 'loopback' | 'lan' | '1gbit' | 'shared-1gbit' | 'wan-100mbit';
 
 /** One network set-up the bench can run on. */
 export interface NetProfile {
@@ -52,6 +55,13 @@ export const NET_PROFILES: Readonly<Record<NetProfileName, NetProfile>> = {
     name: 'loopback',
     topology: 'loopback',
     description: "every process on the machine's loopback (127.0.0.1), unshaped: bytes are free, the CPU is the limit",
+  },
+  lan: {
+    name: 'lan',
+    topology: 'switched',
+    description:
+      'switched LAN, unshaped: every server and load worker in its own network namespace, one veth link per host to a bridge; links are as fast as the CPU moves bytes',
+    omits: 'no bandwidth limit, propagation delay, jitter or loss',
   },
   '1gbit': {
     name: '1gbit',
@@ -192,6 +202,19 @@ export interface Network {
    * earlier {@link qdiscs}) when given, so traffic before it (a link check) is left out.
    */
   describe(since?: readonly QdiscStat[]): Record<string, unknown>;
+  /**
+   * Switched networks only: from now on every packet `from` sends to `to` is dropped
+   * silently (one way; block both ways for a symmetric cut), connections already open
+   * included. Undone by {@link unblock}.
+   */
+  block(from: NetHost, to: NetHost): void;
+  /** Undoes {@link block}: `from` reaches `to` again (the open connections too, if they have not given up). */
+  unblock(from: NetHost, to: NetHost): void;
+  /**
+   * Switched networks only: takes `host`'s link down at the switch (`up = false`), which
+   * cuts it off from every other host at once, silently, or brings it up again.
+   */
+  setLink(host: NetHost, up: boolean): void;
   /** Deletes everything created (idempotent, synchronous so it can run on exit). */
   close(): void;
 }
@@ -306,9 +329,23 @@ function loopbackNetwork(): Network {
     spawn: (_host, command, args, options) => spawn(command, args, options),
     qdiscs: () => [],
     describe: () => ({ profile: 'loopback', description: NET_PROFILES.loopback.description }),
+    block: noFaults,
+    unblock: noFaults,
+    setLink: noFaults,
     close: () => {},
   };
 }
+
+function noFaults(): never {
+  throw new Error('network faults need a switched network (lan, 1gbit, wan-100mbit): on loopback every host is the same host');
+}
+
+/**
+ * The link-layer address {@link Network.block} points a blocked host's neighbour entry at:
+ * locally administered and owned by no interface, so the bridge floods frames for it to
+ * every port and each host's stack discards them as addressed to another host.
+ */
+const NOWHERE_MAC = '02:00:00:00:00:00';
 
 /** Options of {@link createNetwork}. */
 export interface NetworkOptions {
@@ -349,7 +386,7 @@ interface Shaped {
 }
 
 class NsNetwork implements Network {
-  readonly tbf: TbfConfig;
+  readonly tbf: TbfConfig | undefined;
   readonly subnet: string;
   readonly self: NetHost;
   readonly #base: number;
@@ -358,6 +395,8 @@ class NsNetwork implements Network {
   /** The bench process's link in the root namespace (the only name this network adds there). */
   readonly #rootLink: string;
   readonly #hosts = new Map<string, NetHost>();
+  /** Each switched host's port on the bridge (the bench process's is `h0`). */
+  readonly #ports = new Map<NetHost, string>();
   readonly #namespaces: string[] = [];
   readonly #shaped: Shaped[] = [];
   #nextPort = 20_000;
@@ -367,7 +406,7 @@ class NsNetwork implements Network {
     readonly profile: NetProfile,
     readonly tag: string,
   ) {
-    this.tbf = tbfConfig(profile.rateBit!);
+    this.tbf = profile.rateBit === undefined ? undefined : tbfConfig(profile.rateBit);
     this.#base = pickSubnet();
     this.subnet = `${intToIp(this.#base)}/24`;
     this.#switch = `${tag}-sw`;
@@ -385,6 +424,7 @@ class NsNetwork implements Network {
 
   #shape(s: Shaped): void {
     const t = this.tbf;
+    if (!t) return; // an unshaped profile
     sh(
       'tc',
       [
@@ -424,6 +464,7 @@ class NsNetwork implements Network {
       sh('ip', ['-n', this.#switch, 'link', 'set', 'dev', 'br0', 'up']);
       this.#veth(this.#rootLink, undefined, 'h0', this.#switch);
       this.#plug('h0');
+      this.#ports.set(this.self, 'h0');
       this.#shape({ ...self, link: 'bench up' });
       this.#shape({ netns: this.#switch, dev: 'h0', link: 'bench down' });
     } else {
@@ -469,6 +510,7 @@ class NsNetwork implements Network {
       this.#shape({ netns: ns, dev: 'eth0', link: `${role} up` });
       this.#shape({ netns: this.#switch, dev: port, link: `${role} down` });
       h = { role, netns: ns, address: intToIp(this.#base + 1 + index) };
+      this.#ports.set(h, port);
     }
     this.#hosts.set(role, h);
     return h;
@@ -503,6 +545,14 @@ class NsNetwork implements Network {
   }
 
   describe(since?: readonly QdiscStat[]): Record<string, unknown> {
+    if (!this.tbf)
+      return {
+        profile: this.profile.name,
+        description: this.profile.description,
+        ...(this.profile.omits ? { omits: this.profile.omits } : {}),
+        subnet: this.subnet,
+        hosts: [...this.#hosts.keys()],
+      };
     const q = this.qdiscs();
     const before = new Map((since ?? []).map((s) => [s.link, s]));
     const sum = (f: (s: QdiscStat) => number) => q.reduce((a, s) => a + f(s) - (before.has(s.link) ? f(before.get(s.link)!) : 0), 0);
@@ -521,6 +571,37 @@ class NsNetwork implements Network {
         overlimits: sum((s) => s.overlimits),
       },
     };
+  }
+
+  /** The device `host` reaches the switch by, in its own namespace. */
+  #hostLink(host: NetHost): { netns?: string; dev: string } {
+    if (this.profile.topology !== 'switched' || !this.#ports.has(host))
+      throw new Error(`network faults need a host of a switched network (${host.role} on ${this.profile.name})`);
+    return host.netns ? { netns: host.netns, dev: 'eth0' } : { dev: this.#rootLink };
+  }
+
+  // A permanent neighbour entry sends `from`'s frames for `to` to an address nobody has,
+  // and ARP cannot overwrite it: the packets leave and are lost, as on a cut cable, and
+  // established connections stall rather than fail. (iptables, nftables and tc's drop
+  // action are not assumed to exist; iproute2 and the kernel's neighbour table always do.)
+  block(from: NetHost, to: NetHost): void {
+    const { netns, dev } = this.#hostLink(from);
+    this.#hostLink(to);
+    sh('ip', [...(netns ? ['-n', netns] : []), 'neigh', 'replace', to.address, 'lladdr', NOWHERE_MAC, 'dev', dev, 'nud', 'permanent']);
+  }
+
+  unblock(from: NetHost, to: NetHost): void {
+    const { netns, dev } = this.#hostLink(from);
+    // Without the entry ARP resolves `to` again on the next packet.
+    const r = spawnSync(bin('ip'), [...(netns ? ['-n', netns] : []), 'neigh', 'del', to.address, 'dev', dev], { encoding: 'utf8' });
+    if (r.status !== 0 && !/No such file|Cannot find|RTNETLINK answers: No such/.test(r.stderr))
+      throw new Error(`ip neigh del ${to.address} in ${netns ?? 'the root namespace'} failed: ${r.stderr.trim()}`);
+  }
+
+  setLink(host: NetHost, up: boolean): void {
+    this.#hostLink(host);
+    // The switch's end: the host's own eth0 stays configured and loses its carrier.
+    sh('ip', ['-n', this.#switch, 'link', 'set', 'dev', this.#ports.get(host)!, up ? 'up' : 'down']);
   }
 
   close(): void {

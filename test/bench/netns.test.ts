@@ -1,7 +1,7 @@
 /**
  * bench/lib/netns.ts builds real namespaces, veth links, a bridge and tbf qdiscs: a tiny
  * network of two hosts per profile, checked from the outside (TCP across it, `tc -s
- * qdisc show` as text, `ip` listings after teardown). Needs root and iproute2; skipped,
+ * qdisc show` as text, `ip` listings after teardown), and the cuts the nemesis makes. Needs root and iproute2; skipped,
  * with the reason logged, only when not root or `ip` is missing. No timing is asserted.
  */
 import { spawnSync } from 'node:child_process';
@@ -106,6 +106,33 @@ describe.skipIf(unavailable !== undefined)('bench network namespaces (root)', ()
       expect(net.qdiscs().find((s) => s.link === 'shared lo')!.sentBytes).toBeGreaterThan(FRAME);
     });
   });
+
+  it('lan: unshaped; block drops what one host sends another, setLink cuts a host off, both undone', async () => {
+    await withNetwork('lan', async (net) => {
+      const [a, b, c] = [net.host('a'), net.host('b'), net.host('c')];
+      expect(net.tbf).toBeUndefined();
+      expect(net.qdiscs()).toEqual([]);
+      const reaches = async (from: NetHost, to: NetHost) =>
+        measureTcp(net, [from], to, 4096, 3000).then(
+          (r) => r.bytes === 4096,
+          () => false,
+        );
+      expect(await reaches(a, b)).toBe(true);
+      net.block(a, b);
+      expect(await reaches(a, b)).toBe(false);
+      expect(await reaches(a, c)).toBe(true); // only b is cut off from a
+      net.unblock(a, b);
+      expect(await reaches(a, b)).toBe(true);
+      net.setLink(b, false);
+      expect(await reaches(a, b)).toBe(false);
+      expect(await reaches(c, b)).toBe(false);
+      expect(await reaches(a, c)).toBe(true);
+      net.setLink(b, true);
+      expect(await reaches(c, b)).toBe(true);
+      // Unblocking what is not blocked is harmless (healing twice).
+      net.unblock(a, b);
+    });
+  }, 60_000);
 
   it('closes on process exit too (a child that builds a network and exits without closing)', () => {
     const script = `

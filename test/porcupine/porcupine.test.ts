@@ -3,11 +3,9 @@
  * two must agree on every one: simulated runs of the correct protocol, runs of mutants
  * (which yield non-linearizable histories), and hand-made histories of both kinds.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { checkLinearizable, type RegisterOp } from '../lincheck/lincheck.js';
 import { LINEARIZABLE, NOT_LINEARIZABLE } from '../lincheck/histories.js';
@@ -15,22 +13,16 @@ import { huntMutant } from '../sim/hunt.js';
 import { MUTANTS } from '../sim/mutants.js';
 import { tForSeed } from '../sim/run.js';
 import { simulate } from '../sim/simulate.js';
+import { goAvailable as goRuns, runPorcupine, writeHistory } from './porcupine.js';
 
 /** Mutants that break linearizability itself (see the loop that uses them). */
 const ILLEGAL_MUTANTS = ['reader-ignores-cc', 'proof-unchecked', 'clock-no-increment'];
 
-const here = dirname(fileURLToPath(import.meta.url));
-const go = process.env.GO ?? (existsSync('/usr/local/go/bin/go') ? '/usr/local/go/bin/go' : 'go');
 // Without a Go toolchain the cross-check cannot run: reported as skipped on a developer's
 // machine, but CI (which has Go) must run it, so there a missing toolchain fails.
-const goAvailable = spawnSync(go, ['version'], { encoding: 'utf8' }).status === 0 || Boolean(process.env.CI);
+const goAvailable = goRuns() || Boolean(process.env.CI);
 const dir = mkdtempSync(join(tmpdir(), 'powerstore-histories-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-function exportHistory(name: string, ops: readonly RegisterOp[]) {
-  const json = { ops: ops.map((o) => ({ key: o.key, client: o.client, kind: o.kind, value: o.value, call: o.call, ret: o.ret ?? null })) };
-  writeFileSync(join(dir, `${name}.json`), JSON.stringify(json));
-}
 
 describe('Porcupine cross-check', () => {
   it.skipIf(!goAvailable)(
@@ -38,7 +30,7 @@ describe('Porcupine cross-check', () => {
     async () => {
       const ours = new Map<string, boolean>();
       const add = (name: string, ops: readonly RegisterOp[]) => {
-        exportHistory(name, ops);
+        writeHistory(dir, name, ops);
         ours.set(name, checkLinearizable(ops).ok);
       };
       for (let seed = 1; seed <= 60; seed++) add(`sim-${seed}`, (await simulate({ seed, t: (seed % 3) + 1 })).history);
@@ -67,16 +59,7 @@ describe('Porcupine cross-check', () => {
       for (const [name, ops] of Object.entries(LINEARIZABLE)) add(`good-${name.replaceAll(' ', '-')}`, ops);
       for (const [name, ops] of Object.entries(NOT_LINEARIZABLE)) add(`bad-${name.replaceAll(' ', '-')}`, ops);
 
-      const out = execFileSync(go, ['run', '.', dir], { cwd: here, encoding: 'utf8', env: { ...process.env, GOFLAGS: '-mod=readonly' } });
-      const theirs = new Map(
-        out
-          .trim()
-          .split('\n')
-          .map((line) => {
-            const [file, verdict] = line.split(' ');
-            return [file!.replace(/\.json$/, ''), verdict] as const;
-          }),
-      );
+      const theirs = runPorcupine(dir);
       expect(theirs.size).toBe(ours.size);
       const disagreements = [...ours].filter(([name, ok]) => theirs.get(name) !== (ok ? 'ok' : 'illegal'));
       expect(disagreements).toEqual([]);

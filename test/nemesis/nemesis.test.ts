@@ -1,0 +1,180 @@
+/**
+ * The nemesis: its schedules and checks on their own, then short runs against a real
+ * cluster in network namespaces (root only; skipped, with the reason logged, when
+ * namespaces cannot be made): one seed that must pass, and one whose servers come back on
+ * old copies of their disks before the final reads (a fault no storage system survives),
+ * which must fail.
+ */
+import { existsSync, rmSync } from 'node:fs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { leftovers, netUnavailable } from '../../bench/lib/netns.js';
+import { ensureBuilt } from '../server/harness.js';
+import { checkHistory, lostWrites, registerHistory, type NemesisOp } from './history.js';
+import { runNemesis } from './run.js';
+import { drawSchedule, FAULT_KINDS, faultyServer, peakFaulty } from './schedule.js';
+import { identify, valueBytes } from './messages.js';
+
+const unavailable = netUnavailable();
+if (unavailable) console.log(`test/nemesis/nemesis.test.ts: the runs against a real cluster are skipped: ${unavailable}`);
+
+describe('schedules', () => {
+  it('stay within the fault budget and the duration, never two faults on one server, the same for the same seed', () => {
+    const kinds = new Set<string>();
+    for (let seed = 1; seed <= 300; seed++) {
+      const t = (seed % 2) + 1;
+      const durationMs = 20_000 + (seed % 5) * 30_000;
+      const plan = drawSchedule({ seed, t, clients: 3, durationMs });
+      expect(plan).toEqual(drawSchedule({ seed, t, clients: 3, durationMs }));
+      expect(peakFaulty(plan)).toBeLessThanOrEqual(t);
+      for (const [i, p] of plan.entries()) {
+        kinds.add(p.fault.kind);
+        expect(p.at + p.durationMs).toBeLessThanOrEqual(durationMs);
+        const s = faultyServer(p.fault);
+        const overlapping = plan.filter((q, j) => j !== i && q.at < p.at + p.durationMs && p.at < q.at + q.durationMs);
+        if (s !== undefined) expect(overlapping.map((q) => faultyServer(q.fault))).not.toContain(s);
+        if (p.fault.kind === 'bridge') {
+          expect(overlapping.filter((q) => q.fault.kind === 'bridge')).toEqual([]);
+          const all = [p.fault.bridge, ...p.fault.halves[0], ...p.fault.halves[1]].sort();
+          expect(all).toEqual(Array.from({ length: 3 * t + 1 }, (_, k) => k + 1));
+        }
+        if (p.fault.kind === 'clients-cut') expect(p.fault.clients.length).toBeGreaterThan(0);
+      }
+      expect(plan.length).toBeGreaterThan(0);
+    }
+    expect([...kinds].sort()).toEqual([...FAULT_KINDS].sort());
+  });
+
+  it('draw only the kinds asked for', () => {
+    const plan = drawSchedule({ seed: 7, t: 1, clients: 2, durationMs: 60_000, kinds: ['pause'] });
+    expect(plan.length).toBeGreaterThan(3);
+    expect(new Set(plan.map((p) => p.fault.kind))).toEqual(new Set(['pause']));
+  });
+});
+
+describe('values', () => {
+  it('say which write they are, and whether their bytes are all that write’s', () => {
+    const v = valueBytes('c2.17', 70_000);
+    expect(identify(v)).toEqual({ id: 'c2.17', intact: true });
+    const spliced = v.slice();
+    spliced.set(valueBytes('c1.3', 70_000).subarray(65_536), 65_536);
+    expect(identify(spliced)).toEqual({ id: 'c2.17', intact: false });
+    expect(identify(v.subarray(0, 69_999)).intact).toBe(false);
+    expect(identify(new TextEncoder().encode('garbage')).intact).toBe(false);
+  });
+});
+
+describe('history checks', () => {
+  let seq = 0;
+  const op = (o: Partial<NemesisOp> & Pick<NemesisOp, 'kind' | 'call'>): NemesisOp => ({
+    client: 'c1',
+    seq: ++seq,
+    key: 'k0',
+    outcome: 'ok',
+    ...o,
+  });
+  const put = (written: string, call: number, ret?: number, outcome = 'ok') => op({ kind: 'put', written, call, ret, outcome });
+  const get = (read: string | null, call: number, ret: number, extra: Partial<NemesisOp> = {}) =>
+    op({ kind: 'get', read, call, ret, ...extra });
+
+  it('pass a correct history, with a timed-out write read later and a delete', () => {
+    const h = [
+      put('c1.1', 1, 2),
+      put('c1.2', 3, 30, 'QUORUM_UNREACHABLE'),
+      get('c1.1', 4, 5),
+      get('c1.2', 31, 32, { intact: true }),
+      op({ kind: 'delete', written: null, call: 33, ret: 34 }),
+      get(null, 35, 36, { final: true }),
+    ];
+    expect(checkHistory(h).violations).toEqual([]);
+    // The failed write has no return in the register history: it may take effect any time.
+    expect(registerHistory(h).find((r) => r.value === 'c1.2')!.ret).toBeUndefined();
+  });
+
+  it('find a lost acknowledged write, a value never written, a corrupt read, a hung and an erroneous operation', () => {
+    const v = checkHistory([
+      get(null, 0.5, 20, { final: true, outcome: 'QUORUM_UNREACHABLE' }),
+      put('c1.1', 1, 2),
+      put('c1.2', 3, 4),
+      get('c1.1', 5, 6, { final: true, intact: true }),
+      get('c9.9', 7, 8),
+      get('c1.2', 9, 10, { intact: false }),
+      put('c1.3', 11),
+      put('c1.4', 12, 13, 'TAMPERED'),
+    ]).violations;
+    expect(v.some((x) => x.startsWith('acknowledged write lost') && x.includes('c1.2'))).toBe(true);
+    expect(v.some((x) => x.startsWith('not linearizable: key k0'))).toBe(true);
+    expect(v.some((x) => x.startsWith('read of a value never written') && x.includes('c9.9'))).toBe(true);
+    expect(v.some((x) => x.startsWith('corrupt read'))).toBe(true);
+    expect(v.some((x) => x.startsWith('hung') && x.includes('c1.3'))).toBe(true);
+    expect(v.some((x) => x.startsWith('unexpected error') && x.includes('TAMPERED'))).toBe(true);
+    expect(v.some((x) => x.startsWith('final read failed after healing'))).toBe(true);
+  });
+
+  it('count a known issue only under its condition', () => {
+    const refused = () =>
+      op({
+        kind: 'putStream',
+        written: 'c1.9',
+        call: 10,
+        ret: 20,
+        outcome: 'REJECTED',
+        error: '2 servers refused: s1: STRIPES_MISSING (…)',
+      });
+    const overtaken = checkHistory([refused(), op({ kind: 'delete', written: null, call: 11, ret: 15, client: 'c2' })]);
+    expect(overtaken.violations).toEqual([]);
+    expect(overtaken.known).toEqual({ 'putStream-overtaken-by-delete': 1 });
+    const unexplained = checkHistory([refused(), op({ kind: 'delete', written: null, call: 21, ret: 25, client: 'c2' })]);
+    expect(unexplained.violations.some((x) => x.startsWith('unexpected error') && x.includes('STRIPES_MISSING'))).toBe(true);
+  });
+
+  it('count a final read of absence after an acknowledged write as lost, and not after a later delete or beside an unfinished write', () => {
+    expect(lostWrites([put('c1.1', 1, 2), get(null, 3, 4, { final: true })])).toHaveLength(1);
+    expect(
+      lostWrites([put('c1.1', 1, 2), op({ kind: 'delete', written: null, call: 3, ret: 4 }), get(null, 5, 6, { final: true })]),
+    ).toEqual([]);
+    // A delete that timed out may have taken effect after the acknowledged write.
+    expect(
+      lostWrites([
+        put('c1.1', 2, 3),
+        op({ kind: 'delete', written: null, call: 1, outcome: 'QUORUM_UNREACHABLE', ret: 9 }),
+        get(null, 10, 11, { final: true }),
+      ]),
+    ).toEqual([]);
+    // Concurrent writes: either value may be last.
+    expect(lostWrites([put('c1.1', 1, 5), put('c1.2', 2, 6), get('c1.1', 7, 8, { final: true })])).toEqual([]);
+  });
+});
+
+describe.skipIf(unavailable !== undefined)('against a real cluster (root)', () => {
+  beforeAll(ensureBuilt, 240_000);
+
+  it('seed 43, t = 1: every kind of fault, the history linearizable, nothing lost or hung, every server healthy', async () => {
+    const lines: string[] = [];
+    // Seed 43's 40 s: isolate, bridge, kill -9, a cut from every client, isolate, pause.
+    const report = await runNemesis({ seed: 43, t: 1, durationMs: 40_000, log: (l) => lines.push(l) });
+    expect(report.violations, `${report.dir ?? ''}\n${lines.join('\n')}`).toEqual([]);
+    expect(report.ok).toBe(true);
+    expect(report.dir).toBeUndefined(); // a passing run cleans up
+    const injected = report.faults.filter((f) => f.startedAt !== undefined);
+    expect(injected.length).toBeGreaterThanOrEqual(5);
+    expect(new Set(injected.map((f) => f.planned.fault.kind))).toEqual(new Set(FAULT_KINDS));
+    expect(report.operations).toBeGreaterThan(200);
+    expect(report.outcomes['get ok']).toBeGreaterThan(50);
+    expect(report.outcomes['put ok']).toBeGreaterThan(50);
+    expect(['ok', 'skipped: no Go toolchain']).toContain(report.porcupine);
+    expect(leftovers(`psn${process.pid}`)).toEqual([]);
+  }, 240_000);
+
+  it('fails, keeping its logs, when servers come back on old copies of their disks', async () => {
+    const report = await runNemesis({ seed: 2, t: 1, durationMs: 8000, kinds: ['pause'], sabotage: 'rollback-disks' });
+    expect(report.ok).toBe(false);
+    expect(
+      report.violations.some((v) => /^acknowledged write lost|^not linearizable/.test(v)),
+      report.violations.join('\n'),
+    ).toBe(true);
+    expect(report.dir).toBeDefined();
+    expect(existsSync(`${report.dir}/history.json`)).toBe(true);
+    rmSync(report.dir!, { recursive: true, force: true });
+    expect(leftovers(`psn${process.pid}`)).toEqual([]);
+  }, 240_000);
+});
