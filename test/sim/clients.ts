@@ -455,8 +455,7 @@ export class HonestClients {
     }
     if (decodeHeader(m.frame)?.type === 'ERROR') {
       const reply = decodeMessage(m.frame, { n }) as Reply;
-      const op = client.host.operationOf(reply.opId);
-      const run = op && [...client.running.values()].find((r) => r.op === op);
+      const run = this.#runOf(client, reply.opId);
       if (run && reply.type === 'ERROR') {
         if (options.rotate && EPOCH_CODES.has(reply.code)) {
           // A server of another key epoch: the operation may still get n − t answers of its
@@ -517,8 +516,7 @@ export class HonestClients {
     const client = this.#byName.get(name)!;
     const header = decodeHeader(frame)!;
     if (client.crashed) return header.opId === client.crashWire && this.#crashRng.chance(0.5) && this.#put(client, to, frame, connection);
-    const op = client.host.operationOf(header.opId);
-    const run = op && [...client.running.values()].find((r) => r.op === op);
+    const run = this.#runOf(client, header.opId);
     if (!run) return this.#put(client, to, frame, connection);
     const m = header.type === 'STORE' ? decodeMessage(frame, { n: config.n }) : undefined;
     const store = m?.type === 'STORE' ? m : undefined;
@@ -530,11 +528,17 @@ export class HonestClients {
       client.crashed = true;
       client.crashWire = header.opId;
       this.stats.crashedWriters++;
-      if ((store && store.stripe > 0) || (store && run.stripes && run.storeRounds < run.stripes)) this.stats.crashedMidStripe++;
+      if (store && (store.stripe > 0 || (run.stripes && run.storeRounds < run.stripes))) this.stats.crashedMidStripe++;
       if (!this.#crashRng.chance(0.5)) return false;
     }
     if (store) checker.store(client.name, run.name, store.key, store.ts, run.record.value, run.valueBytes, RANKS[client.role as Role]);
     return this.#put(client, to, frame, connection);
+  }
+
+  /** The run whose round went out under wire id `wireId` from `client`'s host, if it is still running. */
+  #runOf(client: Client, wireId: number): Running | undefined {
+    const op = client.host.operationOf(wireId);
+    return op && [...client.running.values()].find((r) => r.op === op);
   }
 
   #put(client: Client, to: number, frame: Uint8Array, connection: number): boolean {
