@@ -84,6 +84,22 @@ export const KNOWN_ISSUES: readonly {
       // back: any delete of the key overlapping the upload.
       ops.some((d) => d.kind === 'delete' && d.key === op.key && d.call < op.ret! && (d.ret === undefined || d.ret > op.call)),
   },
+  {
+    name: 'putStream-superseded',
+    description:
+      'a putStream overtaken by newer writes of its key (overlapping it) whose history the servers collected while its stripes ' +
+      'were uploading fails with REJECTED (SUPERSEDED at t + 1 servers): a streamed write cannot take a fresh timestamp, its ' +
+      'stripes were read from the source and are gone; the protocol allows it (the simulator allows the same failure, allowedFailure)',
+    matches: (op, ops) => {
+      if (op.kind !== 'putStream' || op.outcome !== 'REJECTED') return false;
+      const codes = [...(op.error ?? '').matchAll(/s\d+: ([A-Z_]+) \(/g)].map((m) => m[1]);
+      return (
+        codes.length > 0 &&
+        codes.every((c) => c === 'SUPERSEDED') &&
+        ops.some((w) => w !== op && w.kind !== 'get' && w.key === op.key && w.call < op.ret! && (w.ret === undefined || w.ret > op.call))
+      );
+    },
+  },
 ];
 
 /**

@@ -125,6 +125,22 @@ describe('history checks', () => {
     expect(overtaken.known).toEqual({ 'putStream-overtaken-by-delete': 1 });
     const unexplained = checkHistory([refused(), op({ kind: 'delete', written: null, call: 21, ret: 25, client: 'c2' })]);
     expect(unexplained.violations.some((x) => x.startsWith('unexpected error') && x.includes('STRIPES_MISSING'))).toBe(true);
+
+    // A stream overtaken by newer writes whose history was collected (a CI run met it, seed 43).
+    const superseded = () =>
+      op({
+        kind: 'putStream',
+        written: 'c1.9',
+        call: 10,
+        ret: 20,
+        outcome: 'REJECTED',
+        error: '2 servers refused: s4: SUPERSEDED (…); s1: SUPERSEDED (…)',
+      });
+    const overwritten = checkHistory([superseded(), op({ kind: 'put', written: 'c2.1', call: 11, ret: 15, client: 'c2' })]);
+    expect(overwritten.violations).toEqual([]);
+    expect(overwritten.known).toEqual({ 'putStream-superseded': 1 });
+    const alone = checkHistory([superseded(), op({ kind: 'put', written: 'c2.1', call: 21, ret: 25, client: 'c2' })]);
+    expect(alone.violations.some((x) => x.startsWith('unexpected error') && x.includes('SUPERSEDED'))).toBe(true);
   });
 
   it('count a final read of absence after an acknowledged write as lost, and not after a later delete or beside an unfinished write', () => {
