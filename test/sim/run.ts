@@ -79,6 +79,9 @@ export interface BatchResult {
   repairs: Record<string, number>;
   /** The fence at work (see `SimReport.fences`). */
   fences: Record<string, number>;
+  /** Runs in which each Byzantine behaviour was played, and writers crashed mid-operation. */
+  behaviours: Record<string, number>;
+  crashedWriters: number;
 }
 
 // Array.isArray narrows a readonly array to any[]; this keeps its element type.
@@ -128,6 +131,8 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     pendingUnfinished: 0,
     repairs: {},
     fences: {},
+    behaviours: {},
+    crashedWriters: 0,
   };
   for (let seed = options.first; seed < options.first + options.count; seed++) {
     const t = options.t ?? tForSeed(seed);
@@ -180,6 +185,8 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     add(result.refusals, report.refusals);
     add(result.attacks, report.attacks);
     add(result.fences, report.fences);
+    add(result.behaviours, [...new Set((report.byzantine ?? []).map((b) => b.split(':')[1]!))]);
+    result.crashedWriters += report.crashedWriters ?? 0;
     add(result.readRounds, report.readRounds);
     add(result.writeRounds, report.writeRounds);
     if (report.contention) {

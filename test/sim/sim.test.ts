@@ -25,6 +25,9 @@ describe('simulation', () => {
       Object.keys(result.failedWrites).filter((c) => !['GRANT_EXPIRED', 'SUPERSEDED', 'STRIPES_MISSING', 'INTERNAL'].includes(c)),
     ).toEqual([]);
     expect(result.stripedReads).toBeGreaterThan(SEEDS / 40);
+    // Every Byzantine behaviour was played, and writers crashed mid-operation.
+    expect(Object.keys(result.behaviours).sort()).toEqual([...BEHAVIOURS].sort());
+    expect(result.crashedWriters).toBeGreaterThan(SEEDS / 30);
     // The clients' hosts met the faults they must survive: connections closing mid-round,
     // frames over their limit (Byzantine ones, and correct answers too large for a reader).
     expect(result.linksClosed).toBeGreaterThan(SEEDS);
@@ -103,16 +106,4 @@ describe('simulation', () => {
     expect(b.byzantine).toEqual(a.byzantine);
     expect(b.options).toBe(a.options);
   });
-
-  it('covers every Byzantine behaviour and crashed writers over the first 300 seeds', async () => {
-    const seen = new Set<string>();
-    let crashed = 0;
-    for (let seed = 1; seed <= 300; seed++) {
-      const r = await simulate({ seed, t: (seed % 3) + 1 });
-      r.byzantine.forEach((b) => seen.add(b.split(':')[1]!));
-      crashed += r.crashedWriters;
-    }
-    expect([...seen].sort()).toEqual([...BEHAVIOURS].sort());
-    expect(crashed).toBeGreaterThan(10);
-  }, 300_000);
 });
