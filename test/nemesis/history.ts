@@ -70,21 +70,6 @@ export const KNOWN_ISSUES: readonly {
   readonly matches: (op: NemesisOp, ops: readonly NemesisOp[]) => boolean;
 }[] = [
   {
-    name: 'putStream-overtaken-by-delete',
-    description:
-      'a putStream whose key a delete (overlapping it) overwrote while its stripes were uploading fails with REJECTED (STRIPES_MISSING): ' +
-      'servers collect a headless upload below a completed delete at once and raise no collected mark, so the ' +
-      'stripe-0 STORE is refused as incomplete instead of SUPERSEDED (which would make the writer take a fresh ' +
-      'timestamp); packages/protocol/src/server/server.ts, collectable()',
-    matches: (op, ops) =>
-      op.kind === 'putStream' &&
-      op.outcome === 'REJECTED' &&
-      (op.error ?? '').includes('STRIPES_MISSING') &&
-      // The delete may reach servers before its client hears back, and a read may write it
-      // back: any delete of the key overlapping the upload.
-      ops.some((d) => d.kind === 'delete' && d.key === op.key && d.call < op.ret! && (d.ret === undefined || d.ret > op.call)),
-  },
-  {
     name: 'putStream-superseded',
     description:
       'a putStream overtaken by newer writes of its key (overlapping it) whose history the servers collected while its stripes ' +

@@ -120,9 +120,10 @@ describe('history checks', () => {
         outcome: 'REJECTED',
         error: '2 servers refused: s1: STRIPES_MISSING (…)',
       });
+    // Was a known issue (servers erased an upload's stripes below a delete at once): fixed, so
+    // it fails a run again, overlapping delete or not.
     const overtaken = checkHistory([refused(), op({ kind: 'delete', written: null, call: 11, ret: 15, client: 'c2' })]);
-    expect(overtaken.violations).toEqual([]);
-    expect(overtaken.known).toEqual({ 'putStream-overtaken-by-delete': 1 });
+    expect(overtaken.violations.some((x) => x.startsWith('unexpected error') && x.includes('STRIPES_MISSING'))).toBe(true);
     const unexplained = checkHistory([refused(), op({ kind: 'delete', written: null, call: 21, ret: 25, client: 'c2' })]);
     expect(unexplained.violations.some((x) => x.startsWith('unexpected error') && x.includes('STRIPES_MISSING'))).toBe(true);
 

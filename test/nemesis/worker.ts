@@ -42,6 +42,9 @@ async function main(config: WorkerConfig, control: { stopping: boolean; final: P
     identity: config.identity,
     timeoutMs: config.opTimeoutMs,
     stripeBytes: STRIPE_BYTES,
+    // Faults last seconds and values are small (a fragment arrives in milliseconds): a
+    // connection silent for 3 s while it owes answers is gone, not slow.
+    liveness: { silenceMs: 3_000, connectTimeoutMs: 3_000 },
     // Servers listen on their namespaces' addresses, with plaintext ws:// as on loopback.
     allowInsecure: true,
   });

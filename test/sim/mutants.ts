@@ -512,7 +512,7 @@ export const MUTANTS: readonly Mutant[] = [
   },
   {
     name: 'gc-keeps-headless',
-    description: 'garbage collection never deletes an upload without its stripe 0 (neither once idle nor below a delete)',
+    description: 'garbage collection never deletes an upload without its stripe 0, not even once idle',
     protocol: withServer((o) => new KeepsHeadless(o)),
     stripes: true,
   },

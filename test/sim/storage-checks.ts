@@ -69,9 +69,10 @@ export async function checkHistoryBound(checker: Checker, server: string, storag
   for (const key of storage.keys()) {
     const { lc, index } = await storage.withKey(key, async (r) => ({ lc: await r.getLc(), index: await r.index() }));
     if (!lc) continue;
-    // Writes with their head: an upload without stripe 0 overtaken by a completed write is
-    // kept while its stripes keep arriving (not below a delete), then deleted once idle.
-    const below = index.filter((e) => compareTimestamps(e.ts, lc.ts) < 0 && (e.head || lc.cert.tombstone)).length;
+    // Writes with their head: an upload without stripe 0 overtaken by a completed write (a
+    // delete too) is kept while its stripes keep arriving, then deleted once idle (checked
+    // by `unfinishedKept`).
+    const below = index.filter((e) => compareTimestamps(e.ts, lc.ts) < 0 && e.head).length;
     // A completed delete erases everything below it, whether or not this server stored the delete.
     const bound = lc.cert.tombstone ? 0 : keep;
     if (below > bound)

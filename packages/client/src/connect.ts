@@ -11,6 +11,7 @@ import { decodeCapability, type Capability } from './identity/capability.js';
 import { Identity } from './identity/identity.js';
 import { checkKeyEpoch, KeyRing } from './identity/keyring.js';
 import { PowerStore } from './store.js';
+import { DEFAULT_LIVENESS } from './host/connection.js';
 import { checkTransport } from './transport.js';
 import { DEFAULT_MAX_VALUE_BYTES, DEFAULT_TIMEOUT_MS, STRIPE_BYTES, type ConnectOptions, type Store } from './types.js';
 
@@ -38,6 +39,10 @@ export async function connect(options: ConnectOptions): Promise<Store> {
   );
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   if (!(timeoutMs > 0)) throw invalid(`timeoutMs must be positive, got ${String(timeoutMs)}`);
+  const liveness = { ...DEFAULT_LIVENESS, ...options.liveness };
+  for (const [name, ms] of Object.entries(liveness)) {
+    if (!(typeof ms === 'number' && ms > 0)) throw invalid(`liveness.${name} must be positive, got ${String(ms)}`);
+  }
   const maxValueBytes = options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES;
   if (!Number.isSafeInteger(maxValueBytes) || maxValueBytes < 0) throw invalid('maxValueBytes must be a non-negative integer');
   const stripeBytes = options.stripeBytes ?? STRIPE_BYTES;
@@ -60,6 +65,7 @@ export async function connect(options: ConnectOptions): Promise<Store> {
     keyEpoch,
     random,
     timeoutMs,
+    liveness,
     maxValueBytes,
     stripeBytes,
     onServerStatus: options.onServerStatus,

@@ -24,7 +24,7 @@ import {
 } from '@powerstore/protocol';
 import { issueGrant, shareCapability } from './access.js';
 import { realClock } from './host/clock.js';
-import { ServerConnection } from './host/connection.js';
+import { ServerConnection, type Liveness } from './host/connection.js';
 import type { ServerStatus } from './host/link.js';
 import { OperationHost } from './host/operation-host.js';
 import { PowerStoreError, invalid, noIdentity, toClientError } from './errors.js';
@@ -73,6 +73,7 @@ export interface StoreParts {
   readonly keyEpoch: number;
   readonly random: (n: number) => Uint8Array;
   readonly timeoutMs: number;
+  readonly liveness: Liveness;
   readonly maxValueBytes: number;
   readonly stripeBytes: number;
   readonly onServerStatus: ((servers: readonly ServerStatus[]) => void) | undefined;
@@ -101,12 +102,18 @@ export class PowerStore implements Store {
     this.#maxFrameBytes = parts.codec.fragmentLength(largest) + FRAME_OVERHEAD_BYTES + MAX_LAYOUT_BYTES;
     this.#connections = parts.cluster.servers.map(
       (s, i) =>
-        new ServerConnection(i, s.url, this.#maxFrameBytes, {
-          onFrame: (index, frame) => this.#host.receive(index, frame),
-          onOpen: (index) => this.#host.opened(index),
-          onStatus: () => this.#statusChanged(),
-          onOversized: (index, reason, head) => this.#host.oversized(index, reason, head),
-        }),
+        new ServerConnection(
+          i,
+          s.url,
+          this.#maxFrameBytes,
+          {
+            onFrame: (index, frame) => this.#host.receive(index, frame),
+            onOpen: (index) => this.#host.opened(index),
+            onStatus: () => this.#statusChanged(),
+            onOversized: (index, reason, head) => this.#host.oversized(index, reason, head),
+          },
+          parts.liveness,
+        ),
     );
     this.#host = new OperationHost({
       config: this.cluster,

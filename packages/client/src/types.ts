@@ -40,6 +40,14 @@ export interface ConnectOptions {
   readonly timeoutMs?: number;
   /** Aborts `connect`. */
   readonly signal?: AbortSignal;
+  /**
+   * When a server's connection is presumed dead and reopened: `silenceMs` (default 15 s)
+   * without a sign of life while it owes answers, or `connectTimeoutMs` (default 10 s)
+   * without opening. TCP alone notices a server cut off silently (a partition, a frozen
+   * host) only after minutes; values so large that one fragment takes longer than
+   * `silenceMs` to arrive over a slow link need a larger `silenceMs`.
+   */
+  readonly liveness?: { readonly silenceMs?: number; readonly connectTimeoutMs?: number };
   /** Largest value `put` accepts. Default 64 MiB, which the servers' default frame limit fits at t = 1. */
   readonly maxValueBytes?: number;
   /**

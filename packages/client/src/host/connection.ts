@@ -10,6 +10,26 @@ import type { Socket } from './socket.js';
 const BACKOFF_MIN_MS = 100;
 const BACKOFF_MAX_MS = 5_000;
 
+/**
+ * When a connection is presumed dead. TCP itself notices a peer that vanished silently (a
+ * partition, a host powered off, a frozen VM) only after minutes of retransmissions, and
+ * browsers cannot send WebSocket pings, so the client watches for signs of life itself.
+ */
+export interface Liveness {
+  /**
+   * A connection that owes answers and shows no sign of life for this long (no frame
+   * arrives, and what is queued to it does not drain) is dropped and reopened, and the
+   * operation host resends it the rounds it owes. Default 15 s: longer than a correct
+   * server takes to answer under load, short enough that a server cut off silently comes
+   * back soon after the partition heals.
+   */
+  readonly silenceMs: number;
+  /** A connection not open after this long is dropped and tried again. Default 10 s. */
+  readonly connectTimeoutMs: number;
+}
+
+export const DEFAULT_LIVENESS: Liveness = { silenceMs: 15_000, connectTimeoutMs: 10_000 };
+
 export interface ConnectionEvents {
   onFrame(index: number, frame: Uint8Array): void;
   onOpen(index: number): void;
@@ -37,12 +57,21 @@ export class ServerConnection implements Link {
   #closed = false;
   readonly #events: ConnectionEvents;
   readonly #maxFrameBytes: number;
+  readonly #liveness: Liveness;
+  /** Frames sent on the current socket that no frame has answered yet (every request is answered by one frame). */
+  #unanswered = 0;
+  /** When the current socket last showed a sign of life while it owed answers. */
+  #aliveAt = 0;
+  /** Its `bufferedAmount` then: a queue that drains is a sign of life too. */
+  #buffered = 0;
+  #watchdog: ReturnType<typeof setTimeout> | undefined;
 
-  constructor(index: number, url: string, maxFrameBytes: number, events: ConnectionEvents) {
+  constructor(index: number, url: string, maxFrameBytes: number, events: ConnectionEvents, liveness: Liveness = DEFAULT_LIVENESS) {
     this.index = index;
     this.url = url;
     this.#events = events;
     this.#maxFrameBytes = maxFrameBytes;
+    this.#liveness = liveness;
     this.#connect();
   }
 
@@ -77,6 +106,11 @@ export class ServerConnection implements Link {
     if (this.#state !== 'open' || !socket) return false;
     if (socket.bufferedAmount > 0 && socket.bufferedAmount + frame.length > highWaterBytes) return false;
     socket.send(frame);
+    if (this.#unanswered++ === 0) {
+      this.#aliveAt = performance.now();
+      this.#buffered = socket.bufferedAmount;
+      this.#watch(this.#liveness.silenceMs / 4);
+    }
     return true;
   }
 
@@ -93,6 +127,7 @@ export class ServerConnection implements Link {
   close(): void {
     this.#closed = true;
     if (this.#timer) clearTimeout(this.#timer);
+    if (this.#watchdog) clearTimeout(this.#watchdog);
     this.#socket?.close();
     this.#socket = undefined;
     this.#setState('closed');
@@ -108,13 +143,17 @@ export class ServerConnection implements Link {
         {
           onOpen: () => {
             if (this.#socket !== socket) return;
+            this.#unanswered = 0;
             this.#attempt = 0;
             this.#lastError = undefined;
             this.#setState('open');
             this.#events.onOpen(this.index);
           },
           onMessage: (frame) => {
-            if (this.#socket === socket) this.#events.onFrame(this.index, frame);
+            if (this.#socket !== socket) return;
+            this.#unanswered = Math.max(0, this.#unanswered - 1);
+            this.#aliveAt = performance.now();
+            this.#events.onFrame(this.index, frame);
           },
           onError: (reason) => {
             if (this.#socket === socket) this.#lastError = reason;
@@ -131,6 +170,7 @@ export class ServerConnection implements Link {
           onClose: (reason) => {
             if (this.#socket !== socket) return;
             this.#socket = undefined;
+            this.#unanswered = 0;
             this.#lastError ??= reason;
             this.#scheduleReconnect();
           },
@@ -143,6 +183,41 @@ export class ServerConnection implements Link {
       return;
     }
     this.#socket = socket;
+    // A check still due was for the socket before this one.
+    clearTimeout(this.#watchdog);
+    this.#watchdog = undefined;
+    this.#watch(this.#liveness.connectTimeoutMs);
+  }
+
+  /** Checks the current socket for signs of life in `ms`, unless a check is already due. */
+  #watch(ms: number): void {
+    if (this.#watchdog || this.#closed) return;
+    this.#watchdog = setTimeout(() => {
+      this.#watchdog = undefined;
+      const socket = this.#socket;
+      if (!socket) return;
+      if (this.#state !== 'open') {
+        this.#presumeDead(socket, `not connected after ${this.#liveness.connectTimeoutMs} ms`);
+        return;
+      }
+      if (this.#unanswered === 0) return;
+      const now = performance.now();
+      if (socket.bufferedAmount < this.#buffered) this.#aliveAt = now;
+      this.#buffered = socket.bufferedAmount;
+      const silent = now - this.#aliveAt;
+      if (silent >= this.#liveness.silenceMs) this.#presumeDead(socket, `no sign of life for ${Math.round(silent)} ms`);
+      else this.#watch(this.#liveness.silenceMs / 4);
+    }, ms);
+    (this.#watchdog as { unref?: () => void }).unref?.();
+  }
+
+  /** Drops a connection that stopped answering, and reopens it (the host resends what it owes on open). */
+  #presumeDead(socket: Socket, reason: string): void {
+    this.#socket = undefined;
+    this.#unanswered = 0;
+    this.#lastError = reason;
+    socket.abort();
+    this.#scheduleReconnect();
   }
 
   #scheduleReconnect(): void {

@@ -3,7 +3,13 @@ export interface Socket {
   send(frame: Uint8Array): void;
   /** Bytes queued but not yet on the wire: the client's backpressure signal. */
   readonly bufferedAmount: number;
+  /** Closes gracefully (a closing handshake). */
   close(): void;
+  /**
+   * Drops the connection without a handshake, for one presumed dead: no further event is
+   * needed from it (the caller has stopped listening).
+   */
+  abort(): void;
 }
 
 export interface SocketHandlers {

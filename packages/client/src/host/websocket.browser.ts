@@ -40,5 +40,7 @@ export const openSocket: OpenSocket = (url: string, handlers: SocketHandlers, ma
       return ws.bufferedAmount;
     },
     close: () => ws.close(1000),
+    // Scripts cannot drop a connection outright; the close event is not waited for.
+    abort: () => ws.close(1000),
   };
 };

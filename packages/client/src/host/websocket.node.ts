@@ -22,6 +22,7 @@ export const openSocket: OpenSocket = (url: string, handlers: SocketHandlers, ma
       return ws.bufferedAmount;
     },
     close: () => ws.close(1000),
+    abort: () => ws.terminate(),
   };
 };
 

@@ -576,8 +576,8 @@ export class Server {
    * head is a candidate's entry) and this server signed no receipt for it, so deleting it is
    * always safe, and it is deleted once idle for `uploadIdleMs`, above `lc` or not. Below
    * `lc` (a newer write completed) it waits only a tenth of that, and while its stripes keep
-   * arriving it stays, so an upload overtaken by a small write still finishes (superseded)
-   * instead of failing.
+   * arriving it stays, so an upload overtaken by a small write or a delete still finishes
+   * (ordered before it, and then collected) instead of failing with `STRIPES_MISSING`.
    */
   protected collectable(index: readonly WriteInfo[], lc: Candidate | undefined, now: number): WriteInfo[] {
     const lcTs = lc?.ts ?? TS0;
@@ -587,7 +587,6 @@ export class Server {
     const kept = new Set(lc?.cert.tombstone ? [] : headed.slice(Math.max(0, headed.length - keep)));
     return index.filter((e) => {
       if (e.head) return below(e) && !kept.has(e);
-      if (below(e) && lc?.cert.tombstone) return true;
       return now - e.touched >= (below(e) ? uploadIdleMs / 10 : uploadIdleMs);
     });
   }
