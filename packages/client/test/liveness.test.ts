@@ -82,6 +82,21 @@ describe('ServerConnection liveness', () => {
     expect(connections.length).toBe(1);
   });
 
+  it('does not blame the server for time this process spent frozen: the answer waiting is read first', async () => {
+    const { url, connections } = await server(50);
+    const c = connection(url);
+    await until('open', () => c.opened() === 1);
+    c.link.send(new Uint8Array([1]), 1 << 20);
+    // The event loop stalls for well past the limit (as a stopped or suspended process
+    // does), while the answer arrives in the socket's buffer.
+    const until_ = Date.now() + LIVENESS.silenceMs * 3;
+    while (Date.now() < until_);
+    await until('the answer', () => c.frames() === 1);
+    await sleep(LIVENESS.silenceMs / 2);
+    expect(c.opened()).toBe(1);
+    expect(connections.length).toBe(1);
+  });
+
   it('gives up on a connection that does not open in time, and tries again', async () => {
     // Accepts TCP, never answers the WebSocket handshake: a frozen process, or a SYN
     // answered by a middlebox.

@@ -192,10 +192,19 @@ export class ServerConnection implements Link {
   /** Checks the current socket for signs of life in `ms`, unless a check is already due. */
   #watch(ms: number): void {
     if (this.#watchdog || this.#closed) return;
+    const due = performance.now() + ms;
     this.#watchdog = setTimeout(() => {
       this.#watchdog = undefined;
       const socket = this.#socket;
       if (!socket) return;
+      // Far later than due: this process was frozen (a laptop asleep, a paused VM, a stopped
+      // process), not the server, and what it sent meanwhile may be waiting to be read:
+      // timers run before sockets are read, so give the socket its turn first.
+      if (performance.now() - due > this.#liveness.silenceMs / 4) {
+        this.#aliveAt = performance.now();
+        this.#watch(this.#state === 'open' ? this.#liveness.silenceMs / 4 : this.#liveness.connectTimeoutMs);
+        return;
+      }
       if (this.#state !== 'open') {
         this.#presumeDead(socket, `not connected after ${this.#liveness.connectTimeoutMs} ms`);
         return;
