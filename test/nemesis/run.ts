@@ -231,6 +231,18 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
         case 'pause':
           await c.signal(f.server, 'SIGSTOP');
           return () => c.signal(f.server, 'SIGCONT');
+        case 'one-way':
+          partitions.set(id, {
+            blocks: f.clients.map((i): [NetHost, NetHost] =>
+              f.direction === 'to-clients' ? [serverHost(f.server), clientHost(i)] : [clientHost(i), serverHost(f.server)],
+            ),
+          });
+          return async () => partitions.delete(id);
+        case 'client-pause': {
+          const client = clients[f.client - 1]!;
+          client.signal('SIGSTOP');
+          return async () => client.signal('SIGCONT');
+        }
         case 'kill':
           expectedExit.add(f.server);
           await c.signal(f.server, 'SIGKILL');
@@ -504,6 +516,11 @@ class Client {
 
   send(m: ParentMessage): void {
     if (this.#child.connected) this.#child.send(m);
+  }
+
+  /** SIGSTOP / SIGCONT (a client pause); nothing if the process is gone. */
+  signal(signal: 'SIGSTOP' | 'SIGCONT'): void {
+    if (this.#child.exitCode === null && this.#child.signalCode === null) this.#child.kill(signal);
   }
 
   /** Resolves once the client has sent a message of `type`; throws if it exits first or `withinMs` pass. */

@@ -27,7 +27,20 @@ export type Fault =
   /** SIGSTOP, then SIGCONT: a long GC pause or a VM migration, with the connections left open. */
   | { readonly kind: 'pause'; readonly server: number }
   /** kill -9, then a restart on the same data directory. */
-  | { readonly kind: 'kill'; readonly server: number };
+  | { readonly kind: 'kill'; readonly server: number }
+  /**
+   * An asymmetric cut: packets one way between the server and these clients are lost, the
+   * other way they arrive. `to-clients`: requests reach the server, which acts on them, and
+   * its answers are lost; `from-clients`: nothing reaches it, its own packets still leave.
+   */
+  | {
+      readonly kind: 'one-way';
+      readonly server: number;
+      readonly clients: readonly number[];
+      readonly direction: 'to-clients' | 'from-clients';
+    }
+  /** SIGSTOP, then SIGCONT, of a client process: its timers and connections frozen mid-operation. */
+  | { readonly kind: 'client-pause'; readonly client: number };
 
 export type FaultKind = Fault['kind'];
 
@@ -51,7 +64,7 @@ export interface ScheduleOptions {
   readonly kinds?: readonly FaultKind[];
 }
 
-export const FAULT_KINDS: readonly FaultKind[] = ['isolate', 'clients-cut', 'bridge', 'pause', 'kill'];
+export const FAULT_KINDS: readonly FaultKind[] = ['isolate', 'clients-cut', 'bridge', 'pause', 'kill', 'one-way', 'client-pause'];
 
 /** How long each kind lasts (ms, inclusive range): pauses as long GC stalls, cuts long enough for timeouts to fire. */
 const DURATION: Readonly<Record<FaultKind, readonly [number, number]>> = {
@@ -60,10 +73,20 @@ const DURATION: Readonly<Record<FaultKind, readonly [number, number]>> = {
   bridge: [5000, 15_000],
   pause: [2000, 10_000],
   kill: [1000, 8000],
+  'one-way': [3000, 12_000],
+  'client-pause': [1000, 8000],
 };
 
 /** How often each kind is drawn, relatively. */
-const WEIGHT: Readonly<Record<FaultKind, number>> = { isolate: 2, 'clients-cut': 2, bridge: 1, pause: 2, kill: 2 };
+const WEIGHT: Readonly<Record<FaultKind, number>> = {
+  isolate: 2,
+  'clients-cut': 2,
+  bridge: 1,
+  pause: 2,
+  kill: 2,
+  'one-way': 1,
+  'client-pause': 1,
+};
 
 /**
  * Headroom the plan leaves after a fault on a server before another may start there: a
@@ -75,7 +98,7 @@ export const RECOVERY_MS = 2000;
 
 /** Whether a fault makes its server faulty (spends budget). */
 export function faultyServer(f: Fault): number | undefined {
-  return f.kind === 'bridge' ? undefined : f.server;
+  return f.kind === 'bridge' || f.kind === 'client-pause' ? undefined : f.server;
 }
 
 /** One line for logs. */
@@ -84,13 +107,19 @@ export function describeFault(f: Fault): string {
     case 'isolate':
       return `isolate s${f.server}`;
     case 'clients-cut':
-      return `cut s${f.server} from clients ${f.clients.map((c) => `c${c}`).join(',')}`;
+      return `cut s${f.server} from clients ${clientList(f.clients)}`;
     case 'bridge':
       return `bridge via s${f.bridge}: ${f.halves[0].map((s) => `s${s}`).join(',')} | ${f.halves[1].map((s) => `s${s}`).join(',')}`;
     case 'pause':
       return `pause s${f.server}`;
     case 'kill':
       return `kill -9 s${f.server}`;
+    case 'one-way':
+      return f.direction === 'to-clients'
+        ? `drop s${f.server}'s packets to clients ${clientList(f.clients)}`
+        : `drop packets of clients ${clientList(f.clients)} to s${f.server}`;
+    case 'client-pause':
+      return `pause client c${f.client}`;
   }
 }
 
@@ -110,6 +139,11 @@ export function drawSchedule(options: ScheduleOptions): PlannedFault[] {
   // Until when each server is busy with a fault (recovery included), and the bridge.
   const busyUntil = new Map<number, number>();
   let bridgeUntil = 0;
+  const clientBusyUntil = new Map<number, number>();
+  const allClients = Array.from({ length: clients }, (_, i) => i + 1);
+  // All clients, or a proper subset: some clients see the server, others do not.
+  const someClients = () =>
+    (prng.chance(0.5) ? allClients : prng.shuffle(allClients).slice(0, 1 + prng.int(Math.max(1, clients - 1)))).sort(byNumber);
   let at = 500 + prng.int(1500);
   for (let guard = 0; guard < 10_000; guard++) {
     const kind = pickWeighted(prng, kinds);
@@ -118,7 +152,14 @@ export function drawSchedule(options: ScheduleOptions): PlannedFault[] {
     if (d < lo) break;
     const busy = servers.filter((s) => (busyUntil.get(s) ?? 0) > at);
     let fault: Fault | undefined;
-    if (kind === 'bridge') {
+    if (kind === 'client-pause') {
+      const free = allClients.filter((c) => (clientBusyUntil.get(c) ?? 0) <= at);
+      if (free.length > 0) {
+        const client = prng.pick(free);
+        fault = { kind, client };
+        clientBusyUntil.set(client, at + d + RECOVERY_MS);
+      }
+    } else if (kind === 'bridge') {
       if (bridgeUntil <= at) {
         const [bridge, ...rest] = prng.shuffle(servers);
         const cut = Math.floor(rest.length / 2);
@@ -127,12 +168,10 @@ export function drawSchedule(options: ScheduleOptions): PlannedFault[] {
       }
     } else if (busy.length < t) {
       const server = prng.pick(servers.filter((s) => !busy.includes(s)));
-      if (kind === 'clients-cut') {
-        const all = Array.from({ length: clients }, (_, i) => i + 1);
-        // All clients, or a proper subset: some clients see the server, others do not.
-        const some = prng.chance(0.5) ? all : prng.shuffle(all).slice(0, 1 + prng.int(Math.max(1, clients - 1)));
-        fault = { kind, server, clients: some.sort(byNumber) };
-      } else fault = { kind, server };
+      if (kind === 'clients-cut') fault = { kind, server, clients: someClients() };
+      else if (kind === 'one-way')
+        fault = { kind, server, clients: someClients(), direction: prng.chance(0.5) ? 'to-clients' : 'from-clients' };
+      else fault = { kind, server };
       busyUntil.set(server, at + d + RECOVERY_MS);
     }
     if (fault) {
@@ -140,7 +179,7 @@ export function drawSchedule(options: ScheduleOptions): PlannedFault[] {
       at += 500 + prng.int(3500);
     } else {
       // Nothing of this kind fits now: move on to when the next server frees up.
-      const next = Math.min(...[...busyUntil.values(), bridgeUntil].filter((u) => u > at));
+      const next = Math.min(...[...busyUntil.values(), ...clientBusyUntil.values(), bridgeUntil].filter((u) => u > at));
       at = Number.isFinite(next) ? next : at + 500;
     }
     if (at >= durationMs) break;
@@ -149,6 +188,7 @@ export function drawSchedule(options: ScheduleOptions): PlannedFault[] {
 }
 
 const byNumber = (a: number, b: number) => a - b;
+const clientList = (clients: readonly number[]) => clients.map((c) => `c${c}`).join(',');
 
 function pickWeighted(prng: Prng, kinds: readonly FaultKind[]): FaultKind {
   const total = kinds.reduce((a, k) => a + WEIGHT[k], 0);
