@@ -46,7 +46,7 @@ if (!existsSync(report)) {
   process.exit(1);
 }
 const r = JSON.parse(readFileSync(report, 'utf8'));
-const failed = r.numFailedTests + (r.numFailedTestSuites ?? 0) - countSuitesWithFailedTests(r) + failedChecks.length;
+const failed = r.numFailedTests + countFilesFailedWithoutTests(r) + failedChecks.length;
 const skipped = r.numPendingTests + (r.numTodoTests ?? 0);
 const checked = failedChecks.length ? ` (${failedChecks.join(', ')})` : '';
 console.log(
@@ -54,7 +54,11 @@ console.log(
 );
 process.exit(vitest.status === 0 && failed === 0 && r.numPassedTests > 0 ? 0 : 1);
 
-/** Suites that failed only because a test in them failed are counted once, as that test. */
-function countSuitesWithFailedTests(result) {
-  return result.testResults.filter((s) => s.status === 'failed' && s.assertionResults.some((a) => a.status === 'failed')).length;
+/**
+ * Test files that failed with no failed test (one that did not load, or whose hooks threw)
+ * count as one failure each. (vitest's `numFailedTestSuites` counts describe blocks too, so
+ * it cannot be used for this: a failed test inside a describe was counted twice.)
+ */
+function countFilesFailedWithoutTests(result) {
+  return result.testResults.filter((s) => s.status === 'failed' && !s.assertionResults.some((a) => a.status === 'failed')).length;
 }
