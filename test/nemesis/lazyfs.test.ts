@@ -43,11 +43,19 @@ const read = (path: string) => (existsSync(path) ? readFileSync(path, 'utf8') : 
 describe.skipIf(unavailable)('lazyfs', () => {
   let dir: string;
   let n = 0;
+  /** Every mount made, stopped at the end even when a test failed. */
+  const all: LazyFs[] = [];
+  const mount = async (...args: Parameters<typeof LazyFs.mount>) => {
+    const fs = await LazyFs.mount(...args);
+    all.push(fs);
+    return fs;
+  };
   beforeAll(() => {
     buildLazyfs();
     dir = mkdtempSync(join(tmpdir(), 'powerstore-lazyfs-'));
   }, 120_000);
-  afterAll(() => {
+  afterAll(async () => {
+    for (const fs of all) await fs.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
@@ -56,7 +64,7 @@ describe.skipIf(unavailable)('lazyfs', () => {
     const id = ++n;
     const backing = join(dir, `disk-${id}`);
     const mnt = join(dir, `mnt-${id}`);
-    let fs = await LazyFs.mount(backing, mnt, { mode });
+    let fs = await mount(backing, mnt, { mode });
     append(join(mnt, 'a'), 'old', true);
     fsyncDir(mnt);
     return {
@@ -66,7 +74,7 @@ describe.skipIf(unavailable)('lazyfs', () => {
       async powerLoss() {
         const dropped = await fs.crash();
         expect(mounted(mnt)).toBe(false);
-        fs = await LazyFs.mount(backing, mnt, { mode });
+        fs = await mount(backing, mnt, { mode });
         return dropped;
       },
       stop: () => fs.stop(),
@@ -170,7 +178,7 @@ describe.skipIf(unavailable)('lazyfs', () => {
     append(join(d.mnt, 'b'), 'new');
     await d.stop();
     expect(mounted(d.mnt)).toBe(false);
-    const fs = await LazyFs.mount(join(dir, `disk-${n}`), d.mnt);
+    const fs = await mount(join(dir, `disk-${n}`), d.mnt);
     expect(read(join(d.mnt, 'b'))).toBe('new');
     await fs.stop();
   });

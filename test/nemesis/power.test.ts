@@ -17,6 +17,7 @@ import { createPowerStore } from '../../bench/lib/clusters.js';
 import { createNetwork } from '../../bench/lib/netns.js';
 import { ensureBuilt } from '../server/harness.js';
 import { buildLazyfs, LazyFs, lazyfsUnavailable, powerLoss, type LazyFsStats } from './lazyfs.js';
+import { ALL_FAULT_KINDS, drawBootPowerLoss, drawSchedule, FAULT_KINDS, peakFaulty } from './schedule.js';
 
 const unavailable = lazyfsUnavailable();
 if (unavailable) console.log(`test/nemesis/power.test.ts: skipped: ${unavailable}`);
@@ -68,6 +69,30 @@ async function scenario(fsync: boolean, writes: number): Promise<Outcome> {
     else rmSync(dir, { recursive: true, force: true });
   }
 }
+
+describe('power faults in the schedule', () => {
+  it('are drawn only when asked for, within the budget, some with a second loss right after the restart', () => {
+    let power = 0;
+    let again = 0;
+    for (let seed = 1; seed <= 100; seed++) {
+      const t = (seed % 2) + 1;
+      expect(drawSchedule({ seed, t, clients: 3, durationMs: 60_000 }).some((p) => p.fault.kind === 'power')).toBe(false);
+      const plan = drawSchedule({ seed, t, clients: 3, durationMs: 60_000, kinds: ALL_FAULT_KINDS });
+      expect(peakFaulty(plan)).toBeLessThanOrEqual(t);
+      for (const p of plan)
+        if (p.fault.kind === 'power') {
+          power++;
+          if (p.fault.again !== undefined) again++;
+        }
+      const boot = drawBootPowerLoss(seed, t);
+      expect(boot.server).toBeGreaterThanOrEqual(1);
+      expect(boot.server).toBeLessThanOrEqual(3 * t + 1);
+    }
+    expect(power).toBeGreaterThan(50);
+    expect(again).toBeGreaterThan(10);
+    expect(FAULT_KINDS).not.toContain('power');
+  });
+});
 
 describe.skipIf(unavailable)('power loss of every server at once', () => {
   beforeAll(async () => {

@@ -27,7 +27,14 @@ export type Fault =
   /** SIGSTOP, then SIGCONT: a long GC pause or a VM migration, with the connections left open. */
   | { readonly kind: 'pause'; readonly server: number }
   /** kill -9, then a restart on the same data directory. */
-  | { readonly kind: 'kill'; readonly server: number };
+  | { readonly kind: 'kill'; readonly server: number }
+  /**
+   * Power loss (data directories on lazyfs, test/nemesis/lazyfs/): kill -9, everything not
+   * yet durable dropped, the file system mounted again, then a restart; with `again`, a
+   * second power loss that many milliseconds after the restart (LevelDB has just switched
+   * to a new MANIFEST), and a restart.
+   */
+  | { readonly kind: 'power'; readonly server: number; readonly again?: number };
 
 export type FaultKind = Fault['kind'];
 
@@ -53,6 +60,12 @@ export interface ScheduleOptions {
 
 export const FAULT_KINDS: readonly FaultKind[] = ['isolate', 'clients-cut', 'bridge', 'pause', 'kill'];
 
+/** Kinds drawn only when asked for (`--faults`): `power` needs FUSE and lazyfs's Go build. */
+export const OPT_IN_KINDS: readonly FaultKind[] = ['power'];
+
+/** Every kind there is. */
+export const ALL_FAULT_KINDS: readonly FaultKind[] = [...FAULT_KINDS, ...OPT_IN_KINDS];
+
 /** How long each kind lasts (ms, inclusive range): pauses as long GC stalls, cuts long enough for timeouts to fire. */
 const DURATION: Readonly<Record<FaultKind, readonly [number, number]>> = {
   isolate: [3000, 12_000],
@@ -60,10 +73,11 @@ const DURATION: Readonly<Record<FaultKind, readonly [number, number]>> = {
   bridge: [5000, 15_000],
   pause: [2000, 10_000],
   kill: [1000, 8000],
+  power: [1000, 8000],
 };
 
 /** How often each kind is drawn, relatively. */
-const WEIGHT: Readonly<Record<FaultKind, number>> = { isolate: 2, 'clients-cut': 2, bridge: 1, pause: 2, kill: 2 };
+const WEIGHT: Readonly<Record<FaultKind, number>> = { isolate: 2, 'clients-cut': 2, bridge: 1, pause: 2, kill: 2, power: 2 };
 
 /**
  * Headroom the plan leaves after a fault on a server before another may start there: a
@@ -91,6 +105,8 @@ export function describeFault(f: Fault): string {
       return `pause s${f.server}`;
     case 'kill':
       return `kill -9 s${f.server}`;
+    case 'power':
+      return `power loss s${f.server}${f.again !== undefined ? `, again ${f.again} ms after it restarts` : ''}`;
   }
 }
 
@@ -132,7 +148,8 @@ export function drawSchedule(options: ScheduleOptions): PlannedFault[] {
         // All clients, or a proper subset: some clients see the server, others do not.
         const some = prng.chance(0.5) ? all : prng.shuffle(all).slice(0, 1 + prng.int(Math.max(1, clients - 1)));
         fault = { kind, server, clients: some.sort(byNumber) };
-      } else fault = { kind, server };
+      } else if (kind === 'power') fault = { kind, server, ...(prng.chance(0.5) ? { again: prng.int(500) } : {}) };
+      else fault = { kind, server };
       busyUntil.set(server, at + d + RECOVERY_MS);
     }
     if (fault) {
@@ -172,4 +189,14 @@ export function peakFaulty(plan: readonly PlannedFault[]): number {
   let peak = 0;
   for (const [, d] of edges) peak = Math.max(peak, (now += d));
   return peak;
+}
+
+/**
+ * With power losses in a run: which server loses power moments after its first start
+ * (`delayMs` after its /healthz first answers, before the clients connect), when LevelDB
+ * has just created its database. Drawn from the seed apart from the schedule.
+ */
+export function drawBootPowerLoss(seed: number, t: number): { readonly server: number; readonly delayMs: number } {
+  const prng = new Prng(seed ^ 0x5eed_b007);
+  return { server: 1 + prng.int(3 * t + 1), delayMs: prng.int(300) };
 }
