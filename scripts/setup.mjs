@@ -13,11 +13,13 @@
  * 3. workspace dependencies from the committed lockfile;
  * 4. the WebAssembly codec, from wasm/src and ISA-L's Debian source, when its inputs changed;
  * 5. the TypeScript packages (`tsc -b`);
- * 6. with `--with-demo`, the demo web app (`vite build examples/web`), which `npm start` serves.
+ * 6. with `--for-tests`, lazyfs (test/nemesis/lazyfs, the nemesis's power losses: `go build`,
+ *    its module from the Go proxy, pinned by go.sum), when Go is there and its sources changed;
+ * 7. with `--with-demo`, the demo web app (`vite build examples/web`), which `npm start` serves.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -111,6 +113,19 @@ if (fresh) {
 
 step('building TypeScript packages (tsc -b)');
 run('pnpm', ['exec', 'tsc', '-b']);
+if (forTests) {
+  // lazyfs: a FUSE file system for the nemesis's power losses (no libfuse: it mounts
+  // /dev/fuse itself, as root). Without Go its tests are skipped, and say so.
+  const go = existsSync('/usr/local/go/bin/go') ? '/usr/local/go/bin/go' : 'go';
+  const dir = join(root, 'test/nemesis/lazyfs');
+  const bin = join(dir, 'lazyfs');
+  const sources = ['main.go', 'go.mod', 'go.sum'].map((f) => join(dir, f));
+  const stale = !existsSync(bin) || sources.some((f) => statSync(f).mtimeMs > statSync(bin).mtimeMs);
+  if (stale && output(go, ['version']) !== undefined) {
+    step('building lazyfs (go build in test/nemesis/lazyfs)');
+    run(go, ['build', '-o', 'lazyfs', '.'], { cwd: dir, env: { ...process.env, GOFLAGS: '-mod=readonly' } });
+  }
+}
 if (withDemo) {
   step('building the demo web app (vite build examples/web)');
   run('pnpm', ['exec', 'vite', 'build', 'examples/web', '--logLevel', 'warn']);

@@ -18,7 +18,8 @@ import { createNetwork, netUnavailable, type NetHost, type Network } from '../..
 import { goAvailable, runPorcupine, writeHistory } from '../porcupine/porcupine.js';
 import { Prng } from '../sim/prng.js';
 import { checkHistory, type NemesisOp, type OpKind } from './history.js';
-import { describeFault, drawSchedule, faultyServer, type Fault, type FaultKind, type PlannedFault } from './schedule.js';
+import { describeFault, drawBootPowerLoss, drawSchedule, faultyServer, type Fault, type FaultKind, type PlannedFault } from './schedule.js';
+import { LazyFs, lazyfsUnavailable } from './lazyfs.js';
 import type { ParentMessage, WorkerConfig, WorkerMessage } from './messages.js';
 
 /** Options of {@link runNemesis}. */
@@ -77,6 +78,8 @@ export interface NemesisReport {
   readonly outcomes: Readonly<Record<string, number>>;
   /** Operations that met each known PowerStore issue (history.ts, KNOWN_ISSUES), by name. */
   readonly known: Readonly<Record<string, number>>;
+  /** Power losses the run made (a `power` fault with `again` makes two, and one comes right after the first start). */
+  readonly powerLosses: number;
   /** Porcupine's verdict, or why it was not asked. */
   readonly porcupine: string;
   /** Latency of the operations that returned `ok`, in milliseconds. */
@@ -125,12 +128,34 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
 
   let net: Network | undefined;
   let cluster: PowerStoreCluster | undefined;
+  // Power losses: every data directory on lazyfs (<dir>/data-<i> over <dir>/disk-<i>).
+  const power = (options.kinds ?? []).includes('power');
+  const disks = new Map<number, LazyFs>();
+  let powerLosses = 0;
   const clients: Client[] = [];
   const expectedExit = new Set<number>();
   try {
     net = createNetwork('lan', { prefix: 'psn' });
     cluster = await createPowerStore(t, net, { fsync: true, logLevel: 'info', dir });
     const c = cluster;
+    if (power) {
+      const why = lazyfsUnavailable();
+      if (why) throw new Error(`power losses need lazyfs: ${why}`);
+      for (let id = 1; id <= c.n; id++)
+        disks.set(id, await LazyFs.mount(join(dir, `disk-${id}`), join(dir, `data-${id}`), { log: join(dir, `lazyfs-${id}.log`) }));
+    }
+    /** Kill -9, the plug pulled, lazyfs mounted again: the server is down, its disk as after a power loss. */
+    const pullPlug = async (id: number) => {
+      expectedExit.add(id);
+      await c.signal(id, 'SIGKILL');
+      const fs = disks.get(id)!;
+      const dropped = await fs.crash();
+      disks.set(id, await LazyFs.mount(fs.backing, fs.mountpoint, { control: fs.control, log: join(dir, `lazyfs-${id}.log`) }));
+      powerLosses++;
+      log(
+        `power loss s${id}: ${dropped.pendingBytes} bytes unsynced in ${dropped.pendingFiles} files, ${dropped.uncommittedNames} directory entries dropped`,
+      );
+    };
     const start = async (id: number) => {
       await c.start(id);
       // A server that dies without the nemesis killing it is a finding.
@@ -140,6 +165,16 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
     };
     await Promise.all(cluster.hosts.map((_, i) => start(i + 1)));
     log(`${cluster.n} servers up: ${cluster.urls.join(' ')}`);
+    if (power) {
+      // Moments after a first start: LevelDB has just created its database.
+      const boot = drawBootPowerLoss(options.seed, t);
+      await sleep(boot.delayMs);
+      await pullPlug(boot.server);
+      await start(boot.server).catch((e: unknown) => {
+        throw new Error(`s${boot.server} does not start after a power loss: ${(e as Error).message}`);
+      });
+      expectedExit.delete(boot.server);
+    }
 
     // ---- clients -----------------------------------------------------------------------
     const open = new Map<string, NemesisOp>();
@@ -250,6 +285,22 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
             await start(f.server);
             expectedExit.delete(f.server);
           };
+        case 'power':
+          await pullPlug(f.server);
+          return async () => {
+            const restart = (what: string) =>
+              start(f.server).catch((e: unknown) => {
+                throw new Error(`s${f.server} does not start after ${what}: ${(e as Error).message}`);
+              });
+            await restart('a power loss');
+            if (f.again !== undefined) {
+              // Right after the restart, when LevelDB has just switched to a new MANIFEST.
+              await sleep(f.again);
+              await pullPlug(f.server);
+              await restart('a second power loss');
+            }
+            expectedExit.delete(f.server);
+          };
       }
     };
     for (const [id, p] of plan.entries()) {
@@ -344,6 +395,8 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
     for (const cl of clients) cl.close();
     for (let id = 1; id <= (cluster?.n ?? 0); id++) expectedExit.add(id);
     await cluster?.stop();
+    for (const fs of disks.values()) await fs.stop();
+    if (power) log(`power losses: ${powerLosses}`);
     net?.close();
   }
 
@@ -376,6 +429,7 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
     operations: history.length,
     outcomes: verdict.outcomes,
     known: verdict.known,
+    powerLosses,
     porcupine,
     latencyMs: latencies(history),
     seconds: clock() / 1000,

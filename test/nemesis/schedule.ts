@@ -40,7 +40,14 @@ export type Fault =
       readonly direction: 'to-clients' | 'from-clients';
     }
   /** SIGSTOP, then SIGCONT, of a client process: its timers and connections frozen mid-operation. */
-  | { readonly kind: 'client-pause'; readonly client: number };
+  | { readonly kind: 'client-pause'; readonly client: number }
+  /**
+   * Power loss (data directories on lazyfs, test/nemesis/lazyfs/): kill -9, everything not
+   * yet durable dropped, the file system mounted again, then a restart; with `again`, a
+   * second power loss that many milliseconds after the restart (LevelDB has just switched
+   * to a new MANIFEST), and a restart.
+   */
+  | { readonly kind: 'power'; readonly server: number; readonly again?: number };
 
 export type FaultKind = Fault['kind'];
 
@@ -66,6 +73,12 @@ export interface ScheduleOptions {
 
 export const FAULT_KINDS: readonly FaultKind[] = ['isolate', 'clients-cut', 'bridge', 'pause', 'kill', 'one-way', 'client-pause'];
 
+/** Kinds drawn only when asked for (`--faults`): `power` needs FUSE and lazyfs's Go build. */
+export const OPT_IN_KINDS: readonly FaultKind[] = ['power'];
+
+/** Every kind there is. */
+export const ALL_FAULT_KINDS: readonly FaultKind[] = [...FAULT_KINDS, ...OPT_IN_KINDS];
+
 /** How long each kind lasts (ms, inclusive range): pauses as long GC stalls, cuts long enough for timeouts to fire. */
 const DURATION: Readonly<Record<FaultKind, readonly [number, number]>> = {
   isolate: [3000, 12_000],
@@ -75,6 +88,7 @@ const DURATION: Readonly<Record<FaultKind, readonly [number, number]>> = {
   kill: [1000, 8000],
   'one-way': [3000, 12_000],
   'client-pause': [1000, 8000],
+  power: [1000, 8000],
 };
 
 /** How often each kind is drawn, relatively. */
@@ -86,6 +100,7 @@ const WEIGHT: Readonly<Record<FaultKind, number>> = {
   kill: 2,
   'one-way': 1,
   'client-pause': 1,
+  power: 2,
 };
 
 /**
@@ -120,6 +135,8 @@ export function describeFault(f: Fault): string {
         : `drop packets of clients ${clientList(f.clients)} to s${f.server}`;
     case 'client-pause':
       return `pause client c${f.client}`;
+    case 'power':
+      return `power loss s${f.server}${f.again !== undefined ? `, again ${f.again} ms after it restarts` : ''}`;
   }
 }
 
@@ -171,6 +188,7 @@ export function drawSchedule(options: ScheduleOptions): PlannedFault[] {
       if (kind === 'clients-cut') fault = { kind, server, clients: someClients() };
       else if (kind === 'one-way')
         fault = { kind, server, clients: someClients(), direction: prng.chance(0.5) ? 'to-clients' : 'from-clients' };
+      else if (kind === 'power') fault = { kind, server, ...(prng.chance(0.5) ? { again: prng.int(500) } : {}) };
       else fault = { kind, server };
       busyUntil.set(server, at + d + RECOVERY_MS);
     }
@@ -212,4 +230,14 @@ export function peakFaulty(plan: readonly PlannedFault[]): number {
   let peak = 0;
   for (const [, d] of edges) peak = Math.max(peak, (now += d));
   return peak;
+}
+
+/**
+ * With power losses in a run: which server loses power moments after its first start
+ * (`delayMs` after its /healthz first answers, before the clients connect), when LevelDB
+ * has just created its database. Drawn from the seed apart from the schedule.
+ */
+export function drawBootPowerLoss(seed: number, t: number): { readonly server: number; readonly delayMs: number } {
+  const prng = new Prng(seed ^ 0x5eed_b007);
+  return { server: 1 + prng.int(3 * t + 1), delayMs: prng.int(300) };
 }

@@ -40,6 +40,7 @@
  * Checks that need only metadata (a retried STORE) never read a fragment, and a fragment
  * is written from the request's bytes without being copied into a record first.
  */
+import { open as openFile } from 'node:fs/promises';
 import { ClassicLevel } from 'classic-level';
 import {
   AbstractStorage,
@@ -334,6 +335,7 @@ export class LevelStorage extends AbstractStorage {
     });
     try {
       await db.open();
+      await syncDirectory(options.path);
     } catch (err) {
       const cause = (err as { cause?: { message?: string } }).cause?.message ?? (err as Error).message;
       const locked = /lock/i.test(cause);
@@ -749,4 +751,21 @@ export function parseEntryName(name: string): { key: string; ts: Timestamp; stri
   const writerId = new Uint8Array(32);
   for (let i = 0; i < 32; i++) writerId[i] = parseInt(rest[2]!.slice(2 * i, 2 * i + 2), 16);
   return { key, ts: { num, writerId }, stripe };
+}
+
+/**
+ * fsyncs the database directory. Every LevelDB open writes a new MANIFEST and points
+ * CURRENT at it by a rename that LevelDB 1.20 (the one classic-level bundles) does not make
+ * durable: until the next MANIFEST sync (a memtable flush) a power loss brings back the
+ * old CURRENT. After the first open that names MANIFEST-000001, which LevelDB 1.20 never
+ * syncs (NewDB), so the server could not start again ("Corruption: no meta-nextfile entry
+ * in descriptor"; found by the nemesis's power losses, test/nemesis/power.test.ts).
+ */
+async function syncDirectory(path: string): Promise<void> {
+  const dir = await openFile(path, 'r');
+  try {
+    await dir.sync();
+  } finally {
+    await dir.close();
+  }
 }
