@@ -27,7 +27,13 @@ export type Fault =
   /** SIGSTOP, then SIGCONT: a long GC pause or a VM migration, with the connections left open. */
   | { readonly kind: 'pause'; readonly server: number }
   /** kill -9, then a restart on the same data directory. */
-  | { readonly kind: 'kill'; readonly server: number };
+  | { readonly kind: 'kill'; readonly server: number }
+  /**
+   * The server's fsync and fdatasync fail with EIO (libfiu, `test/fiu.ts`): its next synced
+   * batch fails, it acknowledges nothing more and exits (74); at the end of the fault the
+   * failure point is turned off and the server restarted on the same data directory.
+   */
+  | { readonly kind: 'disk'; readonly server: number };
 
 export type FaultKind = Fault['kind'];
 
@@ -51,7 +57,11 @@ export interface ScheduleOptions {
   readonly kinds?: readonly FaultKind[];
 }
 
+/** The kinds drawn by default. */
 export const FAULT_KINDS: readonly FaultKind[] = ['isolate', 'clients-cut', 'bridge', 'pause', 'kill'];
+
+/** Every kind, `disk` included: it needs libfiu and is drawn only when asked for (`--faults`). */
+export const ALL_FAULT_KINDS: readonly FaultKind[] = [...FAULT_KINDS, 'disk'];
 
 /** How long each kind lasts (ms, inclusive range): pauses as long GC stalls, cuts long enough for timeouts to fire. */
 const DURATION: Readonly<Record<FaultKind, readonly [number, number]>> = {
@@ -60,10 +70,11 @@ const DURATION: Readonly<Record<FaultKind, readonly [number, number]>> = {
   bridge: [5000, 15_000],
   pause: [2000, 10_000],
   kill: [1000, 8000],
+  disk: [2000, 10_000],
 };
 
 /** How often each kind is drawn, relatively. */
-const WEIGHT: Readonly<Record<FaultKind, number>> = { isolate: 2, 'clients-cut': 2, bridge: 1, pause: 2, kill: 2 };
+const WEIGHT: Readonly<Record<FaultKind, number>> = { isolate: 2, 'clients-cut': 2, bridge: 1, pause: 2, kill: 2, disk: 2 };
 
 /**
  * Headroom the plan leaves after a fault on a server before another may start there: a
@@ -91,6 +102,8 @@ export function describeFault(f: Fault): string {
       return `pause s${f.server}`;
     case 'kill':
       return `kill -9 s${f.server}`;
+    case 'disk':
+      return `fail s${f.server}'s fsync (EIO)`;
   }
 }
 
