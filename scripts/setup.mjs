@@ -9,7 +9,8 @@
  *    verify signatures here, so npm installs it);
  * 2. Emscripten from Debian's packages, when `emcc` is missing, and with `--for-tests`
  *    Debian's Chromium for the browser tests, when `/usr/bin/chromium` is missing, and
- *    iproute2 (`ip`, `tc`) for the bench network test, when either is missing;
+ *    iproute2 (`ip`, `tc`) for the bench network test, when either is missing, and libfiu
+ *    (`libfiu0`, `fiu-utils`) for the failing-disk tests, when missing;
  * 3. workspace dependencies from the committed lockfile;
  * 4. the WebAssembly codec, from wasm/src and ISA-L's Debian source, when its inputs changed;
  * 5. the TypeScript packages (`tsc -b`);
@@ -75,8 +76,13 @@ if (!buildOnly) {
   // `ip` and `tc` for the bench's emulated networks and their test (test/bench/netns.test.ts).
   const sbin = (name) => ['/usr/sbin', '/sbin', '/usr/bin', '/bin'].some((d) => existsSync(join(d, name)));
   if (forTests && !(sbin('ip') && sbin('tc'))) debianPackages.push('iproute2');
+  // libfiu (`fiu-run`, `fiu-ctrl` and the POSIX preload library) for the failing-disk tests
+  // and the nemesis's `disk` faults (test/fiu.ts).
+  if (forTests && !(existsSync('/usr/lib/fiu/fiu_posix_preload.so') || existsSync('/usr/lib/x86_64-linux-gnu/fiu/fiu_posix_preload.so')))
+    debianPackages.push('libfiu0');
+  if (forTests && !sbin('fiu-run')) debianPackages.push('fiu-utils');
   if (debianPackages.length > 0) {
-    step(`installing ${debianPackages.join(' and ')} from Debian's packages (apt-get, a few minutes)`);
+    step(`installing ${debianPackages.join(', ')} from Debian's packages (apt-get, a few minutes)`);
     asRoot('apt-get', ['update', '-qq']);
     asRoot('env', ['DEBIAN_FRONTEND=noninteractive', 'apt-get', 'install', '-y', '-qq', ...debianPackages]);
   }

@@ -125,6 +125,8 @@ export interface PowerStoreOptions {
   readonly logLevel?: 'debug' | 'info' | 'warn' | 'error';
   /** Where the cluster's files, data directories and logs go; default a new temporary directory. */
   readonly dir?: string;
+  /** A command every server runs under, which execs it (the nemesis's `['fiu-run', '-x']`, `test/fiu.ts`). */
+  readonly wrap?: readonly string[];
 }
 
 /**
@@ -198,7 +200,12 @@ export async function createPowerStore(t: number, net: Network, options: PowerSt
         options.logLevel ?? 'warn',
       ];
       if (!options.fsync) args.push('--unsafe-no-fsync');
-      const child = track(net.spawn(hosts[id - 1]!, process.execPath, args, { stdio: ['ignore', log, log] }));
+      const wrap = options.wrap ?? [];
+      const child = track(
+        wrap.length > 0
+          ? net.spawn(hosts[id - 1]!, wrap[0]!, [...wrap.slice(1), process.execPath, ...args], { stdio: ['ignore', log, log] })
+          : net.spawn(hosts[id - 1]!, process.execPath, args, { stdio: ['ignore', log, log] }),
+      );
       closeSync(log);
       procs.set(id, child);
       await waitHealthy(`${urls[id - 1]!.replace(/^ws/, 'http')}/healthz`, child, `powerstore server ${id} (log in ${dir})`);

@@ -7,7 +7,7 @@
 import { parseArgs } from 'node:util';
 import { KNOWN_ISSUES } from './history.js';
 import { runNemesis } from './run.js';
-import { ALL_FAULT_KINDS, FAULT_KINDS, OPT_IN_KINDS, type FaultKind } from './schedule.js';
+import { ALL_FAULT_KINDS, FAULT_KINDS, type FaultKind } from './schedule.js';
 
 const { values } = parseArgs({
   args: process.argv.slice(2).filter((a) => a !== '--'),
@@ -33,7 +33,8 @@ if (values.help) {
   --t T               fault threshold 1 or 2: 3t + 1 servers, at most t faulty at once (default 1)
   --clients C         client processes, each on a host of its own (default 3)
   --keys K            keys the clients share (default 3)
-  --faults LIST       fault kinds, comma-separated (default ${FAULT_KINDS.join(', ')}; also ${OPT_IN_KINDS.join(', ')})
+  --faults LIST       fault kinds, comma-separated (default ${FAULT_KINDS.join(', ')});
+                      also power (lazyfs: needs FUSE and Go) and disk (fsync fails with EIO: needs libfiu)
   --op-timeout-ms MS  every operation's timeout (default 20000)
   --keep              keep the run's directory even when it passes`);
   process.exit(0);

@@ -11,7 +11,7 @@ import { leftovers, netUnavailable } from '../../bench/lib/netns.js';
 import { ensureBuilt } from '../server/harness.js';
 import { checkHistory, lostWrites, registerHistory, type NemesisOp } from './history.js';
 import { runNemesis } from './run.js';
-import { drawSchedule, FAULT_KINDS, faultyServer, peakFaulty } from './schedule.js';
+import { ALL_FAULT_KINDS, drawSchedule, FAULT_KINDS, faultyServer, peakFaulty } from './schedule.js';
 import { identify, valueBytes } from './messages.js';
 
 const unavailable = netUnavailable();
@@ -52,6 +52,14 @@ describe('schedules', () => {
     const plan = drawSchedule({ seed: 7, t: 1, clients: 2, durationMs: 60_000, kinds: ['pause'] });
     expect(plan.length).toBeGreaterThan(3);
     expect(new Set(plan.map((p) => p.fault.kind))).toEqual(new Set(['pause']));
+  });
+
+  it('draw disk faults only when asked for, within the budget like a kill', () => {
+    const plan = drawSchedule({ seed: 1, t: 1, clients: 3, durationMs: 120_000, kinds: ['disk', 'kill'] });
+    expect(new Set(plan.map((p) => p.fault.kind))).toEqual(new Set(['disk', 'kill']));
+    expect(peakFaulty(plan)).toBeLessThanOrEqual(1);
+    expect(ALL_FAULT_KINDS).toContain('disk');
+    expect(FAULT_KINDS).not.toContain('disk');
   });
 });
 

@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createPowerStore, ROOT, track, TSX_EXEC_ARGV, type PowerStoreCluster } from '../../bench/lib/clusters.js';
 import { createNetwork, netUnavailable, type NetHost, type Network } from '../../bench/lib/netns.js';
+import { FIU_RUN, FSYNC_EIO, failDisk, fiuMissing, healDisk } from '../fiu.js';
 import { goAvailable, runPorcupine, writeHistory } from '../porcupine/porcupine.js';
 import { Prng } from '../sim/prng.js';
 import { checkHistory, type NemesisOp, type OpKind } from './history.js';
@@ -136,7 +137,11 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
   const expectedExit = new Set<number>();
   try {
     net = createNetwork('lan', { prefix: 'psn' });
-    cluster = await createPowerStore(t, net, { fsync: true, logLevel: 'info', dir });
+    // Disk faults are injected through libfiu: every server runs under fiu-run (test/fiu.ts).
+    const diskFaults = plan.some((p) => p.fault.kind === 'disk');
+    const noFiu = diskFaults ? fiuMissing() : undefined;
+    if (noFiu) throw new Error(`disk faults need libfiu: ${noFiu}`);
+    cluster = await createPowerStore(t, net, { fsync: true, logLevel: 'info', dir, ...(diskFaults ? { wrap: FIU_RUN } : {}) });
     const c = cluster;
     if (power) {
       const why = lazyfsUnavailable();
@@ -301,6 +306,33 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
             }
             expectedExit.delete(f.server);
           };
+        case 'disk': {
+          // The server exits (74) at its next synced batch: the README's "Failing disks".
+          const child = c.process(f.server);
+          if (!child?.pid) throw new Error(`s${f.server} is not running`);
+          expectedExit.add(f.server);
+          let exit: string | undefined;
+          child.once('exit', (code, signal) => (exit = signal ?? String(code)));
+          failDisk(child.pid, FSYNC_EIO);
+          return async () => {
+            if (exit === undefined) {
+              // No synced write reached it, or it is exiting right now.
+              try {
+                healDisk(child.pid!, FSYNC_EIO);
+              } catch {
+                // gone meanwhile
+              }
+              await sleep(500);
+            }
+            if (exit !== undefined) {
+              if (exit !== '74')
+                violations.push(`s${f.server} exited with ${exit} after its fsync failed, not 74: see server-${f.server}.log`);
+              else log(`s${f.server} exited (74) after its fsync failed; starting it again`);
+              await start(f.server);
+            }
+            expectedExit.delete(f.server);
+          };
+        }
       }
     };
     for (const [id, p] of plan.entries()) {

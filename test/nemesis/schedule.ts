@@ -47,7 +47,13 @@ export type Fault =
    * second power loss that many milliseconds after the restart (LevelDB has just switched
    * to a new MANIFEST), and a restart.
    */
-  | { readonly kind: 'power'; readonly server: number; readonly again?: number };
+  | { readonly kind: 'power'; readonly server: number; readonly again?: number }
+  /**
+   * The server's fsync and fdatasync fail with EIO (libfiu, `test/fiu.ts`): its next synced
+   * batch fails, it acknowledges nothing more and exits (74); at the end of the fault the
+   * failure point is turned off and the server restarted on the same data directory.
+   */
+  | { readonly kind: 'disk'; readonly server: number };
 
 export type FaultKind = Fault['kind'];
 
@@ -73,8 +79,11 @@ export interface ScheduleOptions {
 
 export const FAULT_KINDS: readonly FaultKind[] = ['isolate', 'clients-cut', 'bridge', 'pause', 'kill', 'one-way', 'client-pause'];
 
-/** Kinds drawn only when asked for (`--faults`): `power` needs FUSE and lazyfs's Go build. */
-export const OPT_IN_KINDS: readonly FaultKind[] = ['power'];
+/**
+ * Kinds drawn only when asked for (`--faults`): `power` needs FUSE and lazyfs's Go build,
+ * `disk` libfiu.
+ */
+export const OPT_IN_KINDS: readonly FaultKind[] = ['power', 'disk'];
 
 /** Every kind there is. */
 export const ALL_FAULT_KINDS: readonly FaultKind[] = [...FAULT_KINDS, ...OPT_IN_KINDS];
@@ -89,6 +98,7 @@ const DURATION: Readonly<Record<FaultKind, readonly [number, number]>> = {
   'one-way': [3000, 12_000],
   'client-pause': [1000, 8000],
   power: [1000, 8000],
+  disk: [2000, 10_000],
 };
 
 /** How often each kind is drawn, relatively. */
@@ -101,6 +111,7 @@ const WEIGHT: Readonly<Record<FaultKind, number>> = {
   'one-way': 1,
   'client-pause': 1,
   power: 2,
+  disk: 2,
 };
 
 /**
@@ -137,6 +148,8 @@ export function describeFault(f: Fault): string {
       return `pause client c${f.client}`;
     case 'power':
       return `power loss s${f.server}${f.again !== undefined ? `, again ${f.again} ms after it restarts` : ''}`;
+    case 'disk':
+      return `fail s${f.server}'s fsync (EIO)`;
   }
 }
 

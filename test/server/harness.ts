@@ -135,13 +135,17 @@ export class CliCluster {
     return this.urls[id - 1]!.replace(/^ws/, 'http');
   }
 
-  /** Starts server `id` on `<dir>/data-<id>` and waits for /healthz. */
-  async start(id: number, extraArgs: readonly string[] = []): Promise<ChildProcess> {
+  /**
+   * Starts server `id` on `<dir>/data-<id>` and waits for /healthz; `wrap` runs it under a
+   * command that execs it (`['fiu-run', '-x']`: the process keeps its pid).
+   */
+  async start(id: number, extraArgs: readonly string[] = [], wrap: readonly string[] = []): Promise<ChildProcess> {
     if (this.#procs.has(id)) throw new Error(`server ${id} is running`);
     const log = openSync(join(this.dir, `server-${id}.log`), 'a');
     const child = spawn(
-      process.execPath,
+      wrap[0] ?? process.execPath,
       [
+        ...(wrap.length > 0 ? [...wrap.slice(1), process.execPath] : []),
         CLI,
         'start',
         '--config',

@@ -123,6 +123,8 @@ export function toClientError(err: unknown): Error {
       cause: err,
     });
   }
+  // More than t servers whose disks failed: as good as more than t that did not answer.
+  if (err.code === 'UNAVAILABLE' && fromServers) return new PowerStoreError('QUORUM_UNREACHABLE', err.message, { cause: err });
   if (PASSED_THROUGH.has(err.code)) return new PowerStoreError(err.code as PowerStoreErrorCode, err.message, { cause: err });
   // Servers agreeing an argument is invalid is a refusal like any other; only this side's checks are the caller's mistake.
   if (err.code === 'INVALID_ARGUMENT' && !fromServers) return invalid(err.message, err);

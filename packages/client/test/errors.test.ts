@@ -45,6 +45,15 @@ describe('errors by origin', () => {
     expect(differing.add(config, 2, refusal('QUOTA_EXCEEDED', 'y'))).toMatchObject({ code: 'INTERNAL', origin: 'servers' });
   });
 
+  it('reports more than t servers whose disks failed (UNAVAILABLE) as QUORUM_UNREACHABLE', () => {
+    const config = clusterConfig(1);
+    const down = new Rejections();
+    expect(down.add(config, 0, refusal('UNAVAILABLE', 'the disk is full'))).toBeUndefined();
+    const failed = down.add(config, 3, refusal('UNAVAILABLE', 'the disk failed'));
+    expect(failed).toMatchObject({ code: 'UNAVAILABLE', origin: 'servers' });
+    expect(toClientError(failed)).toMatchObject({ code: 'QUORUM_UNREACHABLE' });
+  });
+
   it("defaults to 'local', so existing callers of the two-argument constructor keep their meaning", () => {
     expect(new ProtocolError('INVALID_ARGUMENT', 'x').origin).toBe('local');
   });

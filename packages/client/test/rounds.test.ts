@@ -267,6 +267,24 @@ describe('replies count only for the round they answer', () => {
     expect(flagged.slice(1, 3)).toEqual([undefined, undefined]);
   });
 
+  it('a server refusing with UNAVAILABLE (its disk failed) is not misbehaving, even once the quorum accepted', async () => {
+    const store = await open();
+    const key = `${store.namespace}disk-failed`;
+    await store.put(key, 'value');
+    cluster!.scripts[0] = async (request, connection) => {
+      // Late, after the quorum's answers: a refusal the quorum contradicts.
+      await sleep(100);
+      connection.send(
+        encodeMessage({ type: 'ERROR', key: request.key, opId: request.opId, code: 'UNAVAILABLE', message: 'the disk is full' }),
+      );
+      return true;
+    };
+    await store.put(key, 'again');
+    expect(text(await store.get(key))).toBe('again');
+    await sleep(300);
+    expect(store.servers().map((s) => s.misbehaving)).toEqual([undefined, undefined, undefined, undefined]);
+  });
+
   it('a reply of another request type under a round’s id is not an answer to it, and is misbehaving', async () => {
     const store = await open();
     const key = `${store.namespace}wrong-type`;

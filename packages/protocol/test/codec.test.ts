@@ -314,6 +314,7 @@ describe('wire codec', () => {
       INCONSISTENT_ENCODING: 18,
       CLUSTER_OUTDATED: 19,
       SERVER_OUTDATED: 20,
+      UNAVAILABLE: 21,
     });
     const frame = encodeMessage({ type: 'ERROR', key: 'k', opId: 1, code: 'QUOTA_EXCEEDED', message: 'full' });
     // version, type, key (u16 length + 1 byte), opId, epoch.

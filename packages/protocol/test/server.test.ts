@@ -9,6 +9,7 @@ import {
   OPEN_POLICY,
   receiptMessage,
   Server,
+  StorageError,
   ownerIdOf,
   signGrant,
   type Candidate,
@@ -385,5 +386,34 @@ describe('Server.handleFrame', () => {
     expect(r).toMatchObject({ type: 'COLLECT', error: 'INTERNAL' });
     expect((r.failure as Error).message).toBe('disk on fire');
     expect(decodeMessage(r.reply, { n: 4 })).toMatchObject({ type: 'ERROR', code: 'INTERNAL', opId: 3 });
+  });
+
+  it('turns a backend whose disk failed (STORAGE_FAILED) into an UNAVAILABLE reply with its message', async () => {
+    const c = await makeCluster(1);
+    const failed = () => Promise.reject(new StorageError('STORAGE_FAILED', 'storage unavailable: the disk is full'));
+    const failing = new Server({
+      config: c.config,
+      index: 0,
+      crypto,
+      cluster: c.cluster,
+      signer: c.serverSigners[0]!,
+      now: () => 0,
+      storage: {
+        withKey: failed,
+        usage: () => ({ bytes: 0, keys: 0 }),
+        owners: () => new Map(),
+        list: failed,
+        listPending: failed,
+        unfinishedKeys: () => new MemoryStorage().unfinishedKeys(),
+      },
+    });
+    const r = await failing.handleFrame(encodeMessage({ type: 'COLLECT', key: 'k', opId: 4 }));
+    expect(r).toMatchObject({ type: 'COLLECT', error: 'UNAVAILABLE' });
+    expect(decodeMessage(r.reply, { n: 4 })).toMatchObject({
+      type: 'ERROR',
+      code: 'UNAVAILABLE',
+      opId: 4,
+      message: 'storage unavailable: the disk is full',
+    });
   });
 });

@@ -225,6 +225,12 @@ function buildCli(): Command {
       DEFAULT_ERASE_WITHIN_MS / 1000,
     )
     .option(
+      '--disk-probe-ms <ms>',
+      'while the disk is full (ENOSPC), check this often whether it has room again, then reopen the storage and accept writes',
+      integer(100),
+      5000,
+    )
+    .option(
       '--heal-interval-ms <ms>',
       "catch-up: compare every key with the cluster's and repair what this server misses, at start-up and then this often; 0 disables",
       integer(0),
@@ -352,6 +358,7 @@ interface StartFlags {
   maxPendingPerWriter: number;
   uploadIdleMs: number;
   eraseWithin: number;
+  diskProbeMs: number;
   healIntervalMs: number;
   healConcurrency: number;
   healBytesPerSec: number;
@@ -415,7 +422,14 @@ async function runStart(o: StartFlags): Promise<void> {
       uploadIdleMs: o.uploadIdleMs,
     },
     eraseWithinMs: o.eraseWithin * 1000,
+    diskProbeMs: o.diskProbeMs,
     logger,
+    // A failed disk (EIO…): nothing more is acknowledged (the storage refuses writes at
+    // once); exiting lets a restart recover from what is on disk (the README, "Failing disks").
+    onStorageFailed: () => {
+      logger.flush?.();
+      process.exit(74);
+    },
     heal: {
       catchUp: { intervalMs: o.healIntervalMs, concurrency: o.healConcurrency, bytesPerSec: o.healBytesPerSec },
       scrub: { periodMs: o.scrubPeriodMs, bytesPerSec: o.scrubBytesPerSec },

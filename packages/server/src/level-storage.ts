@@ -40,7 +40,8 @@
  * Checks that need only metadata (a retried STORE) never read a fragment, and a fragment
  * is written from the request's bytes without being copied into a record first.
  */
-import { open as openFile } from 'node:fs/promises';
+import { open as openFile, statfs, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import {
   AbstractStorage,
@@ -101,6 +102,54 @@ export interface LevelStorageOptions {
   readonly eraseMaxKeys?: number;
   /** Called after every erase pass (metrics, logs); a failed pass carries `error` and is retried. */
   readonly onErase?: (info: ErasePass) => void;
+  /**
+   * Called when the disk's state changes ({@link DiskHealth}): once on entering `full` or
+   * `failed`, once on recovering from `full` (`ok`). The storage refuses writes on its own;
+   * the host logs, counts, answers `/healthz`, and exits on `failed`.
+   */
+  readonly onDisk?: (health: DiskHealth, error?: unknown) => void;
+  /** How often a full disk is probed for space again (ms). Default 5 000. */
+  readonly diskProbeMs?: number;
+  /**
+   * Free bytes the data directory's filesystem must have before a full storage reopens:
+   * reopening writes the log's records out as a table. Default the memtable size + 8 MiB.
+   */
+  readonly diskProbeFreeBytes?: number;
+}
+
+/**
+ * What the storage knows of its disk. `ok`; `full`: a LevelDB write failed with ENOSPC or
+ * EDQUOT, writes are refused (`STORAGE_FAILED`), reads are served, and the storage reopens
+ * itself once the filesystem has room again; `failed`: a write, fsync or file creation
+ * failed otherwise (EIO…), writes are refused for good: this process must not write again
+ * (after a failed fsync the kernel may have dropped the pages and a retry can report them
+ * durable), the host exits and a restart recovers from what is on disk.
+ */
+export interface DiskHealth {
+  readonly state: 'ok' | 'full' | 'failed';
+  /** LevelDB's message for the failure (`full`, `failed`), or what recovered (`ok`). */
+  readonly reason?: string;
+  /** When it entered this state (ms since the epoch). */
+  readonly since: number;
+}
+
+/**
+ * Whether `err` is LevelDB reporting a failed file operation (`LEVEL_IO_ERROR`, "IO
+ * error: <file>: <strerror>"), and of which kind: `full` for ENOSPC and EDQUOT, `failed`
+ * for every other errno (EIO above all); `undefined` when it is no I/O error.
+ */
+export function diskFailureOf(err: unknown): 'full' | 'failed' | undefined {
+  for (
+    let e = err as { code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0;
+    e && typeof e === 'object' && depth < 5;
+    e = e.cause as typeof e, depth++
+  ) {
+    const message = typeof e.message === 'string' ? e.message : '';
+    if (e.code === 'LEVEL_IO_ERROR' || /^IO error\b/.test(message)) {
+      return /No space left on device|Disk quota exceeded|ENOSPC|EDQUOT/i.test(message) ? 'full' : 'failed';
+    }
+  }
+  return undefined;
 }
 
 /** Default bound on erasing collected records from the files: 60 s. */
@@ -154,6 +203,16 @@ interface Waiter<D> {
 export type PrepareBatch<D> = (data: readonly D[]) => { readonly ops: readonly Put[]; undo(): void; done?(): void };
 
 /**
+ * What a {@link GroupCommitter} asks before writing and on failure: `refuse` returns the
+ * error to fail a batch with instead of writing it (the disk failed before), `failed`
+ * turns LevelDB's error into the one the batch's callers get (and records the failure).
+ */
+export interface CommitGuard {
+  refuse(): Error | undefined;
+  failed(err: unknown): Error;
+}
+
+/**
  * Accumulates batches from concurrent callbacks and writes them as one synced LevelDB
  * batch; at most one write is outstanding, and whatever arrives meanwhile goes into the
  * next one. Exported so the benchmark baselines store exactly as the server does.
@@ -166,11 +225,17 @@ export class GroupCommitter<D = never> {
   #scheduled = false;
 
   constructor(
-    private readonly db: ClassicLevel<string, Uint8Array>,
+    private db: ClassicLevel<string, Uint8Array>,
     private readonly sync: boolean,
     private readonly onCommit: ((info: CommitInfo) => void) | undefined,
     private readonly prepare?: PrepareBatch<D>,
+    private readonly guard?: CommitGuard,
   ) {}
+
+  /** Writes to `db` from now on (the storage reopened its database). */
+  use(db: ClassicLevel<string, Uint8Array>): void {
+    this.db = db;
+  }
 
   /** Resolves once `ops` are durable (or written, without sync); `data` goes to `prepare`. */
   commit(ops: readonly Put[], data?: D): Promise<void> {
@@ -209,6 +274,13 @@ export class GroupCommitter<D = never> {
     this.#ops = [];
     this.#waiters = [];
     this.#bytes = 0;
+    // Checked for every batch: after a failed write none is written again by this process
+    // (LevelDB carries on after a failed log write, misaligning the records after it).
+    const refused = this.guard?.refuse();
+    if (refused) {
+      for (const w of waiters) w.reject(refused);
+      return;
+    }
     const extra = this.prepare?.(waiters.flatMap((w) => (w.data === undefined ? [] : [w.data])));
     if (extra) ops.push(...extra.ops);
     const started = performance.now();
@@ -220,7 +292,9 @@ export class GroupCommitter<D = never> {
       },
       (err: unknown) => {
         extra?.undo();
-        const wrapped = new ServerError('STORAGE_FAILED', `LevelDB write failed: ${(err as Error).message}`, { cause: err });
+        const wrapped = this.guard
+          ? this.guard.failed(err)
+          : new ServerError('STORAGE_FAILED', `LevelDB write failed: ${(err as Error).message}`, { cause: err });
         for (const w of waiters) w.reject(wrapped);
       },
     );
@@ -272,49 +346,226 @@ export function isLevelCorruption(err: unknown): boolean {
 
 /** LevelDB-backed {@link ServerStorage}; see the module comment for the layout and guarantees. */
 export class LevelStorage extends AbstractStorage {
-  readonly #db: ClassicLevel<string, Uint8Array>;
+  #db: ClassicLevel<string, Uint8Array>;
   readonly #n: number;
   #created = false;
   readonly #committer: GroupCommitter<KeyChanges>;
   readonly #sync: boolean;
   /** The totals as of the last batch handed to LevelDB (what the disk says once it is durable). */
   readonly #written: Totals = { keys: 0, entries: 0, largest: 0, owners: new Map() };
-  readonly #eraser: Eraser | undefined;
+  #eraser: Eraser | undefined;
+  readonly #options: LevelStorageOptions;
+  #health: DiskHealth = { state: 'ok', since: Date.now() };
+  /** While a full storage closes and reopens its database: reads are refused too. */
+  #reopening = false;
+  #probe: NodeJS.Timeout | undefined;
+  #recovering: Promise<void> | undefined;
+  #closed = false;
 
   private constructor(db: ClassicLevel<string, Uint8Array>, options: LevelStorageOptions) {
     super({ stateCacheKeys: options.stateCacheKeys ?? 10_000 });
     this.#db = db;
+    this.#options = options;
     this.#n = options.n;
     this.#sync = options.sync ?? true;
+    this.#eraser = this.#newEraser(db);
+    const guard: CommitGuard = { refuse: () => this.#refusal(), failed: (err) => this.#writeFailed(err) };
+    this.#committer = new GroupCommitter(
+      db,
+      options.sync ?? true,
+      options.onCommit,
+      (changes) => {
+        const totals = this.#totalsFor(changes);
+        const erase = this.#eraser?.prepare(changes);
+        if (!erase) return totals;
+        return {
+          ops: [...totals.ops, ...erase.ops],
+          undo: () => {
+            totals.undo();
+            erase.undo();
+          },
+          done: () => erase.done(),
+        };
+      },
+      guard,
+    );
+  }
+
+  #newEraser(db: ClassicLevel<string, Uint8Array>): Eraser | undefined {
+    const options = this.#options;
     const withinMs = options.eraseWithinMs ?? DEFAULT_ERASE_WITHIN_MS;
-    this.#eraser =
-      withinMs > 0
-        ? new Eraser({
-            db,
-            path: options.path,
-            withinMs,
-            maxKeys: options.eraseMaxKeys ?? 64,
-            // A key's entries and fragments: `h:<len>:<key>:` and `f:<len>:<key>:` (see #entryKey).
-            ranges: (key) => (['f', 'h'] as const).map((p) => this.#prefixRange(`${p}:${key.length}:${key}:`)),
-            all: [this.#prefixRange('f:'), this.#prefixRange('h:')],
-            marker: 'e:',
-            commit: (ops) => this.#committer.commit(ops),
-            onPass: options.onErase,
-          })
-        : undefined;
-    this.#committer = new GroupCommitter(db, options.sync ?? true, options.onCommit, (changes) => {
-      const totals = this.#totalsFor(changes);
-      const erase = this.#eraser?.prepare(changes);
-      if (!erase) return totals;
-      return {
-        ops: [...totals.ops, ...erase.ops],
-        undo: () => {
-          totals.undo();
-          erase.undo();
-        },
-        done: () => erase.done(),
-      };
+    return withinMs > 0
+      ? new Eraser({
+          db,
+          path: options.path,
+          withinMs,
+          maxKeys: options.eraseMaxKeys ?? 64,
+          // A key's entries and fragments: `h:<len>:<key>:` and `f:<len>:<key>:` (see #entryKey).
+          ranges: (key) => (['f', 'h'] as const).map((p) => this.#prefixRange(`${p}:${key.length}:${key}:`)),
+          all: [this.#prefixRange('f:'), this.#prefixRange('h:')],
+          marker: 'e:',
+          commit: (ops) => this.#committer.commit(ops),
+          onPass: options.onErase,
+        })
+      : undefined;
+  }
+
+  /** What the storage knows of its disk; see {@link DiskHealth}. */
+  get disk(): DiskHealth {
+    return this.#health;
+  }
+
+  /** The error a write gets while the disk is not `ok`, or `undefined`. */
+  #refusal(): StorageError | undefined {
+    switch (this.#health.state) {
+      case 'ok':
+        return this.#reopening ? new StorageError('STORAGE_FAILED', 'storage unavailable: reopening after the disk was full') : undefined;
+      case 'full':
+        return new StorageError('STORAGE_FAILED', 'storage unavailable: the disk is full; writes are refused until there is space again');
+      case 'failed':
+        return new StorageError(
+          'STORAGE_FAILED',
+          'storage unavailable: the disk failed (a write or fsync failed); the server must restart',
+        );
+    }
+  }
+
+  /** A LevelDB write failed: records what it says of the disk, and returns the error its callers get. */
+  #writeFailed(err: unknown): StorageError {
+    const kind = diskFailureOf(err);
+    if (kind) this.#enter(kind, err);
+    const message = (err as Error).message;
+    return new StorageError(
+      'STORAGE_FAILED',
+      kind === 'full'
+        ? 'storage unavailable: the disk is full; writes are refused until there is space again'
+        : kind === 'failed'
+          ? 'storage unavailable: the disk failed (a write or fsync failed); the server must restart'
+          : `LevelDB write failed: ${message}`,
+      { cause: err },
+    );
+  }
+
+  #enter(kind: 'full' | 'failed', err: unknown): void {
+    const now = this.#health.state;
+    // `failed` is final; a second `full` changes nothing.
+    if (now === 'failed' || now === kind) return;
+    this.#health = { state: kind, reason: (err as Error).message, since: Date.now() };
+    if (kind === 'full') this.#startProbing();
+    else this.#stopProbing();
+    this.#options.onDisk?.(this.#health, err);
+  }
+
+  #startProbing(): void {
+    if (this.#probe || this.#closed) return;
+    this.#probe = setInterval(() => {
+      this.#recovering ??= this.#tryRecover().finally(() => (this.#recovering = undefined));
+    }, this.#options.diskProbeMs ?? 5000);
+    this.#probe.unref();
+  }
+
+  #stopProbing(): void {
+    clearInterval(this.#probe);
+    this.#probe = undefined;
+  }
+
+  /**
+   * Once the filesystem has room again (statfs, then a probe file written and synced),
+   * closes the database and opens it again, then accepts writes. Safe because no write was
+   * acknowledged after the failed one (the log past it may be misaligned) and LevelDB's
+   * recovery writes the log's records to a table and syncs it: what the reopened database
+   * holds is durable. An open that fails for lack of space leaves it `full` (reads are
+   * refused until an open succeeds); any other failure makes it `failed`.
+   */
+  async #tryRecover(): Promise<void> {
+    if (this.#health.state !== 'full' || this.#closed) return;
+    if (!(await this.#hasRoom())) return;
+    this.#reopening = true;
+    try {
+      await this.#eraser?.close();
+      this.#eraser = undefined;
+      await this.#committer.idle();
+      if (this.#db.status === 'open') await this.#db.close();
+      if (this.#closed) return;
+      const db = this.#newDb();
+      try {
+        await db.open();
+        // As after the first open: CURRENT now names the new MANIFEST, by a rename LevelDB does not make durable.
+        await syncDirectory(this.#options.path);
+      } catch (err) {
+        const kind = diskFailureOf(err) ?? 'failed';
+        if (kind === 'failed') this.#enter('failed', err);
+        return;
+      }
+      this.#db = db;
+      this.#committer.use(db);
+      this.#eraser = this.#newEraser(db);
+      await this.#eraser?.load();
+      this.#stopProbing();
+      this.#health = { state: 'ok', reason: 'the disk has room again: storage reopened, writes accepted', since: Date.now() };
+      this.#options.onDisk?.(this.#health);
+    } finally {
+      this.#reopening = false;
+    }
+  }
+
+  /** Whether the data directory's filesystem has room for reopening, and takes a synced write. */
+  async #hasRoom(): Promise<boolean> {
+    const path = this.#options.path;
+    try {
+      const fs = await statfs(path);
+      const tuning = this.#options.leveldb ?? LEVELDB_TUNING;
+      if (fs.bavail * fs.bsize < (this.#options.diskProbeFreeBytes ?? tuning.writeBufferSize + 8 * 1024 * 1024)) return false;
+      // statfs knows nothing of quotas (or of a failure injected into writes): try one.
+      const file = join(path, 'powerstore-disk-probe');
+      const handle = await openFile(file, 'w');
+      try {
+        await handle.write(new Uint8Array(1024 * 1024));
+        await handle.sync();
+      } finally {
+        await handle.close();
+        await unlink(file);
+      }
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  #newDb(): ClassicLevel<string, Uint8Array> {
+    return new ClassicLevel<string, Uint8Array>(this.#options.path, {
+      keyEncoding: 'utf8',
+      valueEncoding: 'view',
+      ...(this.#options.leveldb ?? LEVELDB_TUNING),
     });
+  }
+
+  /** A direct (not group-committed) write: refused while the disk is not `ok`, its failure recorded like a batch's. */
+  async #write(write: () => Promise<void>): Promise<void> {
+    const refused = this.#refusal();
+    if (refused) throw refused;
+    try {
+      await write();
+    } catch (err) {
+      throw this.#writeFailed(err);
+    }
+  }
+
+  /**
+   * A read's failure as the caller gets it: damage LevelDB reports is `STORAGE_CORRUPT`
+   * (for `key`, when given); a failed file operation, or the database closed while a full
+   * storage reopens, is `STORAGE_FAILED` (the server answers `UNAVAILABLE`).
+   */
+  #readFailed(err: unknown, key?: string): unknown {
+    const where = key === undefined ? '' : `key ${JSON.stringify(key)}: `;
+    if (isLevelCorruption(err)) return new StorageError('STORAGE_CORRUPT', `${where}LevelDB: ${(err as Error).message}`, { cause: err });
+    const code = (err as { code?: unknown }).code;
+    if (diskFailureOf(err) || this.#reopening || code === 'LEVEL_DATABASE_NOT_OPEN' || this.#db.status !== 'open') {
+      return new StorageError('STORAGE_FAILED', `storage unavailable: ${where}LevelDB read failed: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+    return err;
   }
 
   /** The keys that start with `prefix`, as an inclusive range: `prefix` and `pastPrefix(prefix)` name no record. */
@@ -529,8 +780,9 @@ export class LevelStorage extends AbstractStorage {
   /** Writes (synced) the JSON marker `m:<name>`, or deletes it for `undefined`. */
   async setMarker(name: string, value: unknown): Promise<void> {
     if (RESERVED_MARKERS.has(name) || !/^[a-z][a-z0-9-]*$/.test(name)) throw new ServerError('CONFIG_INVALID', `marker name ${name}`);
-    if (value === undefined) await this.#db.del(`m:${name}`, { sync: true });
-    else await this.#db.put(`m:${name}`, json(value), { sync: true });
+    await this.#write(() =>
+      value === undefined ? this.#db.del(`m:${name}`, { sync: true }) : this.#db.put(`m:${name}`, json(value), { sync: true }),
+    );
   }
 
   /**
@@ -564,8 +816,7 @@ export class LevelStorage extends AbstractStorage {
           batch.push({ cursor: k, ...ref, fragmentLength });
         }
       } catch (err) {
-        if (isLevelCorruption(err)) throw new StorageError('STORAGE_CORRUPT', `LevelDB: ${(err as Error).message}`, { cause: err });
-        throw err;
+        throw this.#readFailed(err);
       }
       yield* batch;
       if (read < HISTORY_BATCH) return;
@@ -580,11 +831,11 @@ export class LevelStorage extends AbstractStorage {
   /** A LevelDB read, with damage it reports turned into `STORAGE_CORRUPT` for `key`. */
   async #read<T>(key: string, read: () => Promise<T>): Promise<T> {
     try {
+      if (this.#reopening) throw new StorageError('STORAGE_FAILED', 'storage unavailable: reopening after the disk was full');
       return await read();
     } catch (err) {
-      if (isLevelCorruption(err))
-        throw new StorageError('STORAGE_CORRUPT', `key ${JSON.stringify(key)}: LevelDB: ${(err as Error).message}`, { cause: err });
-      throw err;
+      if (err instanceof StorageError) throw err;
+      throw this.#readFailed(err, key);
     }
   }
 
@@ -605,10 +856,15 @@ export class LevelStorage extends AbstractStorage {
     // Strings are stored as UTF-8, whose byte order is `compareKeys`'s code point order.
     const range = compareKeys(after, prefix) >= 0 ? { gt: `k:${after}` } : { gte: `k:${prefix}` };
     const out: [string, KeyState][] = [];
-    for await (const [k, raw] of this.#db.iterator({ ...range, lt: 'k;', limit })) {
-      const key = k.slice(2);
-      if (!key.startsWith(prefix)) break;
-      out.push([key, this.#decodeState(key, raw)]);
+    try {
+      for await (const [k, raw] of this.#db.iterator({ ...range, lt: 'k;', limit })) {
+        const key = k.slice(2);
+        if (!key.startsWith(prefix)) break;
+        out.push([key, this.#decodeState(key, raw)]);
+      }
+    } catch (err) {
+      if (err instanceof StorageError) throw err;
+      throw this.#readFailed(err);
     }
     return out;
   }
@@ -668,6 +924,9 @@ export class LevelStorage extends AbstractStorage {
   }
 
   protected async commit(c: KeyChanges): Promise<void> {
+    // Refused before reading stripe names from a database that may be closed for reopening.
+    const refused = this.#refusal();
+    if (refused) throw refused;
     const ops: Put[] = [];
     for (const d of c.deletes) {
       for (const stripe of d.stripes ? [0, ...(await this.#storedStripes(c.key, d.ts))] : [0]) {
@@ -721,10 +980,13 @@ export class LevelStorage extends AbstractStorage {
   /** Records that the server is at key epoch `epoch` (durably, before it answers a request of it); never lowers it. */
   async recordKeyEpoch(epoch: number): Promise<void> {
     if (epoch <= (await this.keyEpoch())) return;
-    await this.#db.put('m:epoch', json(epoch), { sync: this.#sync });
+    await this.#write(() => this.#db.put('m:epoch', json(epoch), { sync: this.#sync }));
   }
 
   protected async closeBackend(): Promise<void> {
+    this.#closed = true;
+    this.#stopProbing();
+    await this.#recovering;
     await this.#eraser?.close();
     await this.#committer.idle();
     await this.#db.close();

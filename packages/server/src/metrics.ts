@@ -37,6 +37,8 @@ export interface ServerMetrics {
   readonly requests: Counter<'type'>;
   /** Rejected or failed input, by kind (an ERROR code in lower case, or a transport kind). */
   readonly errors: Counter<'kind'>;
+  /** Changes of the disk's state (`full`, `failed`, back to `ok`); refusals meanwhile count in `errors` as `unavailable`. */
+  readonly diskFailures: Counter<'state'>;
   /** Requests rejected as UNAUTHENTICATED (bad MAC or invalid candidate), by type. */
   readonly authRejected: Counter<'type'>;
   /** Candidates (in COMPLETE or FILTER) that failed `valid()`: forged or replayed. */
@@ -171,6 +173,12 @@ export function createMetrics(sources: MetricSources): ServerMetrics {
     registry,
     requests: new Counter({ name: 'powerstore_requests_total', help: 'Requests decoded, by type', labelNames: ['type'], registers }),
     errors: new Counter({ name: 'powerstore_errors_total', help: 'Rejected or failed input, by kind', labelNames: ['kind'], registers }),
+    diskFailures: new Counter({
+      name: 'powerstore_disk_state_changes_total',
+      help: 'Changes of the storage disk state: full (ENOSPC/EDQUOT), failed (EIO…, the server exits), ok (recovered from full)',
+      labelNames: ['state'],
+      registers,
+    }),
     authRejected: new Counter({
       name: 'powerstore_auth_rejected_total',
       help: 'Requests rejected as UNAUTHENTICATED or NOT_AUTHORIZED, by type',

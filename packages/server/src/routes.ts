@@ -34,6 +34,8 @@ export interface RouteContext {
   status?(): object;
   /** Catch-up's state (`rebuilding`, `caught-up`, …), shown by `/healthz` too, when self-healing runs. */
   catchUp?(): string | undefined;
+  /** The storage's disk (`level-storage.ts`): `/healthz` answers 503 unless it is `ok`. */
+  disk?(): { readonly state: 'ok' | 'full' | 'failed'; readonly reason?: string; readonly since: number };
 }
 
 /** The request listener for the HTTP (or HTTPS) server. */
@@ -43,12 +45,15 @@ export function httpRoutes(ctx: RouteContext): (req: IncomingMessage, res: Serve
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405, { allow: 'GET, HEAD' }).end();
     } else if (path === '/healthz') {
-      const ok = !ctx.shuttingDown();
+      const disk = ctx.disk?.();
+      const diskOk = !disk || disk.state === 'ok';
+      const ok = !ctx.shuttingDown() && diskOk;
       res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
       const catchUp = ctx.catchUp?.();
       res.end(
         JSON.stringify({
-          status: ok ? 'ok' : 'shutting-down',
+          status: ctx.shuttingDown() ? 'shutting-down' : diskOk ? 'ok' : `storage-${disk.state}`,
+          ...(diskOk ? {} : { storage: { state: disk.state, reason: disk.reason, since: new Date(disk.since).toISOString() } }),
           id: ctx.id,
           epoch: ctx.protocol.epoch,
           connections: ctx.connections(),

@@ -38,7 +38,7 @@ import { ListSlots, MemoryBudget } from './budgets.js';
 import { ClientConnection, type ConnectionHost } from './connection.js';
 import { FramePool } from './frame-pool.js';
 import { ServerError } from './errors.js';
-import { DEFAULT_ERASE_WITHIN_MS, LevelStorage } from './level-storage.js';
+import { DEFAULT_ERASE_WITHIN_MS, LevelStorage, type DiskHealth } from './level-storage.js';
 import { KnownVerifier } from './catalog.js';
 import { checkHealingOptions, protocolServer, startHealing, statusReport, type Healing, type HealingOptions } from './healing.js';
 import { FRAME_OVERHEAD_BYTES, resolveLimits, type ServerLimits } from './limits.js';
@@ -86,6 +86,17 @@ export interface StartServerOptions {
   readonly eraseWithinMs?: number;
   /** Self-healing (catch-up, rebuild, scrub; `healing.ts`); off when left out. The CLI's `start` turns it on. */
   readonly heal?: HealingOptions;
+  /**
+   * Called once when the disk failed for good (a LevelDB write, fsync or file creation
+   * failed with anything but ENOSPC/EDQUOT), after the fatal log line: the CLI exits
+   * (status 74) so a restart recovers from what is on disk. Without it the server stays up,
+   * refusing writes (`UNAVAILABLE`) and answering `/healthz` with 503.
+   */
+  readonly onStorageFailed?: (health: DiskHealth) => void;
+  /** How often a full disk is probed for room again (ms); see {@link LevelStorageOptions.diskProbeMs}. */
+  readonly diskProbeMs?: number;
+  /** See {@link LevelStorageOptions.diskProbeFreeBytes}. */
+  readonly diskProbeFreeBytes?: number;
 }
 
 /** A listening server. */
@@ -173,8 +184,28 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
           );
         } else log.debug({ seconds: pass.seconds, keys: pass.keys, scope }, 'erase pass');
       },
+      ...(options.diskProbeMs !== undefined ? { diskProbeMs: options.diskProbeMs } : {}),
+      ...(options.diskProbeFreeBytes !== undefined ? { diskProbeFreeBytes: options.diskProbeFreeBytes } : {}),
+      onDisk(health, error) {
+        // Logged once per change of state: requests refused meanwhile are counted, not logged.
+        metrics.diskFailures.inc({ state: health.state });
+        const dataDir = options.dataDir;
+        if (health.state === 'full') {
+          log.error(
+            { reason: health.reason, dataDir },
+            `disk full: refusing writes (UNAVAILABLE) and still serving reads; free space on the filesystem of ${dataDir}: the server reopens its storage by itself once there is room (checked every ${(options.diskProbeMs ?? 5000) / 1000} s)`,
+          );
+        } else if (health.state === 'failed') {
+          log.fatal(
+            { reason: health.reason, dataDir, err: error },
+            `storage failed: a LevelDB write, fsync or file creation on ${dataDir} failed. Nothing more is acknowledged; retrying a failed fsync can report lost data as durable, so ${options.onStorageFailed ? 'the server exits (status 74) and a restart recovers from what is on disk' : 'the server refuses writes until restarted'}. If it happens again, check the disk (dmesg, SMART) and replace it: the cluster rebuilds this server's data on an empty directory.`,
+          );
+          options.onStorageFailed?.(health);
+        } else log.warn({ reason: health.reason, dataDir }, 'disk has room again: storage reopened, writes accepted');
+      },
     }));
   opened.storage = store;
+  const diskHealth = (): DiskHealth => (store instanceof LevelStorage ? store.disk : { state: 'ok', since: 0 });
   // A server never goes back to an older key epoch: it would answer clients of a retired one.
   const epoch = currentEpoch(options.cluster.identity);
   if (store instanceof LevelStorage) {
@@ -288,7 +319,15 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
         metrics.errors.inc({ kind: r.error.toLowerCase() });
         if (r.type && (r.error === 'UNAUTHENTICATED' || r.error === 'NOT_AUTHORIZED')) metrics.authRejected.inc({ type: r.type });
       }
-      if (r.failure) log.error({ err: r.failure, type: r.type }, 'request failed');
+      if (r.failure && r.error === 'UNAVAILABLE') {
+        // A failed disk: logged once by the storage (onDisk), counted per request; reads
+        // failing on a disk that still takes writes are logged at most every 10 s.
+        const now = performance.now();
+        if (diskHealth().state === 'ok' && now - lastUnavailableLog > 10_000) {
+          lastUnavailableLog = now;
+          log.error({ err: r.failure, type: r.type }, 'request failed: storage unavailable (further ones for 10 s are only counted)');
+        }
+      } else if (r.failure) log.error({ err: r.failure, type: r.type }, 'request failed');
     }
     metrics.latency.observe({ type: label }, (performance.now() - started) / 1000);
     metrics.bytesOut.inc(out.length);
@@ -297,6 +336,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
 
   let http: HttpServer;
   let healing: Healing | undefined;
+  let lastUnavailableLog = -Infinity;
   const routes = httpRoutes({
     id: options.index + 1,
     storage: store,
@@ -308,6 +348,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     status: () =>
       statusReport({ id: options.index + 1, storage: store, healing, connections: connections.size, shuttingDown: closing !== undefined }),
     catchUp: () => healing?.status().catchUp.state,
+    disk: diskHealth,
   });
   try {
     http = options.tls ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, routes) : createHttpServer(routes);

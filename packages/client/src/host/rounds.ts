@@ -181,12 +181,16 @@ export class Round<F> {
    * honest: once `quorum` (n − t) other servers acknowledged the same request, a correct
    * server has no reason to refuse it (validity and shapes are the same at every correct
    * server), except for the STORE refusals above. A server whose storage fails
-   * (`INTERNAL`) while the quorum's does not is reported too: it is faulty.
+   * (`INTERNAL`) while the quorum's does not is reported too: it is faulty. One that says
+   * its disk failed (`UNAVAILABLE`) is not: it is as good as a server that did not answer.
    */
   refusalEvidence(server: number, reply: ErrorReply, quorum: number): string | undefined {
     const others = this.acked.size - (this.acked.has(server) ? 1 : 0);
     if (others < quorum || (this.request === 'STORE' && STORE_REFUSALS_EXCUSED.has(reply.code))) return undefined;
     if (EPOCH_REFUSALS.has(reply.code)) return undefined;
+    // Its disk failed (full, a failed write or fsync): a server that is down, not one that
+    // lies. From a Byzantine server it is only an answer withheld, which it may always do.
+    if (reply.code === 'UNAVAILABLE') return undefined;
     const message = reply.message.length > QUOTED_MESSAGE_CHARS ? `${reply.message.slice(0, QUOTED_MESSAGE_CHARS)}…` : reply.message;
     return `refused a ${this.request} that ${others} other servers accepted (${reply.code}: ${message})`;
   }

@@ -76,6 +76,13 @@ export const ERROR_CODE_NUMBERS = {
    * cluster file (its operator has not reloaded it yet). Nothing was done.
    */
   SERVER_OUTDATED: 20,
+  /**
+   * The server cannot serve the request now: its storage failed (a disk full, a write or
+   * fsync that failed). Nothing was stored. Clients treat it as a server that did not
+   * answer: not evidence of misbehaving (a Byzantine server sending it only withholds its
+   * answer, which it may always do). See the server's README, "Failing disks".
+   */
+  UNAVAILABLE: 21,
 } as const;
 
 /** One of the stable codes. */

@@ -272,7 +272,8 @@ export class Server {
    * Wire-level entry point, used by the production server and the simulator alike:
    * decodes a frame, handles it, encodes the reply. A frame that does not decode, or is
    * not a request, gets an ERROR frame (carrying the frame's key and opId when its header
-   * is readable); a storage failure gets an `INTERNAL` ERROR frame. Never rejects.
+   * is readable); a storage failure gets an `INTERNAL` ERROR frame, or `UNAVAILABLE` for a
+   * backend's `STORAGE_FAILED` (its disk failed; the message is the backend's). Never rejects.
    * `options.alloc` supplies the reply frame's memory (see `ByteWriter.finish`).
    */
   async handleFrame(
@@ -294,6 +295,11 @@ export class Server {
     try {
       return this.#frame(await this.handle(message), message.type, alloc);
     } catch (failure) {
+      // A backend whose disk failed (full, a failed write or fsync) says so with
+      // `STORAGE_FAILED`: the server is unavailable, not wrong, and clients must not blame it.
+      if (failure instanceof StorageError && failure.code === 'STORAGE_FAILED') {
+        return { ...this.#frame(errorReply(message, 'UNAVAILABLE', failure.message), message.type, alloc), failure };
+      }
       return { ...this.#frame(errorReply(message, 'INTERNAL', 'the server could not complete the request'), message.type, alloc), failure };
     }
   }
