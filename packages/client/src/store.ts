@@ -339,6 +339,8 @@ export class PowerStore implements Store {
   }
 
   #statusChanged(): void {
+    // A connection can fail while the constructor is still making the host.
+    (this.#host as OperationHost | undefined)?.linksChanged();
     this.#parts.onServerStatus?.(this.servers());
   }
 }

@@ -151,9 +151,13 @@ export class OperationHost {
     return new Promise((resolve, reject) => {
       const need = quorum(this.#config);
       const check = () => {
-        if (this.#links.filter((c) => c.state === 'open').length < need) return;
-        done();
-        resolve();
+        if (this.#links.filter((c) => c.state === 'open').length >= need) {
+          done();
+          resolve();
+        } else if (this.#links.filter((_, i) => !this.#refused(i)).length < need) {
+          done();
+          reject(unreachable(this.#config, this.#links, need, undefined, 'connecting'));
+        }
       };
       const stopTimer = this.#clock.setTimer(timeoutMs, () => {
         done();
@@ -228,11 +232,37 @@ export class OperationHost {
       const onAbort = () => flight.fail(new PowerStoreError('ABORTED', 'the operation was aborted', { cause: signal?.reason }));
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#inFlight.set(opId, flight);
+      if (this.#hopeless(flight)) return onTimeout();
       this.#chain(
         flight,
         op.start().then((step) => this.#apply(flight, step)),
       );
     });
+  }
+
+  /**
+   * A link changed state. Servers that refuse connections outright (nothing listens at
+   * their address) will not answer before the timeout unless they restart, so once too
+   * many refuse for a quorum, `connect` and the operations in flight fail at once, naming
+   * them, instead of waiting out their timeout. (Browsers hide why a connection failed,
+   * so there they wait.)
+   */
+  linksChanged(): void {
+    for (const check of [...this.#quorumWaiters]) check();
+    for (const flight of [...this.#inFlight.values()])
+      if (this.#hopeless(flight)) flight.fail(unreachable(this.#config, this.#links, quorum(this.#config), flight.round, 'timed out'));
+  }
+
+  /** Server `i`'s connection is down because the server refused it. */
+  #refused(i: number): boolean {
+    const link = this.#links[i]!;
+    return link.state !== 'open' && link.status().lastError === 'refused';
+  }
+
+  /** Whether `flight`'s round can no longer gather a quorum: too many servers refuse connections, counting those that acknowledged it. */
+  #hopeless(flight: InFlight): boolean {
+    const possible = this.#links.filter((_, i) => flight.round?.acked.has(i) || !this.#refused(i)).length;
+    return possible < quorum(this.#config);
   }
 
   /** A frame arrived from server `index`. */
