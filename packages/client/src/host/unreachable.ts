@@ -26,7 +26,8 @@ export function unreachable(
     const oversized = round?.oversized.get(i);
     if (refusal) reasons.push(`${name} rejected (${refusal.code}: ${refusal.message})`);
     else if (oversized) reasons.push(`${name} ${oversized}`);
-    else if (c.state !== 'open') reasons.push(`${name} ${c.status().lastError ?? 'not connected'}`);
+    else if (c.state !== 'open')
+      reasons.push(`${name} ${c.status().lastError ?? (c.state === 'connecting' ? 'connecting' : 'not connected')}`);
     else reasons.push(`${name} ${pending}`);
   });
   return new PowerStoreError('QUORUM_UNREACHABLE', `need ${need} of ${config.n} servers, ${reachable} reachable: ${reasons.join(', ')}`);
