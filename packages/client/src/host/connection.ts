@@ -65,6 +65,7 @@ export class ServerConnection implements Link {
   /** Its `bufferedAmount` then: a queue that drains is a sign of life too. */
   #buffered = 0;
   #watchdog: ReturnType<typeof setTimeout> | undefined;
+  #refusals = 0;
 
   constructor(index: number, url: string, maxFrameBytes: number, events: ConnectionEvents, liveness: Liveness = DEFAULT_LIVENESS) {
     this.index = index;
@@ -77,6 +78,10 @@ export class ServerConnection implements Link {
 
   get state(): ServerState {
     return this.#state;
+  }
+
+  get refusals(): number {
+    return this.#refusals;
   }
 
   /** Bytes queued to this server and not yet sent. */
@@ -156,7 +161,9 @@ export class ServerConnection implements Link {
             this.#events.onFrame(this.index, frame);
           },
           onError: (reason) => {
-            if (this.#socket === socket) this.#lastError = reason;
+            if (this.#socket !== socket) return;
+            this.#lastError = reason;
+            if (reason === 'refused') this.#refusals++;
           },
           onOversized: (bytes, head) => {
             if (this.#socket !== socket) return;

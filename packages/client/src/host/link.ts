@@ -41,6 +41,11 @@ export interface Link {
    * when the link opens again.
    */
   send(frame: Uint8Array, highWaterBytes: number): boolean;
+  /**
+   * Connection attempts the server refused outright (nothing listening at its address) so
+   * far; absent where that cannot be told (browsers say only that a connection failed).
+   */
+  readonly refusals?: number;
   /** Evidence against the server, for status displays. */
   markMisbehaving(reason: string): void;
   noteRoundTrip(ms: number): void;

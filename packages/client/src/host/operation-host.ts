@@ -89,6 +89,8 @@ interface InFlight {
   stopProgress: CancelTimer | undefined;
   /** A read's wait for the servers it asked for fragments, or a listing's for more answers (see `stalled` of either). */
   stopFragmentTimer: CancelTimer | undefined;
+  /** Each link's refused connection attempts when the operation started (see {@link OperationHost.linksChanged}). */
+  readonly refusals: readonly number[];
   finish(result: unknown): void;
   fail(error: unknown): void;
 }
@@ -150,11 +152,12 @@ export class OperationHost {
   waitForQuorum(timeoutMs: number, signal: AbortSignal | undefined): Promise<void> {
     return new Promise((resolve, reject) => {
       const need = quorum(this.#config);
+      const since = this.#refusals();
       const check = () => {
         if (this.#links.filter((c) => c.state === 'open').length >= need) {
           done();
           resolve();
-        } else if (this.#links.filter((_, i) => !this.#refused(i)).length < need) {
+        } else if (this.#links.filter((_, i) => !this.#refusedSince(i, since)).length < need) {
           done();
           reject(unreachable(this.#config, this.#links, need, undefined, 'connecting'));
         }
@@ -214,6 +217,7 @@ export class OperationHost {
             }
           : undefined,
         stopFragmentTimer: undefined,
+        refusals: this.#refusals(),
         finish: (r) => {
           if (ended) return;
           ended = true;
@@ -232,7 +236,6 @@ export class OperationHost {
       const onAbort = () => flight.fail(new PowerStoreError('ABORTED', 'the operation was aborted', { cause: signal?.reason }));
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#inFlight.set(opId, flight);
-      if (this.#hopeless(flight)) return onTimeout();
       this.#chain(
         flight,
         op.start().then((step) => this.#apply(flight, step)),
@@ -243,9 +246,10 @@ export class OperationHost {
   /**
    * A link changed state. Servers that refuse connections outright (nothing listens at
    * their address) will not answer before the timeout unless they restart, so once too
-   * many refuse for a quorum, `connect` and the operations in flight fail at once, naming
-   * them, instead of waiting out their timeout. (Browsers hide why a connection failed,
-   * so there they wait.)
+   * many have refused since an operation (or `connect`) began for a quorum to form, it
+   * fails at once, naming them, instead of waiting out its timeout. Only refusals after
+   * it began count: a server refused while it restarted, and listening again by now, gets
+   * its next attempt first. (Browsers hide why a connection failed, so there they wait.)
    */
   linksChanged(): void {
     for (const check of [...this.#quorumWaiters]) check();
@@ -253,15 +257,19 @@ export class OperationHost {
       if (this.#hopeless(flight)) flight.fail(unreachable(this.#config, this.#links, quorum(this.#config), flight.round, 'timed out'));
   }
 
-  /** Server `i`'s connection is down because the server refused it. */
-  #refused(i: number): boolean {
-    const link = this.#links[i]!;
-    return link.state !== 'open' && link.status().lastError === 'refused';
+  #refusals(): number[] {
+    return this.#links.map((l) => l.refusals ?? 0);
   }
 
-  /** Whether `flight`'s round can no longer gather a quorum: too many servers refuse connections, counting those that acknowledged it. */
+  /** Server `i`'s connection is down, and the server refused an attempt since `since` was taken. */
+  #refusedSince(i: number, since: readonly number[]): boolean {
+    const link = this.#links[i]!;
+    return link.state !== 'open' && (link.refusals ?? 0) > since[i]!;
+  }
+
+  /** Whether `flight`'s round can no longer gather a quorum: too many servers refused connections since it began (those that acknowledged it count). */
   #hopeless(flight: InFlight): boolean {
-    const possible = this.#links.filter((_, i) => flight.round?.acked.has(i) || !this.#refused(i)).length;
+    const possible = this.#links.filter((_, i) => flight.round?.acked.has(i) || !this.#refusedSince(i, flight.refusals)).length;
     return possible < quorum(this.#config);
   }
 
