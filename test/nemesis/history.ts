@@ -73,14 +73,16 @@ export const KNOWN_ISSUES: readonly {
     name: 'putStream-superseded',
     description:
       'a putStream overtaken by newer writes of its key (overlapping it) whose history the servers collected while its stripes ' +
-      'were uploading fails with REJECTED (SUPERSEDED at t + 1 servers): a streamed write cannot take a fresh timestamp, its ' +
+      'were uploading fails with REJECTED (SUPERSEDED at some servers, and STRIPES_MISSING at servers that missed some of its ' +
+      'stripes while they were faulty: together more than t): a streamed write cannot take a fresh timestamp, its ' +
       'stripes were read from the source and are gone; the protocol allows it (the simulator allows the same failure, allowedFailure)',
     matches: (op, ops) => {
       if (op.kind !== 'putStream' || op.outcome !== 'REJECTED') return false;
       const codes = [...(op.error ?? '').matchAll(/s\d+: ([A-Z_]+) \(/g)].map((m) => m[1]);
       return (
-        codes.length > 0 &&
-        codes.every((c) => c === 'SUPERSEDED') &&
+        // At least one SUPERSEDED: a stream refused as incomplete alone is a finding.
+        codes.includes('SUPERSEDED') &&
+        codes.every((c) => c === 'SUPERSEDED' || c === 'STRIPES_MISSING') &&
         ops.some((w) => w !== op && w.kind !== 'get' && w.key === op.key && w.call < op.ret! && (w.ret === undefined || w.ret > op.call))
       );
     },

@@ -149,6 +149,21 @@ describe('history checks', () => {
         outcome: 'REJECTED',
         error: '2 servers refused: s4: SUPERSEDED (…); s1: SUPERSEDED (…)',
       });
+    // Seed 123, t = 2: SUPERSEDED where the history was collected, STRIPES_MISSING where
+    // servers faulty during the upload missed a stripe; together more than t.
+    const mixed = checkHistory([
+      op({
+        kind: 'putStream',
+        written: 'c1.9',
+        call: 10,
+        ret: 20,
+        outcome: 'REJECTED',
+        error: '3 servers refused, for different reasons: s6: STRIPES_MISSING (…); s5: STRIPES_MISSING (…); s7: SUPERSEDED (…)',
+      }),
+      op({ kind: 'put', written: 'c2.1', call: 11, ret: 15, client: 'c2' }),
+    ]);
+    expect(mixed.violations).toEqual([]);
+    expect(mixed.known).toEqual({ 'putStream-superseded': 1 });
     const overwritten = checkHistory([superseded(), op({ kind: 'put', written: 'c2.1', call: 11, ret: 15, client: 'c2' })]);
     expect(overwritten.violations).toEqual([]);
     expect(overwritten.known).toEqual({ 'putStream-superseded': 1 });
