@@ -123,15 +123,9 @@ describe('history checks', () => {
   });
 
   it('count a known issue only under its condition', () => {
-    const refused = () =>
-      op({
-        kind: 'putStream',
-        written: 'c1.9',
-        call: 10,
-        ret: 20,
-        outcome: 'REJECTED',
-        error: '2 servers refused: s1: STRIPES_MISSING (…)',
-      });
+    /** A putStream (10–20) refused with `error`. */
+    const streamRefused = (error: string) => op({ kind: 'putStream', written: 'c1.9', call: 10, ret: 20, outcome: 'REJECTED', error });
+    const refused = () => streamRefused('2 servers refused: s1: STRIPES_MISSING (…)');
     // Was a known issue (servers erased an upload's stripes below a delete at once): fixed, so
     // it fails a run again, overlapping delete or not.
     const overtaken = checkHistory([refused(), op({ kind: 'delete', written: null, call: 11, ret: 15, client: 'c2' })]);
@@ -140,26 +134,11 @@ describe('history checks', () => {
     expect(unexplained.violations.some((x) => x.startsWith('unexpected error') && x.includes('STRIPES_MISSING'))).toBe(true);
 
     // A stream overtaken by newer writes whose history was collected (a CI run met it, seed 43).
-    const superseded = () =>
-      op({
-        kind: 'putStream',
-        written: 'c1.9',
-        call: 10,
-        ret: 20,
-        outcome: 'REJECTED',
-        error: '2 servers refused: s4: SUPERSEDED (…); s1: SUPERSEDED (…)',
-      });
+    const superseded = () => streamRefused('2 servers refused: s4: SUPERSEDED (…); s1: SUPERSEDED (…)');
     // Seed 123, t = 2: SUPERSEDED where the history was collected, STRIPES_MISSING where
     // servers faulty during the upload missed a stripe; together more than t.
     const mixed = checkHistory([
-      op({
-        kind: 'putStream',
-        written: 'c1.9',
-        call: 10,
-        ret: 20,
-        outcome: 'REJECTED',
-        error: '3 servers refused, for different reasons: s6: STRIPES_MISSING (…); s5: STRIPES_MISSING (…); s7: SUPERSEDED (…)',
-      }),
+      streamRefused('3 servers refused, for different reasons: s6: STRIPES_MISSING (…); s5: STRIPES_MISSING (…); s7: SUPERSEDED (…)'),
       op({ kind: 'put', written: 'c2.1', call: 11, ret: 15, client: 'c2' }),
     ]);
     expect(mixed.violations).toEqual([]);

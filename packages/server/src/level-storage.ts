@@ -152,6 +152,13 @@ export function diskFailureOf(err: unknown): 'full' | 'failed' | undefined {
   return undefined;
 }
 
+/** What a refused request is told while the disk is not `ok` ({@link DiskHealth}), or while a full storage reopens. */
+const UNAVAILABLE_BECAUSE = {
+  full: 'storage unavailable: the disk is full; writes are refused until there is space again',
+  failed: 'storage unavailable: the disk failed (a write or fsync failed); the server must restart',
+  reopening: 'storage unavailable: reopening after the disk was full',
+} as const;
+
 /** Default bound on erasing collected records from the files: 60 s. */
 export const DEFAULT_ERASE_WITHIN_MS = 60_000;
 
@@ -417,33 +424,17 @@ export class LevelStorage extends AbstractStorage {
 
   /** The error a write gets while the disk is not `ok`, or `undefined`. */
   #refusal(): StorageError | undefined {
-    switch (this.#health.state) {
-      case 'ok':
-        return this.#reopening ? new StorageError('STORAGE_FAILED', 'storage unavailable: reopening after the disk was full') : undefined;
-      case 'full':
-        return new StorageError('STORAGE_FAILED', 'storage unavailable: the disk is full; writes are refused until there is space again');
-      case 'failed':
-        return new StorageError(
-          'STORAGE_FAILED',
-          'storage unavailable: the disk failed (a write or fsync failed); the server must restart',
-        );
-    }
+    if (this.#health.state !== 'ok') return new StorageError('STORAGE_FAILED', UNAVAILABLE_BECAUSE[this.#health.state]);
+    return this.#reopening ? new StorageError('STORAGE_FAILED', UNAVAILABLE_BECAUSE.reopening) : undefined;
   }
 
   /** A LevelDB write failed: records what it says of the disk, and returns the error its callers get. */
   #writeFailed(err: unknown): StorageError {
     const kind = diskFailureOf(err);
     if (kind) this.#enter(kind, err);
-    const message = (err as Error).message;
-    return new StorageError(
-      'STORAGE_FAILED',
-      kind === 'full'
-        ? 'storage unavailable: the disk is full; writes are refused until there is space again'
-        : kind === 'failed'
-          ? 'storage unavailable: the disk failed (a write or fsync failed); the server must restart'
-          : `LevelDB write failed: ${message}`,
-      { cause: err },
-    );
+    return new StorageError('STORAGE_FAILED', kind ? UNAVAILABLE_BECAUSE[kind] : `LevelDB write failed: ${(err as Error).message}`, {
+      cause: err,
+    });
   }
 
   #enter(kind: 'full' | 'failed', err: unknown): void {
@@ -831,7 +822,7 @@ export class LevelStorage extends AbstractStorage {
   /** A LevelDB read, with damage it reports turned into `STORAGE_CORRUPT` for `key`. */
   async #read<T>(key: string, read: () => Promise<T>): Promise<T> {
     try {
-      if (this.#reopening) throw new StorageError('STORAGE_FAILED', 'storage unavailable: reopening after the disk was full');
+      if (this.#reopening) throw new StorageError('STORAGE_FAILED', UNAVAILABLE_BECAUSE.reopening);
       return await read();
     } catch (err) {
       if (err instanceof StorageError) throw err;

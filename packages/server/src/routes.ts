@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import type { Server } from '@powerstore/protocol';
 import type { ServerStorage } from '@powerstore/protocol';
 import type { ServerMetrics } from './metrics.js';
+import type { DiskHealth } from './level-storage.js';
 
 /** What `GET /usage` answers: every owner's bytes and keys on this server, with its quota. */
 export interface UsageReport {
@@ -35,7 +36,7 @@ export interface RouteContext {
   /** Catch-up's state (`rebuilding`, `caught-up`, …), shown by `/healthz` too, when self-healing runs. */
   catchUp?(): string | undefined;
   /** The storage's disk (`level-storage.ts`): `/healthz` answers 503 unless it is `ok`. */
-  disk?(): { readonly state: 'ok' | 'full' | 'failed'; readonly reason?: string; readonly since: number };
+  disk?(): DiskHealth;
 }
 
 /** The request listener for the HTTP (or HTTPS) server. */

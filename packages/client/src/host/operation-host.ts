@@ -157,7 +157,7 @@ export class OperationHost {
         if (this.#links.filter((c) => c.state === 'open').length >= need) {
           done();
           resolve();
-        } else if (this.#links.filter((_, i) => !this.#refusedSince(i, since)).length < need) {
+        } else if (!this.#canGather(since)) {
           done();
           reject(unreachable(this.#config, this.#links, need, undefined, 'connecting'));
         }
@@ -261,16 +261,18 @@ export class OperationHost {
     return this.#links.map((l) => l.refusals ?? 0);
   }
 
-  /** Server `i`'s connection is down, and the server refused an attempt since `since` was taken. */
-  #refusedSince(i: number, since: readonly number[]): boolean {
-    const link = this.#links[i]!;
-    return link.state !== 'open' && (link.refusals ?? 0) > since[i]!;
+  /**
+   * Whether a quorum can still be gathered: too few servers refused connections since the
+   * refusal counts `since` were taken (those in `acked` already answered, and count).
+   */
+  #canGather(since: readonly number[], acked?: ReadonlySet<number>): boolean {
+    const refused = (link: Link, i: number) => link.state !== 'open' && (link.refusals ?? 0) > since[i]!;
+    return this.#links.filter((link, i) => acked?.has(i) || !refused(link, i)).length >= quorum(this.#config);
   }
 
-  /** Whether `flight`'s round can no longer gather a quorum: too many servers refused connections since it began (those that acknowledged it count). */
+  /** Whether `flight`'s round can no longer gather a quorum. */
   #hopeless(flight: InFlight): boolean {
-    const possible = this.#links.filter((_, i) => flight.round?.acked.has(i) || !this.#refusedSince(i, flight.refusals)).length;
-    return possible < quorum(this.#config);
+    return !this.#canGather(flight.refusals, flight.round?.acked);
   }
 
   /** A frame arrived from server `index`. */
