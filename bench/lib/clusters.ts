@@ -200,12 +200,8 @@ export async function createPowerStore(t: number, net: Network, options: PowerSt
         options.logLevel ?? 'warn',
       ];
       if (!options.fsync) args.push('--unsafe-no-fsync');
-      const wrap = options.wrap ?? [];
-      const child = track(
-        wrap.length > 0
-          ? net.spawn(hosts[id - 1]!, wrap[0]!, [...wrap.slice(1), process.execPath, ...args], { stdio: ['ignore', log, log] })
-          : net.spawn(hosts[id - 1]!, process.execPath, args, { stdio: ['ignore', log, log] }),
-      );
+      const [command, ...prefix] = [...(options.wrap ?? []), process.execPath];
+      const child = track(net.spawn(hosts[id - 1]!, command, [...prefix, ...args], { stdio: ['ignore', log, log] }));
       closeSync(log);
       procs.set(id, child);
       await waitHealthy(`${urls[id - 1]!.replace(/^ws/, 'http')}/healthz`, child, `powerstore server ${id} (log in ${dir})`);

@@ -142,10 +142,11 @@ export class CliCluster {
   async start(id: number, extraArgs: readonly string[] = [], wrap: readonly string[] = []): Promise<ChildProcess> {
     if (this.#procs.has(id)) throw new Error(`server ${id} is running`);
     const log = openSync(join(this.dir, `server-${id}.log`), 'a');
+    const [command, ...prefix] = [...wrap, process.execPath];
     const child = spawn(
-      wrap[0] ?? process.execPath,
+      command,
       [
-        ...(wrap.length > 0 ? [...wrap.slice(1), process.execPath] : []),
+        ...prefix,
         CLI,
         'start',
         '--config',
