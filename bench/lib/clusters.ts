@@ -127,6 +127,8 @@ export interface PowerStoreOptions {
   readonly dir?: string;
   /** A command every server runs under, which execs it (the nemesis's `['fiu-run', '-x']`, `test/fiu.ts`). */
   readonly wrap?: readonly string[];
+  /** More `powerstore-server start` flags for every server (the nemesis's `--heal-interval-ms`). */
+  readonly args?: readonly string[];
 }
 
 /**
@@ -200,6 +202,7 @@ export async function createPowerStore(t: number, net: Network, options: PowerSt
         options.logLevel ?? 'warn',
       ];
       if (!options.fsync) args.push('--unsafe-no-fsync');
+      args.push(...(options.args ?? []));
       const [command, ...prefix] = [...(options.wrap ?? []), process.execPath];
       const child = track(net.spawn(hosts[id - 1]!, command, [...prefix, ...args], { stdio: ['ignore', log, log] }));
       closeSync(log);

@@ -19,8 +19,9 @@
  *   Linearizability implies it; the check of its own names the write that was lost.
  */
 import { checkLinearizable, type RegisterOp } from '../lincheck/lincheck.js';
+import { STRIPE_BYTES } from './messages.js';
 
-export type OpKind = 'put' | 'putStream' | 'delete' | 'get';
+export type OpKind = 'put' | 'putStream' | 'delete' | 'get' | 'list';
 
 /** One client operation as the nemesis recorded it. Times are milliseconds since the run began, on one clock for all processes. */
 export interface NemesisOp {
@@ -46,9 +47,13 @@ export interface NemesisOp {
   intact?: boolean;
   /** One of the reads every client makes of every key after healing. */
   final?: boolean;
+  /** Lists that returned: the keys listed (without the clients' common prefix), with the size the servers store. */
+  listed?: readonly { readonly key: string; readonly size?: number }[];
+  /** Lists that returned a page with a cursor: the last key it covers (without the prefix); keys after it are on later pages. */
+  cursor?: string;
 }
 
-export const isWrite = (op: NemesisOp): boolean => op.kind !== 'get';
+export const isWrite = (op: NemesisOp): boolean => op.kind === 'put' || op.kind === 'putStream' || op.kind === 'delete';
 
 /** Errors the faults may cause an operation without anything being wrong. */
 const EXPECTED_ERRORS: Readonly<Record<OpKind, readonly string[]>> = {
@@ -56,6 +61,7 @@ const EXPECTED_ERRORS: Readonly<Record<OpKind, readonly string[]>> = {
   putStream: ['QUORUM_UNREACHABLE'],
   delete: ['QUORUM_UNREACHABLE'],
   get: ['QUORUM_UNREACHABLE', 'VALUE_CHANGED'],
+  list: ['QUORUM_UNREACHABLE'],
 };
 
 /**
@@ -83,7 +89,7 @@ export const KNOWN_ISSUES: readonly {
         // At least one SUPERSEDED: a stream refused as incomplete alone is a finding.
         codes.includes('SUPERSEDED') &&
         codes.every((c) => c === 'SUPERSEDED' || c === 'STRIPES_MISSING') &&
-        ops.some((w) => w !== op && w.kind !== 'get' && w.key === op.key && w.call < op.ret! && (w.ret === undefined || w.ret > op.call))
+        ops.some((w) => w !== op && isWrite(w) && w.key === op.key && w.call < op.ret! && (w.ret === undefined || w.ret > op.call))
       );
     },
   },
@@ -96,7 +102,7 @@ export const KNOWN_ISSUES: readonly {
  * coincide on the clock count as concurrent, never as ordered.
  */
 export function registerHistory(ops: readonly NemesisOp[]): RegisterOp[] {
-  const kept = ops.filter((op) => isWrite(op) || (op.outcome === 'ok' && op.ret !== undefined));
+  const kept = ops.filter((op) => isWrite(op) || (op.kind === 'get' && op.outcome === 'ok' && op.ret !== undefined));
   const events: { time: number; isCall: boolean; i: number }[] = [];
   kept.forEach((op, i) => {
     events.push({ time: op.call, isCall: true, i });
@@ -163,6 +169,7 @@ export function checkHistory(ops: readonly NemesisOp[]): HistoryVerdict {
   const lin = checkLinearizable(registers);
   for (const k of lin.keys) if (!k.ok) violations.push(`not linearizable: key ${k.key} (${k.ops} operations)`);
   violations.push(...lostWrites(ops));
+  violations.push(...listViolations(ops));
   return { violations, outcomes, registers, known, explored: lin.keys.reduce((a, k) => a + k.explored, 0) };
 }
 
@@ -197,6 +204,64 @@ export function lostWrites(ops: readonly NemesisOp[]): string[] {
     out.push(
       `acknowledged write lost: ${r.client}'s final read of ${r.key} returned ${value ?? '(absent)'}, but ${lost.client}#${lost.seq} ${lost.kind} ${lost.written ?? '(delete)'}, invoked after every write of that value returned and acknowledged at ${lost.ret!.toFixed(0)} ms, came before the read`,
     );
+  }
+  return out;
+}
+
+/** Bytes of envelope the servers store per stripe of a value under a namespace (encrypted). */
+const ENVELOPE_BYTES = 64;
+
+/** Bytes the servers store, and a list reports, for a value of `bytes` the nemesis's clients wrote: one envelope per stripe of {@link STRIPE_BYTES}. */
+export const storedBytes = (bytes: number): number => bytes + Math.max(1, Math.ceil(bytes / STRIPE_BYTES)) * ENVELOPE_BYTES;
+
+/**
+ * The checks on lists (each key's presence in a listing taken as a read of that key, the
+ * simulator's list checks and one more):
+ * - no invented key: every key listed had a value write invoked before the list returned,
+ *   with the size one of them stores;
+ * - no hidden key: a key whose value write completed before the list began, and that no
+ *   delete could have removed (none invoked before the list returned), is listed (if the
+ *   page covers it);
+ * - no deleted key listed: a key whose delete completed before the list began is listed
+ *   only if a value write could have followed the delete (one invoked before the list
+ *   returned, that did not complete before the delete began, or that may have taken effect
+ *   late: it did not return ok).
+ */
+export function listViolations(ops: readonly NemesisOp[]): string[] {
+  const out: string[] = [];
+  const writesOf = new Map<string, NemesisOp[]>();
+  for (const op of ops) if (isWrite(op)) writesOf.set(op.key, [...(writesOf.get(op.key) ?? []), op]);
+  for (const l of ops) {
+    if (l.kind !== 'list' || l.outcome !== 'ok' || l.ret === undefined || !l.listed) continue;
+    const name = `${l.client}#${l.seq} list`;
+    for (const k of l.listed) {
+      const writes = writesOf.get(k.key) ?? [];
+      const values = writes.filter((w) => w.written && w.call < l.ret!);
+      if (values.length === 0) {
+        out.push(`list of a key never written: ${name} listed ${k.key}, which no value write invoked before the list returned`);
+        continue;
+      }
+      if (k.size !== undefined && !values.some((w) => storedBytes(w.bytes!) === k.size))
+        out.push(
+          `list validity: ${name} listed ${k.key} with ${k.size} bytes stored, which no write of it invoked before the list returned stores`,
+        );
+      const after = (d: NemesisOp) => values.some((w) => w.outcome !== 'ok' || w.ret! > d.call);
+      const gone = writes.find((d) => d.written === null && d.outcome === 'ok' && d.ret! < l.call && !after(d));
+      if (gone)
+        out.push(
+          `list showed a deleted key: ${name} listed ${k.key}, deleted by ${gone.client}#${gone.seq} before the list began, and no value write could have followed that delete`,
+        );
+    }
+    const listed = new Set(l.listed.map((k) => k.key));
+    for (const [key, writes] of writesOf) {
+      if (listed.has(key) || (l.cursor !== undefined && key > l.cursor)) continue;
+      const completed = writes.find((w) => w.written && w.outcome === 'ok' && w.ret! < l.call);
+      const deleteMayCount = writes.some((w) => w.written === null && w.call < l.ret!);
+      if (completed && !deleteMayCount)
+        out.push(
+          `list hid a key: ${name} left out ${key}, whose write ${completed.client}#${completed.seq} completed before it began, and no delete of it was invoked before it returned`,
+        );
+    }
   }
   return out;
 }

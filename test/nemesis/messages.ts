@@ -24,7 +24,8 @@ export interface WorkerConfig {
 export type ParentMessage = WorkerConfig | { readonly type: 'stop' } | { readonly type: 'final' } | { readonly type: 'exit' };
 
 export type WorkerMessage =
-  | { readonly type: 'ready' }
+  /** Connected; `namespace` is the identity's, which the clients' keys are under. */
+  | { readonly type: 'ready'; readonly namespace: string }
   | {
       readonly type: 'invoke';
       readonly seq: number;
@@ -44,12 +45,17 @@ export type WorkerMessage =
       readonly error?: string;
       readonly read?: string | null;
       readonly intact?: boolean;
+      readonly listed?: readonly { readonly key: string; readonly size?: number }[];
+      readonly cursor?: string;
     }
   /** The client caught a server misbehaving (a correct one never should be). */
   | { readonly type: 'blamed'; readonly server: number; readonly reason: string }
   | { readonly type: 'stopped' }
   | { readonly type: 'final-done' }
   | { readonly type: 'failed'; readonly error: string };
+
+/** The name a client's key `key` has in the store, under the identity's namespace. */
+export const nemesisKey = (namespace: string, key: string): string => `${namespace}nemesis/${key}`;
 
 /** Smallest stripe the protocol allows: striped values of a few stripes stay small. */
 export const STRIPE_BYTES = 64 * 1024;

@@ -10,7 +10,7 @@
  * and kept when it fails.
  */
 import type { ChildProcess } from 'node:child_process';
-import { appendFileSync, closeSync, cpSync, mkdirSync, mkdtempSync, openSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createPowerStore, ROOT, track, TSX_EXEC_ARGV, type PowerStoreCluster } from '../../bench/lib/clusters.js';
@@ -19,9 +19,20 @@ import { FIU_RUN, FSYNC_EIO, failDisk, fiuMissing, healDisk } from '../fiu.js';
 import { goAvailable, runPorcupine, writeHistory } from '../porcupine/porcupine.js';
 import { Prng } from '../sim/prng.js';
 import { checkHistory, type NemesisOp, type OpKind } from './history.js';
-import { describeFault, drawBootPowerLoss, drawSchedule, faultyServer, type Fault, type FaultKind, type PlannedFault } from './schedule.js';
+import {
+  describeFault,
+  drawBootPowerLoss,
+  drawSchedule,
+  faultyServer,
+  LAZYFS_KINDS,
+  type Fault,
+  type FaultKind,
+  type PlannedFault,
+} from './schedule.js';
 import { LazyFs, lazyfsUnavailable } from './lazyfs.js';
-import type { ParentMessage, WorkerConfig, WorkerMessage } from './messages.js';
+import { nemesisKey, type ParentMessage, type WorkerConfig, type WorkerMessage } from './messages.js';
+import { compareTimestamps, toHex, type Candidate } from '@powerstore/protocol';
+import { collectLc, holdsEveryStripe, type ServerRef } from '../server/harness.js';
 
 /** Options of {@link runNemesis}. */
 export interface NemesisOptions {
@@ -45,13 +56,11 @@ export interface NemesisOptions {
   /** Progress lines (also written to the run's nemesis.log). */
   readonly log?: (line: string) => void;
   /**
-   * For the nemesis's own test, a fault beyond what any storage system survives: once
-   * healed, 2t + 1 servers' data directories are copied (while paused), the clients go on
-   * writing, and before the final reads those servers restart on the old copies while the
-   * other t stay down. Every server that answers believes its disk is fine, acknowledged
-   * writes are gone, and the checks must fail the run.
+   * For the nemesis's own test, a run that must fail: broken servers, which acknowledge
+   * writes before they are synced (`--unsafe-no-fsync`), so that a blackout (`kinds`
+   * holding `blackout`) loses acknowledged writes.
    */
-  readonly sabotage?: 'rollback-disks';
+  readonly sabotage?: 'unsynced-acks';
 }
 
 /** One fault as it happened. */
@@ -92,6 +101,11 @@ export interface NemesisReport {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/** The servers' `--heal-interval-ms`: a server that missed a COMPLETE without restarting catches up within it. */
+const HEAL_INTERVAL_MS = 5000;
+/** How long after the final reads every server has to hold every key's latest write. */
+const CONVERGE_MS = 60_000;
+
 /** Time a client or server gets, beyond its own timeouts, before the nemesis calls it stuck. */
 const GRACE_MS = 10_000;
 
@@ -130,19 +144,29 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
   let net: Network | undefined;
   let cluster: PowerStoreCluster | undefined;
   // Power losses: every data directory on lazyfs (<dir>/data-<i> over <dir>/disk-<i>).
-  const power = (options.kinds ?? []).includes('power');
+  const power = (options.kinds ?? []).some((k) => LAZYFS_KINDS.includes(k));
   const disks = new Map<number, LazyFs>();
   let powerLosses = 0;
   const clients: Client[] = [];
   const expectedExit = new Set<number>();
+  let namespace = '';
   try {
     net = createNetwork('lan', { prefix: 'psn' });
     // Disk faults are injected through libfiu: every server runs under fiu-run (test/fiu.ts).
     const diskFaults = plan.some((p) => p.fault.kind === 'disk');
     const noFiu = diskFaults ? fiuMissing() : undefined;
     if (noFiu) throw new Error(`disk faults need libfiu: ${noFiu}`);
-    cluster = await createPowerStore(t, net, { fsync: true, logLevel: 'info', dir, ...(diskFaults ? { wrap: FIU_RUN } : {}) });
+    cluster = await createPowerStore(t, net, {
+      fsync: options.sabotage !== 'unsynced-acks',
+      logLevel: 'info',
+      dir,
+      // Catch-up passes every few seconds, not every 10 minutes: after healing, every
+      // server must come to hold every key's latest write within the run.
+      args: ['--heal-interval-ms', String(HEAL_INTERVAL_MS)],
+      ...(diskFaults ? { wrap: FIU_RUN } : {}),
+    });
     const c = cluster;
+    const ids = c.hosts.map((_, i) => i + 1);
     if (power) {
       const why = lazyfsUnavailable();
       if (why) throw new Error(`power losses need lazyfs: ${why}`);
@@ -209,12 +233,15 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
           if (m.error !== undefined) op.error = m.error;
           if (m.read !== undefined) op.read = m.read;
           if (m.intact !== undefined) op.intact = m.intact;
+          if (m.listed !== undefined) op.listed = m.listed;
+          if (m.cursor !== undefined) op.cursor = m.cursor;
           const limit = hangLimitMs(op.kind, opTimeoutMs);
           if (op.ret - op.call > limit)
             violations.push(
               `hung past its timeout: ${op.client}#${op.seq} ${op.kind} ${op.key} took ${((op.ret - op.call) / 1000).toFixed(1)} s (limit ${limit / 1000} s)`,
             );
-        } else if (m.type === 'blamed')
+        } else if (m.type === 'ready') namespace = m.namespace;
+        else if (m.type === 'blamed')
           violations.push(`client ${client.name} caught s${m.server}, a correct server, misbehaving: ${m.reason}`);
         else if (m.type === 'failed') violations.push(`client ${client.name} failed: ${m.error}`);
       };
@@ -306,6 +333,19 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
             }
             expectedExit.delete(f.server);
           };
+        case 'blackout': {
+          await Promise.all(ids.map((id) => pullPlug(id)));
+          return async () => {
+            await Promise.all(
+              ids.map((id) =>
+                start(id).catch((e: unknown) => {
+                  throw new Error(`s${id} does not start after a blackout: ${(e as Error).message}`);
+                }),
+              ),
+            );
+            for (const id of ids) expectedExit.delete(id);
+          };
+        }
         case 'disk': {
           // The server exits (74) at its next synced batch: the README's "Failing disks".
           const child = c.process(f.server);
@@ -339,14 +379,17 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
       const record = records[id]!;
       while (clock() < begin + p.at) await sleep(Math.min(100, begin + p.at - clock()));
       const server = faultyServer(p.fault);
+      const blackout = p.fault.kind === 'blackout';
       // The plan leaves room for recovery; a slow restart can still eat into it.
-      while (server !== undefined && (faulty.has(server) || faulty.size >= t) && clock() < end) await sleep(100);
+      while (((server !== undefined && (faulty.has(server) || faulty.size >= t)) || (blackout && faulty.size > 0)) && clock() < end)
+        await sleep(100);
       const durationMs = Math.min(p.durationMs, end - clock());
       if (durationMs < 500) {
         record.skipped = 'the run ended before its server was free';
         continue;
       }
       if (server !== undefined) faulty.add(server);
+      if (blackout) for (const id of ids) faulty.add(id);
       record.startedAt = clock();
       log(`fault ${id + 1}/${plan.length}: ${record.description} for ${(durationMs / 1000).toFixed(1)} s`);
       let recover: () => Promise<void>;
@@ -366,6 +409,7 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
       } catch (e) {
         violations.push(`could not inject ${record.description}: ${(e as Error).message}`);
         if (server !== undefined) faulty.delete(server);
+        if (blackout) faulty.clear();
         continue;
       }
       tasks.push(
@@ -378,6 +422,7 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
           }
           const endedAt = (record.endedAt = clock());
           if (server !== undefined) faulty.delete(server);
+          if (blackout) faulty.clear();
           record.opsOk = history.filter((op) => op.outcome === 'ok' && op.ret! >= record.startedAt! && op.ret! <= endedAt).length;
           log(`healed: ${record.description} (${record.opsOk} operations completed meanwhile)`);
         })(),
@@ -389,38 +434,25 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
     // ---- healed ------------------------------------------------------------------------
     for (let id = 1; id <= c.n; id++)
       if (!(await healthy(c.urls[id - 1]!, 30_000))) violations.push(`s${id} does not answer /healthz after healing`);
-    const ids = c.hosts.map((_, i) => i + 1);
-    if (options.sabotage === 'rollback-disks')
-      for (const id of ids.slice(0, 2 * t + 1)) {
-        await c.signal(id, 'SIGSTOP');
-        cpSync(join(dir, `data-${id}`), join(dir, `snapshot-${id}`), { recursive: true });
-        await c.signal(id, 'SIGCONT');
-      }
     log('healed: every fault over; the clients go on for 3 s');
     await sleep(3000);
     for (const cl of clients) cl.send({ type: 'stop' });
     const stopLimit = hangLimitMs('putStream', opTimeoutMs);
     await Promise.all(clients.map((cl) => cl.waitFor('stopped', stopLimit)));
-    if (options.sabotage === 'rollback-disks') {
-      const [rolled, down] = [ids.slice(0, 2 * t + 1), ids.slice(2 * t + 1)];
-      for (const id of ids) {
-        expectedExit.add(id);
-        await c.signal(id, 'SIGKILL');
-      }
-      for (const id of rolled) {
-        rmSync(join(dir, `data-${id}`), { recursive: true, force: true });
-        renameSync(join(dir, `snapshot-${id}`), join(dir, `data-${id}`));
-      }
-      await Promise.all(rolled.map((id) => start(id)));
-      for (const id of rolled) expectedExit.delete(id);
-      log(
-        `sabotage: ${rolled.map((id) => `s${id}`).join(', ')} restarted on their old disks, ${down.map((id) => `s${id}`).join(', ')} down`,
-      );
-    }
     for (const cl of clients) cl.send({ type: 'final' });
     await Promise.all(clients.map((cl) => cl.waitFor('final-done', keys.length * stopLimit)));
     clearInterval(watchdog);
     log(`clients done: ${history.length} operations`);
+    // A run that has failed already (a final read failed, or a violation) is not given
+    // time to heal: what lags is reported as it is.
+    const failed = violations.length > 0 || history.some((op) => op.final && op.outcome !== 'ok');
+    const lagging = await converge(
+      c,
+      keys.map((k) => nemesisKey(namespace, k)),
+      failed ? 0 : CONVERGE_MS,
+    );
+    if (lagging.length === 0) log("every server holds every key's latest write");
+    for (const l of lagging) violations.push(`not healed ${CONVERGE_MS / 1000} s after the faults: ${l}`);
   } catch (e) {
     violations.push(`run aborted: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
   } finally {
@@ -476,6 +508,37 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
     log(`${ok ? 'passed' : 'FAILED'}; kept ${dir}`);
   }
   return report;
+}
+
+/**
+ * Waits (at most `withinMs`) until every server holds every key's latest completed write:
+ * the same `lc` as the newest any server has, and its own valid fragment of each of its
+ * stripes (a delete's included), asked for directly over connections of the nemesis's own
+ * (COLLECT, FILTER). Every server is correct here, so each must get there by catch-up
+ * (a restart's pass, a periodic one, or a repair on COMPLETE). Returns what still lags.
+ */
+export async function converge(c: PowerStoreCluster, keys: readonly string[], withinMs: number): Promise<string[]> {
+  const servers: ServerRef[] = c.urls.map((url, i) => ({ url, id: i + 1, n: c.n, localAddress: null }));
+  const deadline = Date.now() + withinMs;
+  for (;;) {
+    const lagging: string[] = [];
+    for (const key of keys) {
+      const lcs = await Promise.all(servers.map((s) => collectLc(s.url, key, s.n, 0, null).catch(() => undefined)));
+      let latest: Candidate | undefined;
+      for (const lc of lcs) if (lc && (!latest || compareTimestamps(lc.ts, latest.ts) > 0)) latest = lc;
+      if (!latest) continue;
+      const name = (lc: Candidate | undefined) => (lc ? `ts ${lc.ts.num}.${toHex(lc.ts.writerId).slice(0, 8)}` : 'none');
+      for (const s of servers) {
+        const lc = lcs[s.id - 1];
+        if (!lc || compareTimestamps(lc.ts, latest.ts) !== 0)
+          lagging.push(`s${s.id}'s lc of ${key} is ${name(lc)}, another server's ${name(latest)}`);
+        else if (!(await holdsEveryStripe(s, key, latest).catch(() => false)))
+          lagging.push(`s${s.id} lacks its valid fragment of ${key}'s latest write (${name(latest)})`);
+      }
+    }
+    if (lagging.length === 0 || Date.now() > deadline) return lagging;
+    await sleep(1000);
+  }
 }
 
 function latencies(ops: readonly NemesisOp[]): NemesisReport['latencyMs'] {

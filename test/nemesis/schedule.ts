@@ -53,7 +53,14 @@ export type Fault =
    * batch fails, it acknowledges nothing more and exits (74); at the end of the fault the
    * failure point is turned off and the server restarted on the same data directory.
    */
-  | { readonly kind: 'disk'; readonly server: number };
+  | { readonly kind: 'disk'; readonly server: number }
+  /**
+   * Every server loses power at once (a data centre's power cut): as `power`, on all of them
+   * together, then all restarted. No server is faulty in the protocol's sense (a correct
+   * server loses nothing it acknowledged), but none answers until they are back, so it
+   * never overlaps a fault that spends budget, and operations meanwhile time out.
+   */
+  | { readonly kind: 'blackout' };
 
 export type FaultKind = Fault['kind'];
 
@@ -80,10 +87,14 @@ export interface ScheduleOptions {
 export const FAULT_KINDS: readonly FaultKind[] = ['isolate', 'clients-cut', 'bridge', 'pause', 'kill', 'one-way', 'client-pause'];
 
 /**
- * Kinds drawn only when asked for (`--faults`): `power` needs FUSE and lazyfs's Go build,
- * `disk` libfiu.
+ * Kinds that need more than namespaces: `power` and `blackout` need FUSE and lazyfs's Go
+ * build, `disk` libfiu. `drawSchedule` draws them only when asked for; `pnpm nemesis`
+ * asks for every kind unless told otherwise.
  */
-export const OPT_IN_KINDS: readonly FaultKind[] = ['power', 'disk'];
+export const OPT_IN_KINDS: readonly FaultKind[] = ['power', 'disk', 'blackout'];
+
+/** Kinds whose runs put the data directories on lazyfs. */
+export const LAZYFS_KINDS: readonly FaultKind[] = ['power', 'blackout'];
 
 /** Every kind there is. */
 export const ALL_FAULT_KINDS: readonly FaultKind[] = [...FAULT_KINDS, ...OPT_IN_KINDS];
@@ -99,6 +110,7 @@ const DURATION: Readonly<Record<FaultKind, readonly [number, number]>> = {
   'client-pause': [1000, 8000],
   power: [1000, 8000],
   disk: [2000, 10_000],
+  blackout: [1000, 4000],
 };
 
 /** How often each kind is drawn, relatively. */
@@ -112,6 +124,7 @@ const WEIGHT: Readonly<Record<FaultKind, number>> = {
   'client-pause': 1,
   power: 2,
   disk: 2,
+  blackout: 1,
 };
 
 /**
@@ -124,7 +137,7 @@ export const RECOVERY_MS = 2000;
 
 /** Whether a fault makes its server faulty (spends budget). */
 export function faultyServer(f: Fault): number | undefined {
-  return f.kind === 'bridge' || f.kind === 'client-pause' ? undefined : f.server;
+  return f.kind === 'bridge' || f.kind === 'client-pause' || f.kind === 'blackout' ? undefined : f.server;
 }
 
 /** One line for logs. */
@@ -150,13 +163,16 @@ export function describeFault(f: Fault): string {
       return `power loss s${f.server}${f.again !== undefined ? `, again ${f.again} ms after it restarts` : ''}`;
     case 'disk':
       return `fail s${f.server}'s fsync (EIO)`;
+    case 'blackout':
+      return 'blackout: every server loses power at once';
   }
 }
 
 /**
  * Draws a schedule: faults one after another with gaps of 0.5–4 s, overlapping when the
  * budget allows (t ≥ 2, or a bridge beside a faulty server), never more than `t` faulty
- * servers at once and never two faults on one server, each over before `durationMs`.
+ * servers at once, never two faults on one server and a blackout only while no server is
+ * faulty, each over before `durationMs`.
  */
 export function drawSchedule(options: ScheduleOptions): PlannedFault[] {
   const { t, clients, durationMs } = options;
@@ -195,6 +211,11 @@ export function drawSchedule(options: ScheduleOptions): PlannedFault[] {
         const cut = Math.floor(rest.length / 2);
         fault = { kind, bridge: bridge!, halves: [rest.slice(0, cut).sort(byNumber), rest.slice(cut).sort(byNumber)] };
         bridgeUntil = at + d;
+      }
+    } else if (kind === 'blackout') {
+      if (busy.length === 0) {
+        fault = { kind };
+        for (const s of servers) busyUntil.set(s, at + d + RECOVERY_MS);
       }
     } else if (busy.length < t) {
       const server = prng.pick(servers.filter((s) => !busy.includes(s)));

@@ -11,8 +11,8 @@
  */
 import { connect, PowerStoreError, type ServerStatus, type Store } from '@powerstore/client';
 import { Prng } from '../sim/prng.js';
-import type { OpKind } from './history.js';
-import { identify, STRIPE_BYTES, valueBytes, type ParentMessage, type WorkerConfig, type WorkerMessage } from './messages.js';
+import type { NemesisOp, OpKind } from './history.js';
+import { identify, nemesisKey, STRIPE_BYTES, valueBytes, type ParentMessage, type WorkerConfig, type WorkerMessage } from './messages.js';
 
 const now = () => process.hrtime.bigint().toString();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -48,7 +48,7 @@ async function main(config: WorkerConfig, control: { stopping: boolean; final: P
     // Servers listen on their namespaces' addresses, with plaintext ws:// as on loopback.
     allowInsecure: true,
   });
-  const keyOf = (k: string) => `${store.namespace}nemesis/${k}`;
+  const keyOf = (k: string) => nemesisKey(store.namespace ?? '', k);
   let seq = 0;
 
   const run = async (kind: OpKind, key: string, final = false) => {
@@ -71,7 +71,7 @@ async function main(config: WorkerConfig, control: { stopping: boolean; final: P
       ...(final ? { final } : {}),
     });
     try {
-      let read: { read: string | null; intact?: boolean } | undefined;
+      let read: { read: string | null; intact?: boolean } | Pick<NemesisOp, 'listed' | 'cursor'> | undefined;
       if (kind === 'put') await store.put(keyOf(key), valueBytes(written!, bytes!), opts);
       else if (kind === 'putStream') {
         const value = valueBytes(written!, bytes!);
@@ -81,7 +81,14 @@ async function main(config: WorkerConfig, control: { stopping: boolean; final: P
         })();
         await store.putStream(keyOf(key), source, { ...opts, size: value.length });
       } else if (kind === 'delete') await store.delete(keyOf(key), opts);
-      else {
+      else if (kind === 'list') {
+        const prefix = keyOf('');
+        const page = await store.list(prefix, opts);
+        read = {
+          listed: page.keys.map((k) => ({ key: k.key.slice(prefix.length), ...(k.size !== undefined ? { size: k.size } : {}) })),
+          ...(page.cursor !== undefined ? { cursor: page.cursor.slice(prefix.length) } : {}),
+        };
+      } else {
         const got = await store.get(keyOf(key), opts);
         read = got === undefined ? { read: null } : (({ id, intact }) => ({ read: id, intact }))(identify(got));
       }
@@ -92,13 +99,13 @@ async function main(config: WorkerConfig, control: { stopping: boolean; final: P
     }
   };
 
-  send({ type: 'ready' });
+  send({ type: 'ready', namespace: store.namespace ?? '' });
   // Bounded: the parent stops the loop long before; the bound only guards a lost message.
   for (let i = 0; i < 1_000_000 && !control.stopping; i++) {
     const key = prng.pick(config.keys);
     const x = prng.float();
-    const kind: OpKind = x < 0.45 ? 'get' : x < 0.55 ? 'delete' : prng.chance(config.streamShare) ? 'putStream' : 'put';
-    await run(kind, key);
+    const kind: OpKind = x < 0.4 ? 'get' : x < 0.45 ? 'list' : x < 0.55 ? 'delete' : prng.chance(config.streamShare) ? 'putStream' : 'put';
+    await run(kind, kind === 'list' ? '*' : key);
     // A little think time, so the cluster is loaded but the history stays checkable.
     await sleep(prng.int(30));
   }

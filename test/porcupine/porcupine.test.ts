@@ -33,12 +33,13 @@ describe('Porcupine cross-check', () => {
         writeHistory(dir, name, ops);
         ours.set(name, checkLinearizable(ops).ok);
       };
-      for (let seed = 1; seed <= 60; seed++) add(`sim-${seed}`, (await simulate({ seed, t: (seed % 3) + 1 })).history);
-      // Mutants' histories, whatever caught them. Each is hunted over 30 seeds only (those
-      // caught later are skipped here; test/sim/mutants.test.ts hunts them all), to keep
-      // `npm test` under 30 minutes.
+      // 30 seeds of the correct protocol (test/sim/sim.test.ts runs 1200 through test/lincheck).
+      for (let seed = 1; seed <= 30; seed++) add(`sim-${seed}`, (await simulate({ seed, t: (seed % 3) + 1 })).history);
+      // Mutants' histories, whatever caught them. Each is hunted over 10 seeds only (those
+      // caught later, five of them, are skipped here; test/sim/mutants.test.ts hunts them
+      // all), to keep `npm test` under 30 minutes.
       for (const mutant of MUTANTS) {
-        const hunt = await huntMutant(mutant, 1, 30);
+        const hunt = await huntMutant(mutant, 1, 10);
         if (!hunt) continue;
         const report = await simulate({ seed: hunt.seed, t: hunt.t, protocol: mutant.protocol, hostile: true });
         add(`mutant-${mutant.name}`, report.history);
@@ -67,7 +68,7 @@ describe('Porcupine cross-check', () => {
       expect([...ours.values()].filter((ok) => !ok).length).toBeGreaterThanOrEqual(
         Object.keys(NOT_LINEARIZABLE).length + ILLEGAL_MUTANTS.length,
       );
-      expect([...ours.values()].filter((ok) => ok).length).toBeGreaterThan(60);
+      expect([...ours.values()].filter((ok) => ok).length).toBeGreaterThan(30);
     },
     600_000,
   );

@@ -14,18 +14,22 @@ import WebSocket from 'ws';
 import {
   decodeMessage,
   encodeMessage,
+  fragmentMatches,
   identityFromJson,
   type Candidate,
   type Cluster,
   type ClusterConfig,
   type Message,
   type Signer,
+  type StripeLayout,
 } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { loadClusterFile } from '../../packages/server/src/index.js';
 import { freeBasePort } from '../ports.js';
 
 export { freeBasePort };
+
+const crypto = createCryptoProvider();
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 /** The built CLI, as npm would install it. */
@@ -117,7 +121,7 @@ export class CliCluster {
     const r = cli(['init', '--t', String(t), '--dir', dir, '--base-port', String(base), ...initArgs]);
     if (r.status !== 0) throw new Error(`init failed: ${r.stderr}`);
     const { seed } = identityFromJson(JSON.parse(readFileSync(join(dir, 'admin.json'), 'utf8')));
-    return new CliCluster(dir, loadClusterFile(join(dir, 'cluster.json')), await createCryptoProvider().signerFromSeed(seed), startArgs);
+    return new CliCluster(dir, loadClusterFile(join(dir, 'cluster.json')), await crypto.signerFromSeed(seed), startArgs);
   }
 
   /** Path of `cluster.json`. */
@@ -165,7 +169,15 @@ export class CliCluster {
     });
     const deadline = Date.now() + 20_000;
     while (Date.now() < deadline) {
-      if (child.exitCode !== null) throw new Error(`server ${id} exited with ${child.exitCode}; see ${this.dir}/server-${id}.log`);
+      if (child.exitCode !== null) {
+        // The log's end says why (a port taken, a bad flag), and the directory may be gone by the time anyone looks.
+        const tail = readFileSync(join(this.dir, `server-${id}.log`), 'utf8')
+          .trimEnd()
+          .split('\n')
+          .slice(-5)
+          .join('\n');
+        throw new Error(`server ${id} exited with ${child.exitCode}; the end of ${this.dir}/server-${id}.log:\n${tail}`);
+      }
       try {
         if ((await fetch(`${this.http(id)}/healthz`, { signal: AbortSignal.timeout(1000) })).ok) return child;
       } catch {
@@ -269,11 +281,12 @@ export function largeFrameHeader(length: number): Buffer {
 }
 
 /**
- * A WebSocket to `url` from `localAddress`, once open. A refused upgrade rejects with
+ * A WebSocket to `url` from `localAddress` (`null`: whatever address the route picks, as
+ * for a server in a network namespace), once open. A refused upgrade rejects with
  * `HTTP <status>`; errors after opening are swallowed (attack sockets die on purpose).
  */
-export function openWebSocket(url: string, localAddress = '127.0.0.1'): Promise<WebSocket> {
-  const ws = new WebSocket(url, { perMessageDeflate: false, localAddress, handshakeTimeout: 5000 });
+export function openWebSocket(url: string, localAddress: string | null = '127.0.0.1'): Promise<WebSocket> {
+  const ws = new WebSocket(url, { perMessageDeflate: false, ...(localAddress ? { localAddress } : {}), handshakeTimeout: 5000 });
   ws.on('error', () => undefined);
   return new Promise((resolve, reject) => {
     ws.once('open', () => resolve(ws));
@@ -295,12 +308,57 @@ export function requestOnce(ws: WebSocket, m: Message, n: number): Promise<Messa
 }
 
 /** Server `url`'s `lc` of `key`, by a COLLECT (naming key epoch `epoch`) over a connection of its own. */
-export async function collectLc(url: string, key: string, n: number, epoch = 0): Promise<Candidate | undefined> {
-  const ws = await openWebSocket(url);
+export async function collectLc(
+  url: string,
+  key: string,
+  n: number,
+  epoch = 0,
+  localAddress: string | null = '127.0.0.1',
+): Promise<Candidate | undefined> {
+  const ws = await openWebSocket(url, localAddress);
   try {
     const m = await requestOnce(ws, { type: 'COLLECT', key, opId: 1, ...(epoch ? { epoch } : {}) }, n);
     return m.type === 'COLLECT_ACK' ? m.candidate : undefined;
   } finally {
     ws.close();
   }
+}
+
+/** One server, as the checks below address it: its URL, its 1-based id, the cluster's `n`. */
+export interface ServerRef {
+  readonly url: string;
+  readonly id: number;
+  readonly n: number;
+  /** What {@link openWebSocket} binds to; default loopback. */
+  readonly localAddress?: string | null;
+}
+
+/**
+ * Server `s`'s own fragment of stripe `stripe` of `candidate`, asked for directly
+ * (FILTER), checked against the hash its writer signed: `ok`, `missing` or `bad`. Also
+ * returns the layout a stripe 0 answer carries.
+ */
+export async function fragmentAt(
+  s: ServerRef,
+  key: string,
+  candidate: Candidate,
+  stripe = 0,
+): Promise<{ state: 'ok' | 'missing' | 'bad'; layout?: StripeLayout }> {
+  const ws = await openWebSocket(s.url, s.localAddress);
+  try {
+    const m: Message = await requestOnce(ws, { type: 'FILTER', key, opId: 7, stripe, fragment: true, candidates: [candidate] }, s.n);
+    if (m.type !== 'FILTER_ACK' || !m.entry?.fragment || m.stripe !== stripe || m.ts.num !== candidate.ts.num) return { state: 'missing' };
+    const ok = await fragmentMatches(crypto, m.entry.cc, s.id - 1, m.entry.fragment);
+    return { state: ok ? 'ok' : 'bad', ...(m.entry.layout ? { layout: m.entry.layout } : {}) };
+  } finally {
+    ws.close();
+  }
+}
+
+/** Whether server `s` holds its valid fragment of every stripe of `lc` (a key's latest write). */
+export async function holdsEveryStripe(s: ServerRef, key: string, lc: Candidate): Promise<boolean> {
+  const first = await fragmentAt(s, key, lc);
+  if (first.state !== 'ok') return false;
+  for (let i = 1; i < (first.layout?.digests.length ?? 1); i++) if ((await fragmentAt(s, key, lc, i)).state !== 'ok') return false;
+  return true;
 }
