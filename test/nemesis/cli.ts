@@ -12,7 +12,7 @@ import { fiuMissing } from '../fiu.js';
 import { KNOWN_ISSUES } from './history.js';
 import { lazyfsUnavailable } from './lazyfs.js';
 import { runNemesis, type NemesisReport } from './run.js';
-import { ALL_FAULT_KINDS, type FaultKind } from './schedule.js';
+import { ALL_FAULT_KINDS, LAZYFS_KINDS, OPT_IN_KINDS, type FaultKind } from './schedule.js';
 
 const { values } = parseArgs({
   args: process.argv.slice(2).filter((a) => a !== '--'),
@@ -44,8 +44,8 @@ if (values.help) {
   --clients C         client processes, each on a host of its own (default 3)
   --keys K            keys the clients share (default 3)
   --faults LIST       fault kinds, comma-separated (default all: ${ALL_FAULT_KINDS.join(', ')});
-                      power needs FUSE and Go (lazyfs), disk needs libfiu: both are set up by
-                      node scripts/setup.mjs --for-tests
+                      power, disk-full and blackout need FUSE and Go (lazyfs), disk needs
+                      libfiu: both are set up by node scripts/setup.mjs --for-tests
   --op-timeout-ms MS  every operation's timeout (default 20000)
   --keep              keep each run's directory even when it passes
   --report FILE       append one JSON line per run (seed, t, verdict, faults, operations) to FILE`);
@@ -69,12 +69,13 @@ if (unknown.length) {
   process.exit(2);
 }
 // What the opt-in kinds need, said before anything starts.
+const lazyfsKinds = kinds.filter((k) => LAZYFS_KINDS.includes(k));
 const missing = [
-  kinds.includes('power') ? lazyfsUnavailable() && `power: ${lazyfsUnavailable()}` : undefined,
+  lazyfsKinds.length ? lazyfsUnavailable() && `${lazyfsKinds.join(', ')}: ${lazyfsUnavailable()}` : undefined,
   kinds.includes('disk') ? fiuMissing() && `disk: ${fiuMissing()}` : undefined,
 ].filter((m): m is string => !!m);
 if (missing.length) {
-  const rest = kinds.filter((k) => k !== 'power' && k !== 'disk');
+  const rest = kinds.filter((k) => !OPT_IN_KINDS.includes(k));
   console.error(
     `nemesis: cannot inject every fault kind asked for:\n${missing.map((m) => `  ${m}`).join('\n')}\n` +
       `set up with \`node scripts/setup.mjs --for-tests\`, or leave them out: --faults ${rest.join(',')}`,

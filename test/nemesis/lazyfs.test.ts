@@ -7,13 +7,16 @@ import {
   closeSync,
   existsSync,
   fsyncSync,
+  mkdirSync,
   mkdtempSync,
   openSync,
   readdirSync,
   readFileSync,
   renameSync,
   rmSync,
+  statfsSync,
   unlinkSync,
+  writeFileSync,
   writeSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -91,6 +94,21 @@ describe.skipIf(unavailable)('lazyfs', () => {
     const dropped = await d.powerLoss();
     expect(dropped.pendingBytes).toBe(9);
     expect(read(join(d.mnt, 'a'))).toBe('old');
+    await d.stop();
+  });
+
+  it('when full, fails writes and new files with ENOSPC and reports no free space, and takes them again once it has room', async () => {
+    const d = await fresh();
+    expect((await d.fs().setFull(true)).full).toBe(true);
+    expect(() => append(join(d.mnt, 'a'), '+more')).toThrow(expect.objectContaining({ code: 'ENOSPC' }));
+    expect(() => writeFileSync(join(d.mnt, 'new'), 'x')).toThrow(expect.objectContaining({ code: 'ENOSPC' }));
+    expect(() => mkdirSync(join(d.mnt, 'sub'))).toThrow(expect.objectContaining({ code: 'ENOSPC' }));
+    expect(statfsSync(d.mnt).bavail).toBe(0);
+    expect(read(join(d.mnt, 'a'))).toBe('old'); // reads go on
+    expect((await d.fs().setFull(false)).full).toBe(false);
+    append(join(d.mnt, 'a'), '+more', true);
+    expect(read(join(d.mnt, 'a'))).toBe('old+more');
+    expect(statfsSync(d.mnt).bavail).toBeGreaterThan(0);
     await d.stop();
   });
 

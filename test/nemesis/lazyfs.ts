@@ -30,6 +30,8 @@ export interface LazyFsStats {
   readonly dirFsyncs: number;
   readonly syncedBytes: number;
   readonly mode: 'strict' | 'ext4';
+  /** Whether the disk is full (`setFull`). */
+  readonly full: boolean;
 }
 
 /** Why lazyfs cannot run here, or undefined when it can. */
@@ -132,6 +134,14 @@ export class LazyFs {
   /** The counters now. */
   stats(): Promise<LazyFsStats> {
     return this.#ask('stats');
+  }
+
+  /**
+   * Fills the disk (`true`: writes, new files and directories fail with ENOSPC, statfs
+   * reports no free blocks) or frees it again (`false`).
+   */
+  setFull(full: boolean): Promise<LazyFsStats> {
+    return this.#ask(full ? 'full' : 'room');
   }
 
   /**

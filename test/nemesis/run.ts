@@ -333,6 +333,12 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
             }
             expectedExit.delete(f.server);
           };
+        case 'disk-full': {
+          await disks.get(f.server)!.setFull(true);
+          return async () => {
+            await disks.get(f.server)!.setFull(false);
+          };
+        }
         case 'blackout': {
           await Promise.all(ids.map((id) => pullPlug(id)));
           return async () => {

@@ -55,6 +55,13 @@ export type Fault =
    */
   | { readonly kind: 'disk'; readonly server: number }
   /**
+   * The server's disk is full (lazyfs, `setFull`): writes and new files fail with ENOSPC
+   * and statfs reports no room. The server refuses writes (`UNAVAILABLE`), serves reads,
+   * and once the fault ends and its probe finds room, reopens its storage by itself: it
+   * must not exit.
+   */
+  | { readonly kind: 'disk-full'; readonly server: number }
+  /**
    * Every server loses power at once (a data centre's power cut): as `power`, on all of them
    * together, then all restarted. No server is faulty in the protocol's sense (a correct
    * server loses nothing it acknowledged), but none answers until they are back, so it
@@ -91,10 +98,10 @@ export const FAULT_KINDS: readonly FaultKind[] = ['isolate', 'clients-cut', 'bri
  * build, `disk` libfiu. `drawSchedule` draws them only when asked for; `pnpm nemesis`
  * asks for every kind unless told otherwise.
  */
-export const OPT_IN_KINDS: readonly FaultKind[] = ['power', 'disk', 'blackout'];
+export const OPT_IN_KINDS: readonly FaultKind[] = ['power', 'disk', 'disk-full', 'blackout'];
 
 /** Kinds whose runs put the data directories on lazyfs. */
-export const LAZYFS_KINDS: readonly FaultKind[] = ['power', 'blackout'];
+export const LAZYFS_KINDS: readonly FaultKind[] = ['power', 'disk-full', 'blackout'];
 
 /** Every kind there is. */
 export const ALL_FAULT_KINDS: readonly FaultKind[] = [...FAULT_KINDS, ...OPT_IN_KINDS];
@@ -110,6 +117,7 @@ const DURATION: Readonly<Record<FaultKind, readonly [number, number]>> = {
   'client-pause': [1000, 8000],
   power: [1000, 8000],
   disk: [2000, 10_000],
+  'disk-full': [3000, 12_000],
   blackout: [1000, 4000],
 };
 
@@ -124,6 +132,7 @@ const WEIGHT: Readonly<Record<FaultKind, number>> = {
   'client-pause': 1,
   power: 2,
   disk: 2,
+  'disk-full': 2,
   blackout: 1,
 };
 
@@ -134,6 +143,9 @@ const WEIGHT: Readonly<Record<FaultKind, number>> = {
  * plan close to what happens.
  */
 export const RECOVERY_MS = 2000;
+
+/** The same after a blackout: every server starting at once, each mounting its disk again, takes longer. */
+export const BLACKOUT_RECOVERY_MS = 6000;
 
 /** Whether a fault makes its server faulty (spends budget). */
 export function faultyServer(f: Fault): number | undefined {
@@ -163,6 +175,8 @@ export function describeFault(f: Fault): string {
       return `power loss s${f.server}${f.again !== undefined ? `, again ${f.again} ms after it restarts` : ''}`;
     case 'disk':
       return `fail s${f.server}'s fsync (EIO)`;
+    case 'disk-full':
+      return `fill s${f.server}'s disk (ENOSPC)`;
     case 'blackout':
       return 'blackout: every server loses power at once';
   }
@@ -215,7 +229,7 @@ export function drawSchedule(options: ScheduleOptions): PlannedFault[] {
     } else if (kind === 'blackout') {
       if (busy.length === 0) {
         fault = { kind };
-        for (const s of servers) busyUntil.set(s, at + d + RECOVERY_MS);
+        for (const s of servers) busyUntil.set(s, at + d + BLACKOUT_RECOVERY_MS);
       }
     } else if (busy.length < t) {
       const server = prng.pick(servers.filter((s) => !busy.includes(s)));

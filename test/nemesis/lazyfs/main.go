@@ -27,7 +27,9 @@
 // power loss, and a new lazyfs on it is the machine booting again.
 //
 // Control socket: one command a line, one JSON line back: `stats` (pending bytes, syncs,
-// …), `crash` (the stats of what was dropped, then the process unmounts and exits).
+// …), `crash` (the stats of what was dropped, then the process unmounts and exits),
+// `full` (the disk is full from now on: writes, new files and new directories fail with
+// ENOSPC and statfs reports no free blocks) and `room` (it has room again).
 // SIGTERM or SIGINT unmounts and exits without dropping anything unsynced (as a clean
 // shutdown would sync it, everything pending is flushed first).
 package main
@@ -75,6 +77,7 @@ type stats struct {
 	DirFsyncs        int64  `json:"dirFsyncs"`
 	SyncedBytes      int64  `json:"syncedBytes"`
 	Mode             string `json:"mode"`
+	Full             bool   `json:"full"`
 }
 
 type lazyFS struct {
@@ -83,10 +86,13 @@ type lazyFS struct {
 	staging string
 	ext4    bool
 	crashed bool
-	nextID  uint64
-	files   map[uint64]*fileNode
-	dirs    []*dirNode
-	st      stats
+	// A full disk (the control's "full", until "room"): writes and new files and
+	// directories fail with ENOSPC, and statfs reports no free space.
+	full   bool
+	nextID uint64
+	files  map[uint64]*fileNode
+	dirs   []*dirNode
+	st     stats
 }
 
 // ---- files -----------------------------------------------------------------------------
@@ -272,6 +278,9 @@ func (f *fileNode) Write(ctx context.Context, fh fs.FileHandle, data []byte, off
 	if l.crashed {
 		return 0, syscall.EIO
 	}
+	if l.full {
+		return 0, syscall.ENOSPC
+	}
 	f.write(off, data)
 	l.st.Writes++
 	l.st.WrittenBytes += int64(len(data))
@@ -401,6 +410,11 @@ func (d *dirNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno
 		return fs.ToErrno(err)
 	}
 	out.FromStatfsT(&s)
+	d.lfs.mu.Lock()
+	if d.lfs.full {
+		out.Bfree, out.Bavail = 0, 0
+	}
+	d.lfs.mu.Unlock()
 	return 0
 }
 
@@ -425,6 +439,9 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 		f.opens++
 		f.fill(&out.Attr)
 		return ch, &handle{}, 0, 0
+	}
+	if l.full {
+		return nil, nil, 0, syscall.ENOSPC
 	}
 	f, errno := l.newFile(mode&07777, 0)
 	if errno != 0 {
@@ -509,6 +526,9 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	}
 	if name == stagingName && d.rel == "" {
 		return nil, syscall.EPERM
+	}
+	if l.full {
+		return nil, syscall.ENOSPC
 	}
 	rel := filepath.Join(d.rel, name)
 	if err := os.Mkdir(filepath.Join(l.backing, rel), 0755); err != nil {
@@ -678,6 +698,7 @@ func (l *lazyFS) stats() stats {
 	for _, d := range l.dirs {
 		s.UncommittedNames += d.uncommitted()
 	}
+	s.Full = l.full
 	return s
 }
 
@@ -847,6 +868,13 @@ func serveControl(l *lazyFS, conn net.Conn, stop func(bool)) {
 		case "crash":
 			conn.Write(append(line, '\n'))
 			stop(true)
+		case "full", "room":
+			l.mu.Lock()
+			l.full = r.Text() == "full"
+			s = l.stats()
+			l.mu.Unlock()
+			line, _ = json.Marshal(s)
+			conn.Write(append(line, '\n'))
 		default:
 			conn.Write([]byte(`{"error":"unknown command"}` + "\n"))
 		}
