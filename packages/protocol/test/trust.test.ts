@@ -265,15 +265,23 @@ describe('write policy (admission)', () => {
     expect(closed.refusal(own(alice, 'k'), byAdmin, 0)).toBeUndefined();
   });
 
-  it('quotas: per owner, default for the rest, the admin unlimited unless named', async () => {
+  it('quotas: per owner over the default field by field, default for the rest, the admin unlimited unless named', async () => {
     const { cluster, admin, alice } = await setup();
+    const bob = 'b'.repeat(32);
     const a = new WritePolicyCheck(crypto, cluster, {
       ...OPEN_POLICY,
-      quotas: { default: { bytes: 10 }, owners: { [ownerIdOf(crypto, alice.publicKey)]: { keys: 3 } } },
+      quotas: { default: { bytes: 10, keys: 5 }, owners: { [ownerIdOf(crypto, alice.publicKey)]: { keys: 3 }, [bob]: { bytes: 0 } } },
     });
-    expect(a.quotaFor(ownerIdOf(crypto, alice.publicKey))).toEqual({ keys: 3 });
-    expect(a.quotaFor('b'.repeat(32))).toEqual({ bytes: 10 });
+    // An override of one field keeps the default's other (it used to drop it: unlimited).
+    expect(a.quotaFor(ownerIdOf(crypto, alice.publicKey))).toEqual({ bytes: 10, keys: 3 });
+    expect(a.quotaFor(bob)).toEqual({ bytes: 0, keys: 5 });
+    expect(a.quotaFor('c'.repeat(32))).toEqual({ bytes: 10, keys: 5 });
     expect(a.quotaFor(ownerIdOf(crypto, admin.publicKey))).toEqual({});
+    const named = new WritePolicyCheck(crypto, cluster, {
+      ...OPEN_POLICY,
+      quotas: { default: { bytes: 10, keys: 5 }, owners: { [ownerIdOf(crypto, admin.publicKey)]: { keys: 7 } } },
+    });
+    expect(named.quotaFor(ownerIdOf(crypto, admin.publicKey))).toEqual({ keys: 7 });
     expect(a.ownerOfKey('shared/x')).toBe(ownerIdOf(crypto, admin.publicKey));
     expect(a.ownerOfKey(own(alice, 'x'))).toBe(ownerIdOf(crypto, alice.publicKey));
   });

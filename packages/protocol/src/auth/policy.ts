@@ -78,11 +78,14 @@ export class WritePolicyCheck {
     return owner === this.#adminOwner;
   }
 
-  /** The quota of `owner` (the admin is unlimited unless the policy names it). */
+  /**
+   * The quota of `owner`: its override in `quotas.owners`, field by field over the default
+   * (an override of `bytes` alone keeps the default's `keys`). The admin has no default:
+   * it is unlimited but for what an override of its own names.
+   */
   quotaFor(owner: string): Quota {
-    const own = this.policy.quotas.owners?.[owner];
-    if (own) return own;
-    return owner === this.#adminOwner ? {} : (this.policy.quotas.default ?? {});
+    const base = owner === this.#adminOwner ? {} : (this.policy.quotas.default ?? {});
+    return { ...base, ...this.policy.quotas.owners?.[owner] };
   }
 
   /**
