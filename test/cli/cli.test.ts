@@ -212,7 +212,11 @@ it('lists keys with ls: a prefix, @/ for your namespace, --json, --limit', async
     ['ls/a', 65],
     ['ls/b', 66],
   ]);
-  expect((await run([...cl, 'ls', '@/', '--limit', '0'])).code).toBe(2);
+  const zero = await run([...cl, 'ls', '@/', '--limit', '0']);
+  expect(zero.code).toBe(2);
+  // The option is named, and one line of advice follows, not the whole help.
+  expect(zero.stderr).toContain("error: option '--limit <count>' argument '0' is invalid. expected a positive integer");
+  expect(zero.stderr).not.toContain('Usage:');
 });
 
 it('exits 8 for a value that fails authentication, and prints no bytes of it', async () => {
@@ -250,7 +254,9 @@ it('exits 5 without an identity for a write, 2 on a usage error, 5 on a broken c
   expect(noIdentity.code).toBe(5);
   expect(noIdentity.stderr).toContain("writing needs an identity: run 'powerstore id'");
   expect((await run([...files(), 'frobnicate'])).code).toBe(2);
-  expect((await run([...files(), '--timeout', 'soon', 'get', 'k'])).code).toBe(2);
+  const soon = await run([...files(), '--timeout', 'soon', 'get', 'k']);
+  expect(soon.code).toBe(2);
+  expect(soon.stderr).toContain("option '--timeout <ms>' argument 'soon' is invalid. expected a positive integer");
   writeFileSync(join(cluster.dir, 'broken.json'), '{ nope');
   const broken = await run(['--cluster', join(cluster.dir, 'broken.json'), 'get', 'k']);
   expect(broken.code).toBe(5);

@@ -26,7 +26,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
-import { Command, CommanderError, Option } from 'commander';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { SingleBar } from 'cli-progress';
 import {
   connect,
@@ -440,7 +440,7 @@ export function program(): Command {
         `            ${EXIT.QUOTA} quota exceeded, ${EXIT.TAMPERED} value failed authentication (tampered),\n` +
         `            ${EXIT.CHANGED} value overwritten again and again while get streamed it (run get again), ${EXIT.INTERRUPTED} interrupted.`,
     )
-    .showHelpAfterError()
+    .showHelpAfterError('(powerstore --help, or powerstore help <command>, for usage)')
     .exitOverride();
 
   cli
@@ -658,21 +658,17 @@ export function program(): Command {
   return cli;
 }
 
+// Thrown as InvalidArgumentError, commander names the option: "error: option '--timeout
+// <ms>' argument '0' is invalid. expected a positive integer".
 function nonNegativeInt(v: string): number {
   const n = Number(v);
-  if (!Number.isInteger(n) || n < 0 || n >= 2 ** 32)
-    throw new CommanderError(
-      EXIT.USAGE,
-      'powerstore.invalidArgument',
-      `error: expected an integer from 0 to ${2 ** 32 - 1}, got ${JSON.stringify(v)}`,
-    );
+  if (!/^\d+$/.test(v) || n >= 2 ** 32) throw new InvalidArgumentError(`expected an integer from 0 to ${2 ** 32 - 1}`);
   return n;
 }
 
 function positiveInt(v: string): number {
   const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0)
-    throw new CommanderError(EXIT.USAGE, 'powerstore.invalidArgument', `error: expected a positive integer, got ${JSON.stringify(v)}`);
+  if (!/^\d+$/.test(v) || !Number.isSafeInteger(n) || n <= 0) throw new InvalidArgumentError('expected a positive integer');
   return n;
 }
 
