@@ -312,6 +312,28 @@ describe('a Byzantine server', () => {
     expect(s2.misbehaving).toMatch(/fragment/);
     expect(store.servers().filter((s) => s.misbehaving)).toHaveLength(1);
   });
+
+  it('beyond t such servers, a read times out naming what each server sent, not only who answered', async () => {
+    const more = [
+      proxy,
+      await startByzantineProxy(clusterFile.servers[2]!.url, clusterFile.n),
+      await startByzantineProxy(clusterFile.servers[3]!.url, clusterFile.n),
+    ];
+    try {
+      const identity = await Identity.generate();
+      const writer = await open({ identity });
+      const key = k(writer, 'beyond-t');
+      await writer.put(key, 'only s1 can give its fragment back');
+      const servers = clusterFile.servers.map((s, i) => (i === 0 ? s : { ...s, url: more[i - 1]!.url }));
+      const err = await (await open({ identity, servers, timeoutMs: 3000 })).get(key).catch((e: unknown) => e as PowerStoreError);
+      expect(err).toMatchObject({ code: 'QUORUM_UNREACHABLE' });
+      expect((err as PowerStoreError).message).toMatch(
+        /^need 3 of 4 servers, 4 reachable; the newest version \(timestamp \d+\) needs 2 fragments that verify: s1 sent one; s2, s3, s4 sent a fragment that fails verification$/,
+      );
+    } finally {
+      await Promise.all(more.slice(1).map((p) => p.close()));
+    }
+  });
 });
 
 describe('listing keys', () => {

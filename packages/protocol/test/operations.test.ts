@@ -261,6 +261,37 @@ describe('ReadOperation: t + 1 fragments', () => {
     expect(filters.filter((f) => f.supplement).map((f) => f.to)).toEqual([2, 3]);
   });
 
+  it('says, server by server, why it waits when the answers cannot complete it', async () => {
+    const c = await makeCluster(1);
+    const key = own(c.owner, 'k');
+    await c.write(key, { kind: 'value', value: text('real value') });
+    const op = new ReadOperation({ config: c.config, crypto, codec: c.codec, verifier: c.verifier, fragmentServers: () => [0, 1] }, key, 3);
+    expect(op.waiting()).toBeUndefined(); // not in FILTER yet
+    const queue: Outgoing[] = [...((await op.start()).send ?? [])];
+    const deliver = async () => {
+      while (queue.length > 0) {
+        const o = queue.shift()!;
+        let r = await c.servers[o.to]!.handle(o.message);
+        // s2 and s3 (indices 1, 2) corrupt their fragments; s4 (index 3) has none to give.
+        if (r.type === 'FILTER_ACK' && r.entry?.fragment && (o.to === 1 || o.to === 2)) {
+          const fragment = r.entry.fragment.slice();
+          fragment[0]! ^= 0xff;
+          r = { ...r, entry: { ...r.entry, fragment } };
+        }
+        if (r.type === 'FILTER_ACK' && o.to === 3) r = { ...r, entry: r.entry && { ...r.entry, fragment: undefined } };
+        const step = await op.onReply(o.to, r);
+        expect(step.result).toBeUndefined();
+        queue.push(...(step.send ?? []));
+      }
+    };
+    await deliver();
+    queue.push(...(op.stalled().send ?? []));
+    await deliver();
+    expect(op.waiting()).toMatch(
+      /^the newest version \(timestamp \d+\) needs 2 fragments that verify: s1 sent one; s2, s3 sent a fragment that fails verification; s4 answered without a fragment of it$/,
+    );
+  });
+
   it('a server asked for metadata only does not read the fragment from storage', async () => {
     const c = await makeCluster(1);
     const key = own(c.owner, 'k');

@@ -231,7 +231,7 @@ export class OperationHost {
           reject(toClientError(e));
         },
       };
-      const onTimeout = () => flight.fail(unreachable(this.#config, this.#links, need, flight.round, 'timed out'));
+      const onTimeout = () => flight.fail(unreachable(this.#config, this.#links, need, flight.round, 'timed out', op.waiting?.()));
       let stopTimer = this.#clock.setTimer(timeoutMs, onTimeout);
       const onAbort = () => flight.fail(new PowerStoreError('ABORTED', 'the operation was aborted', { cause: signal?.reason }));
       signal?.addEventListener('abort', onAbort, { once: true });

@@ -7,7 +7,9 @@ import type { Round } from './rounds.js';
 /**
  * "need 3 of 4 servers, 2 reachable: s2 rejected (…), s4 timed out": for each server that
  * did not acknowledge `round` (if any), its refusal, its oversized frame, why its link is
- * down, or else `pending` (what it was doing: `timed out`, `connecting`).
+ * down, or else `pending` (what it was doing: `timed out`, `connecting`). `waiting` is
+ * what the operation itself says it waits for (`ClientOperation.waiting`): with every
+ * server answering, the reason is there, not in who answered.
  */
 export function unreachable(
   config: ClusterConfig,
@@ -15,6 +17,7 @@ export function unreachable(
   need: number,
   round: Round<unknown> | undefined,
   pending: string,
+  waiting?: string,
 ): PowerStoreError {
   const reasons: string[] = [];
   let reachable = 0;
@@ -30,5 +33,7 @@ export function unreachable(
       reasons.push(`${name} ${c.status().lastError ?? (c.state === 'connecting' ? 'connecting' : 'not connected')}`);
     else reasons.push(`${name} ${pending}`);
   });
-  return new PowerStoreError('QUORUM_UNREACHABLE', `need ${need} of ${config.n} servers, ${reachable} reachable: ${reasons.join(', ')}`);
+  const who = reasons.length > 0 ? `: ${reasons.join(', ')}` : '';
+  const why = waiting ? `; ${waiting}` : reasons.length === 0 ? '; every server answered, but the answers did not complete it' : '';
+  return new PowerStoreError('QUORUM_UNREACHABLE', `need ${need} of ${config.n} servers, ${reachable} reachable${who}${why}`);
 }

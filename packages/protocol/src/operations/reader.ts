@@ -304,10 +304,42 @@ export class ReadOperation implements ClientOperation<ReadResult> {
 
   /** Whether `w` carries a verified fragment of the highest candidate in C (trivially, when C is empty). */
   #servesHighest(w: FilterAnswer): boolean {
-    let high: Candidate | undefined;
-    for (const c of this.candidates.values()) if (!high || compareTimestamps(c.ts, high.ts) > 0) high = c;
+    const high = this.#highest();
     if (!high) return true;
     return w.fragmentOk && timestampsEqual(w.ts, high.ts) && w.certId === certificateId(high.cert);
+  }
+
+  /** The highest candidate in C. */
+  #highest(): Candidate | undefined {
+    let high: Candidate | undefined;
+    for (const c of this.candidates.values()) if (!high || compareTimestamps(c.ts, high.ts) > 0) high = c;
+    return high;
+  }
+
+  /**
+   * Why the read has not finished while it waits in FILTER, server by server (1-based, as
+   * users name them), for the error of a read that times out although servers answered:
+   * "the newest version (timestamp 7) needs 2 fragments that verify: s1 sent one; s2, s3
+   * sent fragments that fail verification; s4 answered without a fragment of it". A
+   * server's own word, checked where it can be: a fragment that fails verification is
+   * evidence, a missing one is not. `undefined` outside FILTER.
+   */
+  waiting(): string | undefined {
+    const high = this.#highest();
+    if (this.#phase !== 'filter' || !high) return undefined;
+    const groups = new Map<string, number[]>();
+    const add = (what: string, i: number) => groups.set(what, [...(groups.get(what) ?? []), i + 1]);
+    for (const [i, w] of [...this.answers].sort(([a], [b]) => a - b)) {
+      const same = timestampsEqual(w.ts, high.ts) && w.certId === certificateId(high.cert);
+      if (!same) add(compareTimestamps(w.ts, high.ts) < 0 ? 'answered with an older version only' : 'answered with another version', i);
+      else if (w.fragmentOk) add('sent one', i);
+      else if (w.entry?.fragment) add('sent a fragment that fails verification', i);
+      else add('answered without a fragment of it', i);
+    }
+    const silent = [...this.#fragmentAsked].filter((i) => !this.answers.has(i));
+    for (const i of silent.sort((a, b) => a - b)) add('did not answer', i);
+    const parts = [...groups].map(([what, ids]) => `${ids.map((i) => `s${i}`).join(', ')} ${what}`);
+    return `the newest version (timestamp ${high.ts.num}) needs ${this.options.config.t + 1} fragments that verify: ${parts.join('; ') || 'no server answered'}`;
   }
 
   /** Asks every server not yet asked for its fragment (at most once per round). */

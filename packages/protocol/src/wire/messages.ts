@@ -266,4 +266,6 @@ export interface ClientOperation<R> {
   start(): Promise<Step<R>>;
   /** Feed one reply (ERROR replies included) from server `from`; replies after the end are ignored. */
   onReply(from: number, reply: Reply): Promise<Step<R>>;
+  /** Why it has not finished, beyond which servers have not answered (for the error of one that times out). */
+  waiting?(): string | undefined;
 }
