@@ -14,7 +14,7 @@ import type { Reply } from '@powerstore/protocol';
 import { LevelStorage } from '../../packages/server/src/index.js';
 import { FIU_RUN, FSYNC_EIO, failDisk, fiuMissing } from '../fiu.js';
 import { TestClient } from './driver.js';
-import { CliCluster, ensureBuilt, metricValue } from './harness.js';
+import { cli, CliCluster, ensureBuilt, metricValue } from './harness.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const bytes = (s: string) => new TextEncoder().encode(s);
@@ -156,6 +156,11 @@ describe('the disk is full (ENOSPC)', () => {
       const health = await healthz(c, 2);
       expect(health.status).toBe(503);
       expect(health.body.status).toBe('storage-full');
+      // The operator's view: status shows the disk full, with no room, and exits 1 (the quorum holds).
+      const shown = cli(['status', '--cluster', c.clusterFile]);
+      expect(shown.status, shown.stdout).toBe(1);
+      expect(shown.stdout).toMatch(/^s2\s+up\s+FULL\s+[\d.]+ (B|KiB)\s+\d+\.\d+\.\d+/m);
+      expect(shown.stdout).toContain('3 of 4 servers healthy; operations need 3: the quorum holds');
       // Reads: server 2 still answers them, from what it holds.
       const readAt = performance.now();
       for (let i = 0; i < 5; i++) expect(new TextDecoder().decode(await store.get(`pre-${i}`))).toBe(`pre ${i}`);

@@ -26,6 +26,7 @@ import { DEFAULT_ERASE_WITHIN_MS } from './level-storage.js';
 import { DEFAULT_SCRUB } from './scrub.js';
 import { startServer } from './server.js';
 import { runStatus } from './status.js';
+import { packageVersion } from './version.js';
 
 function integer(min: number, max = Number.MAX_SAFE_INTEGER) {
   return (value: string): number => {
@@ -38,12 +39,6 @@ function integer(min: number, max = Number.MAX_SAFE_INTEGER) {
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-
-/** This package's version, read at run time so `--version` cannot drift from package.json. */
-function packageVersion(): string {
-  // ../package.json from dist/cli.js (installed) and from src/cli.ts (tsx) alike.
-  return (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
-}
 
 /** Builds the command tree. */
 function buildCli(): Command {
@@ -305,7 +300,8 @@ function buildCli(): Command {
   program
     .command('status')
     .description(
-      'Every server side by side (from their GET /status): up or not, catch-up state (rebuilding, caught up, last pass), keys and bytes held, scrub.',
+      'Every server side by side (from their GET /status): up or not, disk health, free space, version, catch-up state (rebuilding, caught up, last pass), keys and bytes held, scrub. ' +
+        'Exits 0 when every server is healthy, 1 when some are not but n - t are, 2 when fewer are (no quorum).',
     )
     .requiredOption('--cluster <file>', 'the cluster file')
     .option('--json', 'print JSON', false)

@@ -4,6 +4,7 @@
  * (`heal.ts`), scrub (`scrub.ts`), their metrics (`heal-metrics.ts`) and the `/status`
  * report that `powerstore-server status` shows side by side for every server.
  */
+import { statfsSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { createCodec } from '@powerstore/erasure';
@@ -24,6 +25,7 @@ import { CatchUp, DEFAULT_CATCH_UP, Repairer, type CatchUpSettings, type CatchUp
 import { LevelStorage } from './level-storage.js';
 import { PeerSet, type PeerStatus } from './peers.js';
 import { DEFAULT_SCRUB, Scrubber, type ScrubSettings, type ScrubStatus } from './scrub.js';
+import { packageVersion } from './version.js';
 
 /** What `startServer({ heal })` takes: every field has a default. */
 export interface HealingOptions {
@@ -226,6 +228,12 @@ export interface StatusReport {
   /** 1-based server id. */
   readonly server: number;
   readonly status: 'ok' | 'shutting-down';
+  /** The server's version (`@powerstore/server`'s). */
+  readonly version: string;
+  /** Its storage's health: `full` (refusing writes until there is room) or `failed` (about to exit). */
+  readonly disk: 'ok' | 'full' | 'failed';
+  /** Bytes free for it on its data directory's filesystem, when it can tell. */
+  readonly freeBytes?: number;
   readonly connections: number;
   /** Keys holding entries, history entries (stripes) and their bytes on this server. */
   readonly keys: number;
@@ -242,15 +250,32 @@ export function statusReport(ctx: {
   readonly healing: Healing | undefined;
   readonly connections: number;
   readonly shuttingDown: boolean;
+  readonly disk: 'ok' | 'full' | 'failed';
+  /** The data directory, for its free space. */
+  readonly dataDir?: string;
 }): StatusReport {
   const { storage, healing } = ctx;
+  const free = ctx.dataDir === undefined ? undefined : freeBytes(ctx.dataDir);
   return {
     server: ctx.id,
     status: ctx.shuttingDown ? 'shutting-down' : 'ok',
+    version: packageVersion(),
+    disk: ctx.disk,
+    ...(free === undefined ? {} : { freeBytes: free }),
     connections: ctx.connections,
     keys: storage.keyCount,
     entries: storage.historyEntryCount,
     bytes: [...storage.owners().values()].reduce((sum, u) => sum + u.bytes, 0),
     ...(healing ? { heal: healing.status() } : {}),
   };
+}
+
+/** Bytes an unprivileged writer may still write on `dir`'s filesystem, or `undefined` if statfs fails. */
+function freeBytes(dir: string): number | undefined {
+  try {
+    const fs = statfsSync(dir);
+    return fs.bavail * fs.bsize;
+  } catch {
+    return undefined;
+  }
 }

@@ -346,7 +346,15 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     connections: () => connections.size,
     shuttingDown: () => closing !== undefined,
     status: () =>
-      statusReport({ id: options.index + 1, storage: store, healing, connections: connections.size, shuttingDown: closing !== undefined }),
+      statusReport({
+        id: options.index + 1,
+        storage: store,
+        healing,
+        connections: connections.size,
+        shuttingDown: closing !== undefined,
+        disk: diskHealth().state,
+        ...(options.dataDir !== undefined ? { dataDir: options.dataDir } : {}),
+      }),
     catchUp: () => healing?.status().catchUp.state,
     disk: diskHealth,
   });

@@ -5,7 +5,7 @@
  * Byzantine server can say anything about itself); what a server *stores* is checked by
  * the protocol, not by this page.
  */
-import type { Cluster } from '@powerstore/protocol';
+import { quorum, type Cluster } from '@powerstore/protocol';
 import type { StatusReport } from './healing.js';
 
 /** One server's answer, or why there is none. */
@@ -53,10 +53,12 @@ function ago(iso: string | undefined, now: number): string {
 
 /** The table `status` prints. */
 export function formatStatuses(lines: readonly ServerStatusLine[], now = Date.now()): string {
-  const rows: string[][] = [['server', 'up', 'catch-up', 'last complete pass', 'progress', 'keys', 'entries', 'bytes', 'scrub']];
+  const rows: string[][] = [
+    ['server', 'up', 'disk', 'free', 'version', 'catch-up', 'last complete pass', 'progress', 'keys', 'entries', 'bytes', 'scrub'],
+  ];
   for (const l of lines) {
     if ('error' in l) {
-      rows.push([`s${l.id}`, 'DOWN', `(${l.error})`, '', '', '', '', '', '']);
+      rows.push([`s${l.id}`, 'DOWN', `(${l.error})`, '', '', '', '', '', '', '', '', '']);
       continue;
     }
     const r = l.report;
@@ -81,6 +83,9 @@ export function formatStatuses(lines: readonly ServerStatusLine[], now = Date.no
     rows.push([
       `s${l.id}`,
       r.status === 'ok' ? 'up' : r.status,
+      r.disk === 'ok' ? 'ok' : r.disk.toUpperCase(),
+      r.freeBytes === undefined ? '-' : humanBytes(r.freeBytes),
+      r.version,
       c ? c.state : 'off',
       ago(c?.lastCompletePass, now),
       progress,
@@ -101,12 +106,33 @@ export function formatStatuses(lines: readonly ServerStatusLine[], now = Date.no
     .join('\n');
 }
 
-/** `powerstore-server status`: prints the table (or JSON); exit code 1 when a server could not be asked or is rebuilding. */
+/**
+ * Whether a server is healthy: it answered, is not shutting down, its disk is fine, and it
+ * is not rebuilding (a rebuilding server counts against t until its first complete pass).
+ */
+export function healthy(l: ServerStatusLine): boolean {
+  return 'report' in l && l.report.status === 'ok' && l.report.disk === 'ok' && !l.report.heal?.catchUp.rebuilding;
+}
+
+/** `status`'s exit code: 0 every server healthy, 1 some not but `n − t` are (the quorum holds), 2 fewer (operations fail). */
+export function statusExitCode(lines: readonly ServerStatusLine[], need: number): 0 | 1 | 2 {
+  const ok = lines.filter(healthy).length;
+  return ok === lines.length ? 0 : ok >= need ? 1 : 2;
+}
+
+/** `powerstore-server status`: prints the table (or JSON); the exit code is {@link statusExitCode}'s. */
 export async function runStatus(cluster: Cluster, json: boolean): Promise<void> {
   const lines = await fetchStatuses(cluster);
+  const need = quorum(cluster.config);
+  const ok = lines.filter(healthy).length;
   if (json) process.stdout.write(`${JSON.stringify(lines, null, 2)}\n`);
   else {
     process.stdout.write(`${formatStatuses(lines)}\n`);
+    process.stdout.write(
+      `\n${ok} of ${lines.length} servers healthy; operations need ${need}: ${
+        ok === lines.length ? 'all well' : ok >= need ? 'the quorum holds, with less room for faults' : 'NO QUORUM: reads and writes fail'
+      }\n`,
+    );
     const rebuilding = lines.filter((l) => 'report' in l && l.report.heal?.catchUp.rebuilding).map((l) => `s${l.id}`);
     if (rebuilding.length > 0) {
       process.stdout.write(
@@ -114,5 +140,5 @@ export async function runStatus(cluster: Cluster, json: boolean): Promise<void> 
       );
     }
   }
-  if (lines.some((l) => 'error' in l)) process.exitCode = 1;
+  process.exitCode = statusExitCode(lines, need);
 }
