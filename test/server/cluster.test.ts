@@ -3,10 +3,12 @@
  * running the protocol core over real WebSockets, with LevelDB underneath.
  */
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compareTimestamps, type Timestamp } from '@powerstore/protocol';
 import { TestClient } from './driver.js';
-import { CliCluster, ensureBuilt, metricValue } from './harness.js';
+import { CliCluster, ensureBuilt, metricValue, ROOT } from './harness.js';
 
 let cluster: CliCluster;
 
@@ -102,6 +104,14 @@ describe('4-server cluster over WebSockets', () => {
     expect(metricValue(text, 'powerstore_request_duration_seconds_count', { type: 'STORE' })).toBeGreaterThan(0);
     expect(metricValue(text, 'powerstore_storage_commit_group_size_count')).toBeGreaterThan(0);
     expect(metricValue(text, 'powerstore_process_resident_memory_bytes')).toBeGreaterThan(0);
+    // What an operator watches: data held, room left, storage health, the version running.
+    expect(metricValue(text, 'powerstore_stored_bytes')).toBeGreaterThan((8 * 1024 * 1024) / 4);
+    expect(metricValue(text, 'powerstore_data_dir_bytes')).toBeGreaterThan((8 * 1024 * 1024) / 4);
+    expect(metricValue(text, 'powerstore_data_dir_free_bytes')).toBeGreaterThan(0);
+    expect(metricValue(text, 'powerstore_disk_state', { state: 'ok' })).toBe(1);
+    expect(metricValue(text, 'powerstore_disk_state', { state: 'full' })).toBe(0);
+    const version = (JSON.parse(readFileSync(join(ROOT, 'packages/server/package.json'), 'utf8')) as { version: string }).version;
+    expect(metricValue(text, 'powerstore_build_info', { version })).toBe(1);
   });
 
   it('SIGTERM finishes in-flight requests and exits 0; the cluster keeps serving; restart keeps the data', async () => {

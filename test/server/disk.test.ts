@@ -170,6 +170,8 @@ describe('the disk is full (ENOSPC)', () => {
       const metrics = await c.metrics(2);
       expect(metricValue(metrics, 'powerstore_errors_total', { kind: 'unavailable' })).toBeGreaterThan(0);
       expect(metricValue(metrics, 'powerstore_disk_state_changes_total', { state: 'full' })).toBe(1);
+      expect(metricValue(metrics, 'powerstore_disk_state', { state: 'full' })).toBe(1);
+      expect(metricValue(metrics, 'powerstore_disk_state', { state: 'ok' })).toBe(0);
       expect(readFileSync(join(c.dir, 'server-2.log'), 'utf8').match(/disk full/g)?.length).toBe(1);
 
       // Room again: the server reopens its storage by itself and takes writes.

@@ -3,6 +3,8 @@
  * process (tests) do not collide. Names follow Prometheus conventions: `_total` for
  * counters, base units (seconds, bytes).
  */
+import { readdirSync, statfsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { ListSlotStats, MemoryBudgetStats } from './budgets.js';
 
@@ -25,6 +27,12 @@ export interface MetricSources {
   readonly inFlight?: () => number;
   /** Connections not being read, by reason. */
   readonly paused?: () => ReadonlyMap<string, number>;
+  /** The storage's disk state (LevelDB's): `ok`, `full` or `failed`. */
+  readonly disk?: () => 'ok' | 'full' | 'failed';
+  /** The data directory: its bytes on disk and its filesystem's free space. */
+  readonly dataDir?: string;
+  /** The server's version, for `powerstore_build_info`. */
+  readonly version?: string;
 }
 
 /** Owners exported with their own label, largest first: labels per identity would be unbounded in an open cluster. */
@@ -100,6 +108,61 @@ export function createMetrics(sources: MetricSources): ServerMetrics {
       for (const [owner, u] of owners()) this.set({ owner }, u.keys);
     },
   });
+  new Gauge({
+    name: 'powerstore_stored_bytes',
+    help: 'Bytes of history entries (fragments and their metadata) stored, over all owners: what quotas count',
+    registers,
+    collect() {
+      let bytes = 0;
+      for (const u of stats()?.owners().values() ?? []) bytes += u.bytes;
+      this.set(bytes);
+    },
+  });
+  if (sources.version !== undefined)
+    new Gauge({
+      name: 'powerstore_build_info',
+      help: 'Always 1; the version label is the server package version',
+      labelNames: ['version'],
+      registers,
+    }).set({ version: sources.version }, 1);
+  if (sources.disk) {
+    const disk = sources.disk;
+    new Gauge({
+      name: 'powerstore_disk_state',
+      help: "1 for the storage's disk state now (ok; full: writes refused until there is room; failed: the server exits), 0 for the others",
+      labelNames: ['state'],
+      registers,
+      collect() {
+        const now = disk();
+        for (const state of ['ok', 'full', 'failed']) this.set({ state }, state === now ? 1 : 0);
+      },
+    });
+  }
+  if (sources.dataDir !== undefined) {
+    const dir = sources.dataDir;
+    new Gauge({
+      name: 'powerstore_data_dir_bytes',
+      help: 'Bytes of the files in the data directory (LevelDB tables, logs, manifest): what the server takes on disk',
+      registers,
+      collect() {
+        const bytes = directoryBytes(dir);
+        if (bytes !== undefined) this.set(bytes);
+      },
+    });
+    new Gauge({
+      name: 'powerstore_data_dir_free_bytes',
+      help: "Bytes free for the server on its data directory's filesystem",
+      registers,
+      collect() {
+        try {
+          const fs = statfsSync(dir);
+          this.set(fs.bavail * fs.bsize);
+        } catch {
+          // not there (yet): no sample
+        }
+      },
+    });
+  }
   new Gauge({
     name: 'powerstore_keys',
     help: 'Keys holding at least one history entry',
@@ -247,4 +310,22 @@ export function createMetrics(sources: MetricSources): ServerMetrics {
       registers,
     }),
   };
+}
+
+/** The bytes of the regular files directly in `dir` (LevelDB keeps no subdirectories), or `undefined` if it cannot be read. */
+function directoryBytes(dir: string): number | undefined {
+  try {
+    let bytes = 0;
+    for (const name of readdirSync(dir)) {
+      try {
+        const st = statSync(join(dir, name));
+        if (st.isFile()) bytes += st.size;
+      } catch {
+        // deleted meanwhile (a compaction)
+      }
+    }
+    return bytes;
+  } catch {
+    return undefined;
+  }
 }

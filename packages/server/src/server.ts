@@ -39,6 +39,7 @@ import { ClientConnection, type ConnectionHost } from './connection.js';
 import { FramePool } from './frame-pool.js';
 import { ServerError } from './errors.js';
 import { DEFAULT_ERASE_WITHIN_MS, LevelStorage, type DiskHealth } from './level-storage.js';
+import { packageVersion } from './version.js';
 import { KnownVerifier } from './catalog.js';
 import { checkHealingOptions, protocolServer, startHealing, statusReport, type Healing, type HealingOptions } from './healing.js';
 import { FRAME_OVERHEAD_BYTES, resolveLimits, type ServerLimits } from './limits.js';
@@ -137,6 +138,9 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   const opened: { storage?: AbstractStorage } = {};
   const metrics = createMetrics({
     storage: () => opened.storage,
+    disk: () => (opened.storage instanceof LevelStorage ? opened.storage.disk.state : 'ok'),
+    version: packageVersion(),
+    ...(options.dataDir !== undefined ? { dataDir: options.dataDir } : {}),
     budget: () => budget.stats(),
     lists: () => lists.stats(),
     inFlight: () => [...connections].reduce((sum, c) => sum + c.inFlight, 0),
