@@ -3,11 +3,12 @@
  * that name file and field, a server refusing another server's data, wss:// with a
  * certificate, and `dev` starting and stopping a whole cluster.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { get as httpsGet } from 'node:https';
+import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -368,12 +369,45 @@ describe('powerstore-server CLI', () => {
         expect(status, `${host} ${path}`).toBe(421);
       }
     }
+    // What answers is this cluster's server 1.
+    expect(await (await fetch(`http://127.0.0.1:${base + 1}/healthz`)).json()).toMatchObject({
+      id: 1,
+      cluster: (JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')) as { id: string }).id,
+    });
+    // A server that dies is restarted, after a second's back-off.
+    const ps = execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(dev.pid)], { encoding: 'utf8' });
+    const s2 = ps.split('\n').find((l) => l.includes('server-2.json'));
+    expect(s2, ps).toBeDefined();
+    process.kill(Number(s2!.trim().split(/\s+/)[0]), 'SIGKILL');
+    const back = Date.now() + 20_000;
+    while (!out.includes('server 2 exited (SIGKILL); restarting it in 1 s') && Date.now() < back) await sleep(50);
+    expect(out).toContain('server 2 exited (SIGKILL); restarting it in 1 s');
+    await waitFor(`http://127.0.0.1:${base + 2}/healthz`);
     dev.kill('SIGINT');
     expect(await new Promise((r) => dev.once('exit', r))).toBe(0);
     expect(out).toContain('all servers stopped');
     for (let id = 1; id <= 4; id++) await expect(fetch(`http://127.0.0.1:${base + id}/healthz`)).rejects.toThrow();
     // A second run reuses the cluster it created.
     expect(statSync(join(dir, 'data-1')).isDirectory()).toBe(true);
+  }, 60_000);
+
+  it('dev refuses to start when another process holds one of its ports', async () => {
+    const base = await freeBasePort(5);
+    const squatter = createNetServer().listen(base + 3, '127.0.0.1');
+    await new Promise((r) => squatter.once('listening', r));
+    try {
+      const dir = fresh();
+      const r = spawnSync(process.execPath, [CLI, 'dev', '--dir', dir, '--base-port', String(base + 1)], {
+        encoding: 'utf8',
+        timeout: 30_000,
+      });
+      expect(r.status).toBe(1);
+      expect(r.stderr).toContain(`127.0.0.1:${base + 3} (server 3 of ${dir}) is taken by another process`);
+      // Nothing was started: the free ports stay free.
+      await expect(fetch(`http://127.0.0.1:${base + 1}/healthz`)).rejects.toThrow();
+    } finally {
+      squatter.close();
+    }
   }, 60_000);
 });
 

@@ -25,6 +25,8 @@ export interface UsageReport {
 export interface RouteContext {
   /** 1-based server id. */
   readonly id: number;
+  /** The cluster's id (`cluster.json`'s), so a supervisor can tell whose server answers. */
+  readonly cluster: string;
   readonly storage: ServerStorage;
   readonly protocol: Server;
   readonly metrics: ServerMetrics;
@@ -56,6 +58,7 @@ export function httpRoutes(ctx: RouteContext): (req: IncomingMessage, res: Serve
           status: ctx.shuttingDown() ? 'shutting-down' : diskOk ? 'ok' : `storage-${disk.state}`,
           ...(diskOk ? {} : { storage: { state: disk.state, reason: disk.reason, since: new Date(disk.since).toISOString() } }),
           id: ctx.id,
+          cluster: ctx.cluster,
           epoch: ctx.protocol.epoch,
           connections: ctx.connections(),
           ...(catchUp ? { catchUp } : {}),

@@ -343,6 +343,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   let lastUnavailableLog = -Infinity;
   const routes = httpRoutes({
     id: options.index + 1,
+    cluster: options.cluster.file.id,
     storage: store,
     protocol,
     metrics,
