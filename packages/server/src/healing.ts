@@ -4,7 +4,6 @@
  * (`heal.ts`), scrub (`scrub.ts`), their metrics (`heal-metrics.ts`) and the `/status`
  * report that `powerstore-server status` shows side by side for every server.
  */
-import { statfsSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { createCodec } from '@powerstore/erasure';
@@ -22,7 +21,7 @@ import { Catalog, KnownVerifier } from './catalog.js';
 import { ServerError } from './errors.js';
 import { createHealMetrics } from './heal-metrics.js';
 import { CatchUp, DEFAULT_CATCH_UP, Repairer, type CatchUpSettings, type CatchUpStatus } from './heal.js';
-import { LevelStorage } from './level-storage.js';
+import { freeBytes, LevelStorage } from './level-storage.js';
 import { PeerSet, type PeerStatus } from './peers.js';
 import { DEFAULT_SCRUB, Scrubber, type ScrubSettings, type ScrubStatus } from './scrub.js';
 import { packageVersion } from './version.js';
@@ -268,14 +267,4 @@ export function statusReport(ctx: {
     bytes: [...storage.owners().values()].reduce((sum, u) => sum + u.bytes, 0),
     ...(healing ? { heal: healing.status() } : {}),
   };
-}
-
-/** Bytes an unprivileged writer may still write on `dir`'s filesystem, or `undefined` if statfs fails. */
-function freeBytes(dir: string): number | undefined {
-  try {
-    const fs = statfsSync(dir);
-    return fs.bavail * fs.bsize;
-  } catch {
-    return undefined;
-  }
 }

@@ -40,6 +40,7 @@
  * Checks that need only metadata (a retried STORE) never read a fragment, and a fragment
  * is written from the request's bytes without being copied into a record first.
  */
+import { statfsSync } from 'node:fs';
 import { open as openFile, statfs, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ClassicLevel } from 'classic-level';
@@ -1020,5 +1021,15 @@ async function syncDirectory(path: string): Promise<void> {
     await dir.sync();
   } finally {
     await dir.close();
+  }
+}
+
+/** Bytes an unprivileged writer may still write on `dir`'s filesystem, or `undefined` if statfs fails (`/status`, the metrics). */
+export function freeBytes(dir: string): number | undefined {
+  try {
+    const fs = statfsSync(dir);
+    return fs.bavail * fs.bsize;
+  } catch {
+    return undefined;
   }
 }

@@ -3,10 +3,11 @@
  * process (tests) do not collide. Names follow Prometheus conventions: `_total` for
  * counters, base units (seconds, bytes).
  */
-import { readdirSync, statfsSync, statSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { ListSlotStats, MemoryBudgetStats } from './budgets.js';
+import { freeBytes } from './level-storage.js';
 
 /** Where the gauges of stored data come from. */
 export interface StorageStats {
@@ -154,12 +155,8 @@ export function createMetrics(sources: MetricSources): ServerMetrics {
       help: "Bytes free for the server on its data directory's filesystem",
       registers,
       collect() {
-        try {
-          const fs = statfsSync(dir);
-          this.set(fs.bavail * fs.bsize);
-        } catch {
-          // not there (yet): no sample
-        }
+        const free = freeBytes(dir);
+        if (free !== undefined) this.set(free);
       },
     });
   }
