@@ -17,7 +17,9 @@ import {
   signCertificate,
   storeProof,
   WriterSession,
+  ackReceipt,
   type Candidate,
+  type ReceiptSignature,
   type Reply,
   type Signer,
   type Timestamp,
@@ -200,12 +202,12 @@ export class Adversary {
       grant: undefined,
     });
     checker.unevenWrite(key, ts);
-    const receipts = new Map<number, Uint8Array>();
+    const receipts = new Map<number, ReceiptSignature>();
     let completed = false;
     this.#forger = {
       receive(from, reply) {
         if (reply.type !== 'STORE_ACK' || completed) return;
-        receipts.set(from, reply.receipt);
+        receipts.set(from, ackReceipt(reply));
         if (receipts.size < n - t) return;
         completed = true;
         const proof = storeProof(receipts);

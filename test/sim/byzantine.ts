@@ -6,7 +6,10 @@
  */
 import type { ErasureCodec } from '@powerstore/erasure';
 import {
+  batchRootMessage,
+  buildBatch,
   compareKeys,
+  receiptLeaf,
   computeCrossChecksum,
   HASH_LENGTH,
   receiptMessage,
@@ -14,6 +17,9 @@ import {
   TS0,
   type Candidate,
   type ClusterConfig,
+  type ReceiptBatch,
+  type StoreAck,
+  type StoreRequest,
   type CryptoProvider,
   type FilterAck,
   type Reply,
@@ -48,6 +54,7 @@ export const BEHAVIOURS = [
   'lie-layout',
   'wrong-stripe',
   'lie-pending',
+  'bad-batch',
 ] as const;
 /** One of {@link BEHAVIOURS}. */
 export type Behaviour = (typeof BEHAVIOURS)[number];
@@ -84,6 +91,8 @@ export class ByzantineServer {
   readonly #firstLc = new Map<string, Candidate | undefined>();
   readonly #crashAt: number;
   readonly #equivocationSalt: number;
+  /** The last batched receipt it gave (`bad-batch`), to hand out again for another write. */
+  #lastBatched: { signature: Uint8Array; batch: ReceiptBatch } | undefined;
 
   constructor(
     readonly index: number,
@@ -138,6 +147,32 @@ export class ByzantineServer {
       candidate: { ...e.candidate, proof: this.prng.chance(0.5) ? [] : e.candidate.proof.slice(0, t) },
     }));
     return [{ reply: { ...reply, entries } }];
+  }
+
+  async #batchLie(req: StoreRequest, ack: StoreAck): Promise<StoreAck> {
+    const { crypto, clusterId } = this.ctx;
+    const leaf = receiptLeaf(crypto, receiptMessage(crypto, clusterId, req.key, req.ts, req.cert, this.index));
+    const count = this.prng.range(2, 6);
+    const at = this.prng.range(0, count - 1);
+    const leaves = Array.from({ length: count }, (_, i) => (i === at ? leaf : crypto.sha256Sync([Uint8Array.of(i), this.prng.bytes(32)])));
+    const { root, paths } = buildBatch(crypto, leaves);
+    const genuine = await this.signer.sign(batchRootMessage(clusterId, this.index, count, root));
+    const previous = this.#lastBatched;
+    this.#lastBatched = { signature: genuine, batch: paths[at]! };
+    switch (this.prng.pick(['valid', 'valid', 'other-root', 'bent-path', 'borrowed'] as const)) {
+      case 'valid':
+        return { ...ack, receipt: genuine, batch: paths[at]! };
+      case 'other-root':
+        return { ...ack, receipt: await this.signer.sign(batchRootMessage(clusterId, this.index, count, leaves[0]!)), batch: paths[at]! };
+      case 'bent-path': {
+        const path = paths[at]!;
+        const last = path.siblings.length - 1;
+        const siblings = path.siblings.map((h, i) => (i === last ? Uint8Array.from(h, (x, j) => (j === 0 ? x ^ 1 : x)) : h));
+        return { ...ack, receipt: genuine, batch: { ...path, siblings } };
+      }
+      case 'borrowed':
+        return previous ? { ...ack, receipt: previous.signature, batch: previous.batch } : ack;
+    }
   }
 
   #others(): string[] {
@@ -284,6 +319,15 @@ export class ByzantineServer {
         }
         if (req.type === 'COMPLETE') return [{ reply: { type: 'COMPLETE_ACK', key: req.key, opId: req.opId, ts: req.candidate.ts } }];
         return [{ reply: await honest() }];
+      case 'bad-batch': {
+        // Stores honestly, but its receipt is a batch of its own making: a genuine root over
+        // the write's leaf and made-up ones (valid: the proof carries a batched receipt
+        // through completion, reads and write-backs), a signature over another root, a path
+        // bent on the way up, or the batched receipt it gave another write.
+        const reply = await honest();
+        if (reply.type !== 'STORE_ACK' || reply.stripe !== 0 || req.type !== 'STORE') return [{ reply }];
+        return [{ reply: await this.#batchLie(req, reply) }];
+      }
       case 'front-run-store': {
         // Races the writer: sends every other server this STORE with its own fragment in
         // place of theirs, hoping to occupy Hist[ts] before the genuine one arrives.

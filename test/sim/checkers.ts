@@ -119,6 +119,8 @@ export class Checker {
   fencedReads = 0;
   /** Striped values read whole (every stripe pinned to one version). */
   stripedReads = 0;
+  /** Receipts correct servers signed under a batch root shared with others (`receipt-batch.ts`). */
+  batchedReceipts = 0;
   /** Pinned stripe reads that failed with VALUE_CHANGED (allowed: the version was collected meanwhile). */
   valueChanged = 0;
 

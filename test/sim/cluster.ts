@@ -11,6 +11,7 @@ import {
   type ClusterIdentity,
   type Reply,
   type Server,
+  type ServerOptions,
   type Signer,
   type WritePolicy,
 } from '@powerstore/protocol';
@@ -21,6 +22,9 @@ import type { InFlight } from './network.js';
 import { UPLOAD_IDLE } from './options.js';
 import type { Prng } from './prng.js';
 import type { World } from './world.js';
+
+/** Microtask turns a server waits before signing the receipts asked for meanwhile. */
+const RECEIPT_BATCH_TURNS = 64;
 
 /** Whether a process name is a server's (`s<index>`). */
 export const isServer = (name: string): boolean => /^s\d+$/.test(name);
@@ -70,6 +74,7 @@ export class Cluster {
         policy: cast.policy,
         now: () => world.time() + skew,
         history: { keep: drawn.storage.historyKeep, uploadIdleMs: UPLOAD_IDLE },
+        ...this.#receiptBatching(byzantine.has(i)),
       });
       this.inners.push(server);
       if (byzantine.has(i)) {
@@ -83,6 +88,24 @@ export class Cluster {
       }
     }
     this.policies = this.servers.map(() => cast.policy);
+  }
+
+  /**
+   * Receipts batched as powerstore-server batches them, with a window of a few microtask
+   * turns in place of `setImmediate` (deterministic): STOREs delivered together share a root.
+   */
+  #receiptBatching(byzantine: boolean): Pick<ServerOptions, 'receiptBatching' | 'onReceiptsSigned'> {
+    const checker = this.#world.checker;
+    return {
+      receiptBatching: (flush) => {
+        let turns = RECEIPT_BATCH_TURNS;
+        const wait = (): void => (--turns > 0 ? void Promise.resolve().then(wait) : flush());
+        void Promise.resolve().then(wait);
+      },
+      onReceiptsSigned: (n) => {
+        if (!byzantine && n > 1) checker.batchedReceipts += n;
+      },
+    };
   }
 
   /** The servers' names on the network. */
@@ -109,6 +132,7 @@ export class Cluster {
       policy: this.policies[j]!,
       now: () => this.#world.time() + this.skews[j]!,
       history: { keep: drawn.storage.historyKeep, uploadIdleMs: UPLOAD_IDLE },
+      ...this.#receiptBatching(false),
     });
     this.servers[j] = server;
     this.inners[j] = server;

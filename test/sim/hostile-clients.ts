@@ -25,7 +25,9 @@ import {
   signCertificate,
   TIMESTAMP_WINDOW,
   writerTagOf,
+  ackReceipt,
   type Candidate,
+  type ReceiptSignature,
   type ClusterConfig,
   type CrossChecksum,
   type CryptoProvider,
@@ -167,7 +169,7 @@ interface Plant {
   readonly id: string;
   readonly fence: Fence;
   candidate: Candidate;
-  readonly receipts: Map<number, Uint8Array>;
+  readonly receipts: Map<number, ReceiptSignature>;
   /** Completed as soon as it has its proof (allowed: before the fence), not late. */
   readonly early: boolean;
   proven: boolean;
@@ -216,7 +218,7 @@ export class HostileClient {
   readonly #verifier: CertificateVerifier;
   readonly #probes = new Map<number, Probe>();
   /** Equivocating writes in flight: receipts per content. */
-  readonly #equivocations = new Map<number, { key: string; candidates: Candidate[]; receipts: Map<number, Uint8Array>[] }>();
+  readonly #equivocations = new Map<number, { key: string; candidates: Candidate[]; receipts: Map<number, ReceiptSignature>[] }>();
   /** Fence attacks, by their CLOCK's opId and by their number. */
   readonly #fences = new Map<number, Fence>();
   readonly #fenceByNumber = new Map<number, Fence>();
@@ -257,7 +259,7 @@ export class HostileClient {
     const fence = this.#fences.get(reply.opId);
     if (fence && reply.type === 'CLOCK_ACK') return this.#fenceClock(fence, from, reply.candidate);
     const plant = this.#plants.get(reply.opId);
-    if (plant && reply.type === 'STORE_ACK') return this.#plantAck(plant, from, reply.receipt);
+    if (plant && reply.type === 'STORE_ACK') return this.#plantAck(plant, from, ackReceipt(reply));
     const onAck = this.#onAck.get(reply.opId);
     if (onAck) return onAck(from, reply);
     const probe = this.#probes.get(reply.opId);
@@ -509,7 +511,7 @@ export class HostileClient {
     this.#equivocations.set(opId, {
       key,
       candidates: writes.map((w) => w.candidate),
-      receipts: [new Map<number, Uint8Array>(), new Map<number, Uint8Array>()],
+      receipts: [new Map<number, ReceiptSignature>(), new Map<number, ReceiptSignature>()],
     });
     const order = prng.shuffle(Array.from({ length: config.n }, (_, i) => i));
     const half = Math.ceil(config.n / 2);
@@ -528,9 +530,9 @@ export class HostileClient {
   async #equivocationAck(opId: number, from: number, reply: Extract<Reply, { type: 'STORE_ACK' }>): Promise<void> {
     const eq = this.#equivocations.get(opId)!;
     for (const [v, c] of eq.candidates.entries()) {
-      if (!(await this.#verifier.receiptValid(eq.key, c.ts, c.cert, from, reply.receipt))) continue;
+      if (!(await this.#verifier.receiptValid(eq.key, c.ts, c.cert, from, ackReceipt(reply)))) continue;
       const receipts = eq.receipts[v]!;
-      receipts.set(from, reply.receipt);
+      receipts.set(from, ackReceipt(reply));
       if (receipts.size === this.#ctx.config.n - this.#ctx.config.t) {
         // A store proof: complete this value everywhere (at most one of the two can get here).
         const proof = storeProof(receipts);
@@ -716,7 +718,7 @@ export class HostileClient {
   }
 
   /** A receipt for a plant: with `n − t`, its store proof is kept (and used at once if the owner has written). */
-  async #plantAck(plant: Plant, from: number, receipt: Uint8Array): Promise<void> {
+  async #plantAck(plant: Plant, from: number, receipt: ReceiptSignature): Promise<void> {
     const { config } = this.#ctx;
     const { candidate } = plant;
     if (plant.proven) return;
@@ -919,14 +921,14 @@ export class HostileClient {
       tombstone: false,
       grant: undefined,
     });
-    const receipts = new Map<number, Uint8Array>();
+    const receipts = new Map<number, ReceiptSignature>();
     let completed = false;
     this.#toAllThen(
       (opId, i) => ({ type: 'STORE', key, opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert }),
       undefined,
       async (i, reply) => {
-        if (completed || reply.type !== 'STORE_ACK' || !(await this.#verifier.receiptValid(key, ts, cert, i, reply.receipt))) return;
-        receipts.set(i, reply.receipt);
+        if (completed || reply.type !== 'STORE_ACK' || !(await this.#verifier.receiptValid(key, ts, cert, i, ackReceipt(reply)))) return;
+        receipts.set(i, ackReceipt(reply));
         if (receipts.size < config.n - config.t) return;
         completed = true;
         const proof = storeProof(receipts);

@@ -63,6 +63,8 @@ export interface BatchResult {
   crashedMidStripe: number;
   stripedReads: number;
   valueChanged: number;
+  /** Receipts correct servers signed in batches of two or more. */
+  batchedReceipts: number;
   /** What the clients' hosts met: links closed under them, frames over their limit, reads failed as too large. */
   linksClosed: number;
   oversized: number;
@@ -120,6 +122,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     crashedMidStripe: 0,
     stripedReads: 0,
     valueChanged: 0,
+    batchedReceipts: 0,
     linksClosed: 0,
     oversized: 0,
     tooLarge: 0,
@@ -165,6 +168,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     result.stripedWritesDone += report.stripedWritesDone ?? 0;
     result.crashedMidStripe += report.crashedMidStripe ?? 0;
     result.stripedReads += report.stripedReads ?? 0;
+    result.batchedReceipts += report.batchedReceipts ?? 0;
     result.valueChanged += report.valueChanged ?? 0;
     result.linksClosed += report.hostFaults?.linksClosed ?? 0;
     result.oversized += report.hostFaults?.oversized ?? 0;

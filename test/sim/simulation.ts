@@ -91,6 +91,8 @@ export interface SimReport {
   readonly crashedMidStripe: number;
   /** Striped values read whole. */
   readonly stripedReads: number;
+  /** Receipts correct servers signed in batches of two or more. */
+  readonly batchedReceipts: number;
   /** Reads that gave up with VALUE_CHANGED while fetching further stripes (allowed, counted). */
   readonly valueChanged: number;
   /** Faults the clients' hosts met: links closed, frames over their limit, reads that failed as too large. */
@@ -464,6 +466,7 @@ export class Simulation {
       stripedWritesDone: stats.stripedWritesDone,
       crashedMidStripe: stats.crashedMidStripe,
       stripedReads: checker.stripedReads,
+      batchedReceipts: checker.batchedReceipts,
       valueChanged: checker.valueChanged,
       hostFaults: { linksClosed: stats.linksClosed, oversized: stats.oversized, tooLarge: stats.tooLarge },
       rotation: this.#rotation,

@@ -70,6 +70,18 @@ export {
   type StoreReceipt,
   type WriteCertificate,
 } from './auth/certificate.js';
+export {
+  ackReceipt,
+  batchRootMessage,
+  buildBatch,
+  MAX_RECEIPT_BATCH,
+  ReceiptBatcher,
+  receiptLeaf,
+  rootOf,
+  siblingCount,
+  type ReceiptBatch,
+  type ReceiptSignature,
+} from './auth/receipt-batch.js';
 export { candidateId, candidatesEqual, certificateId, certificatesEqual, type Candidate } from './auth/candidate.js';
 export { OPEN_POLICY, type Refusal, type WritePolicy } from './auth/policy.js';
 export { TIMESTAMP_WINDOW } from './auth/window.js';
@@ -91,6 +103,7 @@ export {
   type Request,
   type RequestType,
   type Step,
+  type StoreAck,
   type StoreRequest,
 } from './wire/messages.js';
 export { decodeHeader, decodeMessage, encodeMessage, frameType, MAX_KEY_LENGTH, WIRE_VERSION } from './wire/codec.js';

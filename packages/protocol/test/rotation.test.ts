@@ -149,9 +149,11 @@ describe('key epochs: replacing a server', () => {
     expect(sha(receiptMessage(crypto, id, 'k', ts, cert, 1))).toBe('b7cafc5d20a82f815e9d82bd2ab6bebd8f1db25b24d939ed770b70239e561156');
     const candidate = { ts, nonce: b(5), cert, proof: [{ server: 1, signature: b(6, 64) }] };
     const frame = encodeMessage({ type: 'COMPLETE', key: 'k', opId: 1, candidate });
-    expect(WIRE_VERSION).toBe(5);
-    // The body after the header (which gained the epoch in version 5) is unchanged.
-    expect(sha(frame.subarray(1 + 1 + 2 + 1 + 8 + 4))).toBe('5fcea496ecd7cc6be2a92b0d57dffd5e8c3b81b1aba491f38789fda06f66500b');
+    expect(WIRE_VERSION).toBe(6);
+    // The body after the header (which gained the epoch in version 5) is unchanged but for
+    // the receipt's empty batch field (version 6): two zero bytes at its end.
+    expect(sha(frame.subarray(1 + 1 + 2 + 1 + 8 + 4, -2))).toBe('5fcea496ecd7cc6be2a92b0d57dffd5e8c3b81b1aba491f38789fda06f66500b');
+    expect([...frame.subarray(-2)]).toEqual([0, 0]);
 
     // Another epoch is signed, hashed and encoded: nobody can move a write between epochs.
     const later = { ...cert, epoch: 3 };
@@ -169,10 +171,11 @@ describe('key epochs: replacing a server', () => {
     const withZero = Uint8Array.from([...bent.subarray(0, flags), 4, 0, 0, 0, 0, ...bent.subarray(flags + 1)]);
     expect(() => decodeMessage(withZero, { n: 4 })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
 
-    // Records: version 6 may hold an epoch; a version-5 record (epoch 0) reads as before.
+    // Records: version 6 may hold an epoch; a version-5 record (epoch 0) reads as before
+    // (version 7 changed only key records' receipts: receipt-batch.test.ts).
     const entry = { ts, stripe: 0, fragment: b(1, 3), cc: { tombstone: false, valueLength: 5, hashes: [b(1), b(2), b(3), b(4)] } };
     const record = encodeEntryMetaRecord('k', { ...entry, cert });
-    expect(RECORD_VERSION).toBe(6);
+    expect(RECORD_VERSION).toBe(7);
     const v5 = record.slice();
     v5[0] = 5;
     expect(decodeEntryMetaRecord(v5, 4).meta).toEqual(decodeEntryMetaRecord(record, 4).meta);
@@ -279,7 +282,7 @@ describe('key epochs: replacing a server', () => {
     const v2 = (await lcAt(c, 0, key, 1))!;
     const stolen = { server: 1, signature: await retired.sign(receiptMessage(crypto, c.cluster.id, key, v2.ts, v2.cert, 1)) };
     const forged: Candidate = { ...v2, proof: v2.proof.map((r) => (r.server === 1 ? stolen : r)) };
-    expect(await fresh.verifier.receiptValid(key, v2.ts, v2.cert, 1, stolen.signature)).toBe(false);
+    expect(await fresh.verifier.receiptValid(key, v2.ts, v2.cert, 1, stolen)).toBe(false);
     expect(await fresh.verifier.valid(key, forged)).toBe(false);
     for (const [i, s] of c.servers.entries()) {
       expect(await s.handle({ type: 'COMPLETE', key, opId: 1, epoch: 1, candidate: forged }), `server ${i}`).toMatchObject({

@@ -243,6 +243,9 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     onCollected: (_key, count) => metrics.collected.inc(count),
     // A write this server missed completes here: catch-up repairs it soon, not at its next pass.
     onMissedEntry: (key, candidate) => healing?.missed(key, candidate),
+    // The STOREs one group commit made durable sign one root (their continuations run in
+    // this turn), so a busy server signs once per commit instead of once per write.
+    receiptBatching: (flush) => void setImmediate(flush),
   });
   // Large replies (FILTER answers with a fragment) are encoded into recycled memory, given
   // back once sent (ConnectionHost.replySent).

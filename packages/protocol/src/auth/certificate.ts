@@ -34,6 +34,7 @@ import { DOMAIN, HASH_LENGTH, domain, keyField, nonceHash, type CryptoProvider, 
 import { grantDigest, grantMessage, mayGrant, type ClusterIdentity, type Grant } from './grant.js';
 import { namespaceOf, ownerIdOf, writerTagOf } from './identity.js';
 import { epochsProblem, extensionProblem, receiptKey } from './epochs.js';
+import { batchRootMessage, receiptLeaf, rootOf, type ReceiptSignature } from './receipt-batch.js';
 import { ProtocolError, type ProtocolErrorCode } from '../core/errors.js';
 import { writerTagPart, type Timestamp } from './timestamp.js';
 
@@ -64,19 +65,21 @@ export interface WriteCertificate {
   readonly signature: Uint8Array;
 }
 
-/** Server `server`'s signature that it stored the write: see {@link receiptMessage}. */
-export interface StoreReceipt {
+/**
+ * Server `server`'s signature that it stored the write: of {@link receiptMessage} itself,
+ * or (with `batch`) of a root over many receipt messages (`receipt-batch.ts`).
+ */
+export interface StoreReceipt extends ReceiptSignature {
   /** Protocol index (0-based) of the server. */
   readonly server: number;
-  readonly signature: Uint8Array;
 }
 
 /** `n − t` receipts of distinct servers, in increasing server order. */
 export type StoreProof = readonly StoreReceipt[];
 
-/** The store proof of `receipts` (signature by server index), in increasing server order. */
-export function storeProof(receipts: ReadonlyMap<number, Uint8Array>): StoreProof {
-  return [...receipts].sort(([a], [b]) => a - b).map(([server, signature]) => ({ server, signature }));
+/** The store proof of `receipts` (by server index), in increasing server order. */
+export function storeProof(receipts: ReadonlyMap<number, ReceiptSignature>): StoreProof {
+  return [...receipts].sort(([a], [b]) => a - b).map(([server, r]) => (r.batch ? { server, signature: r.signature, batch: r.batch } : { server, signature: r.signature }));
 }
 
 const NO_GRANT = new Uint8Array(HASH_LENGTH);
@@ -308,13 +311,19 @@ export class CertificateVerifier {
   }
 
   /**
-   * Whether `signature` is server `server`'s receipt for this write, by the server's key in
-   * the certificate's epoch (never valid for an epoch this verifier does not know).
+   * Whether `receipt` is server `server`'s receipt for this write, by the server's key in
+   * the certificate's epoch (never valid for an epoch this verifier does not know). A
+   * batched receipt's path must lead to the root the signature signs; the root's signature
+   * is then remembered like any other, so the rest of its batch costs only hashes.
    */
-  receiptValid(key: string, ts: Timestamp, cert: WriteCertificate, server: number, signature: Uint8Array): Promise<boolean> {
+  receiptValid(key: string, ts: Timestamp, cert: WriteCertificate, server: number, receipt: ReceiptSignature): Promise<boolean> {
     const publicKey = receiptKey(this.#cluster, cert.epoch ?? 0, server);
     if (!publicKey) return Promise.resolve(false);
-    return this.#verify(publicKey, receiptMessage(this.#crypto, this.#cluster.id, key, ts, cert, server), signature);
+    const message = receiptMessage(this.#crypto, this.#cluster.id, key, ts, cert, server);
+    if (!receipt.batch) return this.#verify(publicKey, message, receipt.signature);
+    const root = rootOf(this.#crypto, receiptLeaf(this.#crypto, message), receipt.batch);
+    if (!root) return Promise.resolve(false);
+    return this.#verify(publicKey, batchRootMessage(this.#cluster.id, server, receipt.batch.count, root), receipt.signature);
   }
 
   /** At least `n − t` receipts, of distinct servers in increasing order, every one valid. */
@@ -323,7 +332,7 @@ export class CertificateVerifier {
     for (let i = 0; i < proof.length; i++) {
       const r = proof[i]!;
       if (i > 0 && r.server <= proof[i - 1]!.server) return false;
-      if (!(await this.receiptValid(key, ts, cert, r.server, r.signature))) return false;
+      if (!(await this.receiptValid(key, ts, cert, r.server, r))) return false;
     }
     return true;
   }
@@ -403,6 +412,12 @@ function candidateFields(key: string, c: CandidateFields): Uint8Array[] {
   // The signature covers the epoch too: a candidate moved to another epoch must not pass.
   parts.push(u32(c.cert.epoch ?? 0));
   parts.push(u32(c.proof.length));
-  for (const r of c.proof) parts.push(Uint8Array.of(r.server), r.signature);
+  for (const r of c.proof) {
+    parts.push(Uint8Array.of(r.server), r.signature);
+    const b = r.batch;
+    // A path is part of the candidate: the same signature with another path must be checked again.
+    if (b) parts.push(u32(b.index), u32(b.count), ...b.siblings);
+    else parts.push(u32(0));
+  }
   return parts;
 }

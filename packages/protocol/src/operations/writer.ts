@@ -14,6 +14,7 @@ import {
   type WriteCertificate,
 } from '../auth/certificate.js';
 import { MAX_VALUE_LENGTH, quorum, type ClusterConfig } from '../core/config.js';
+import { ackReceipt, type ReceiptSignature } from '../auth/receipt-batch.js';
 import { computeCrossChecksum, crossChecksumDigest, type CrossChecksum } from '../core/cross-checksum.js';
 import { nonceHash, type CryptoProvider, type Signer } from '../core/crypto.js';
 import { currentEpoch, withEpoch } from '../auth/epochs.js';
@@ -228,7 +229,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
   #phase: Phase = 'idle';
   readonly #acked = new Set<number>();
   /** Valid STORE receipts, by server. */
-  readonly #receipts = new Map<number, Uint8Array>();
+  readonly #receipts = new Map<number, ReceiptSignature>();
   readonly #rejections = new Rejections();
   /** Highest valid timestamp seen in CLOCK, and its candidate: the basis of this write's timestamp. */
   #highest: Timestamp = TS0;
@@ -338,8 +339,8 @@ export class WriteOperation implements ClientOperation<WriteResult> {
         if (reply.type !== 'STORE_ACK' || reply.stripe !== 0 || !this.#isOurs(reply.ts)) return {};
         this.#acked.add(from);
         const { ts, cert } = this.#candidate!;
-        if (await this.options.session.verifier.receiptValid(this.key, ts, cert, from, reply.receipt))
-          this.#receipts.set(from, reply.receipt);
+        const receipt = ackReceipt(reply);
+        if (await this.options.session.verifier.receiptValid(this.key, ts, cert, from, receipt)) this.#receipts.set(from, receipt);
         else this.options.onEvidence?.(from, 'acknowledged a STORE with a receipt that does not verify');
         if (this.#receipts.size >= quorum(config)) return this.#complete();
         return this.#storeStalled() ? this.#restart() : {};

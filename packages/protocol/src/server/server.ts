@@ -17,6 +17,7 @@
  */
 import { bytesEqual } from '../core/bytes.js';
 import { certificatesEqual, type Candidate } from '../auth/candidate.js';
+import { ReceiptBatcher, type ReceiptSignature } from '../auth/receipt-batch.js';
 import { CertificateVerifier, receiptMessage, type CertificateCheck, type StoreProof, type WriteCertificate } from '../auth/certificate.js';
 import { decodeHeader, decodeMessage, encodeMessage, listEntryBytes, MAX_PENDING_ENTRIES, pendingEntryBytes } from '../wire/codec.js';
 import type { ClusterConfig } from '../core/config.js';
@@ -132,6 +133,15 @@ export interface ServerOptions {
    * for their next pass over every key.
    */
   readonly onMissedEntry?: (key: string, candidate: Candidate) => void;
+  /**
+   * Signs the receipts of STOREs that become durable together under one root
+   * (`receipt-batch.ts`): `defer` runs its callback after the current turn (Node:
+   * `setImmediate`), and every receipt asked for before then shares one signature. Without
+   * it, each receipt is signed on its own.
+   */
+  readonly receiptBatching?: (flush: () => void) => void;
+  /** Called for every signature made for receipts, with how many receipts it covers (with `receiptBatching`). */
+  readonly onReceiptsSigned?: (receipts: number) => void;
 }
 
 /** What {@link Server.handleFrame} did with a frame. */
@@ -161,6 +171,7 @@ export class Server {
   protected admission: WritePolicyCheck;
   protected readonly history: HistoryLimits;
   readonly #options: ServerOptions;
+  readonly #receipts: ReceiptBatcher | undefined;
 
   constructor(options: ServerOptions) {
     check(
@@ -186,6 +197,12 @@ export class Server {
     );
     check(Number.isSafeInteger(uploadIdleMs) && uploadIdleMs >= 1, `history.uploadIdleMs must be a positive integer, got ${uploadIdleMs}`);
     this.#options = options;
+    this.#receipts = options.receiptBatching
+      ? new ReceiptBatcher(options.crypto, options.signer, options.cluster.id, options.index, options.receiptBatching, (message, signature, n) => {
+          this.verifier.signed(options.signer.publicKey, message, signature);
+          options.onReceiptsSigned?.(n);
+        })
+      : undefined;
   }
 
   /** Replaces the write policy (the operator edited the cluster file). Affects STORE admission only. */
@@ -368,10 +385,18 @@ export class Server {
     const entry: HistoryEntry = layout ? { ts, stripe: 0, fragment, cc, cert, layout } : { ts, stripe: 0, fragment, cc, cert };
     await this.storage.withKey(key, (record) => this.storeEntry(record, key, entry, basis));
     // Signed only once the entry is durable: a receipt is a promise to hold it.
-    const message = receiptMessage(this.crypto, this.#options.cluster.id, key, ts, cert, this.index);
-    const receipt = await this.#options.signer.sign(message);
-    this.verifier.signed(this.#options.signer.publicKey, message, receipt);
-    return { type: 'STORE_ACK', key, opId: req.opId, ts, stripe: 0, receipt };
+    const { signature, batch } = await this.signReceipt(receiptMessage(this.crypto, this.#options.cluster.id, key, ts, cert, this.index));
+    return batch
+      ? { type: 'STORE_ACK', key, opId: req.opId, ts, stripe: 0, receipt: signature, batch }
+      : { type: 'STORE_ACK', key, opId: req.opId, ts, stripe: 0, receipt: signature };
+  }
+
+  /** This server's receipt for `message`: alone, or in a batch (`receiptBatching`). */
+  protected async signReceipt(message: Uint8Array): Promise<ReceiptSignature> {
+    if (this.#receipts) return this.#receipts.sign(message);
+    const signature = await this.#options.signer.sign(message);
+    this.verifier.signed(this.#options.signer.publicKey, message, signature);
+    return { signature };
   }
 
   /**

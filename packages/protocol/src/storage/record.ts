@@ -28,7 +28,9 @@ import {
 } from '../wire/fields.js';
 
 /**
- * Version of the record layouts below. Version 6 may hold certificates of key epochs ≥ 1
+ * Version of the record layouts below. Version 7 gives every receipt of a store proof a
+ * batch field (`receipt-batch.ts`); older records' receipts are read as unbatched.
+ * Version 6 may hold certificates of key epochs ≥ 1
  * (`epochs.ts`), which versions 3 to 5 never hold and are otherwise read as before.
  * Version 5 indexes a key's *writes* (one index entry
  * per timestamp, however many stripes it has) instead of every stripe, so storing one more
@@ -37,7 +39,7 @@ import {
  * and its key records, like version 3's (values of one stripe), are still read. Version 1
  * (no entry index) and 2 (fragment inside the entry record) are refused.
  */
-export const RECORD_VERSION = 6;
+export const RECORD_VERSION = 7;
 /** The oldest record version still read. */
 const OLDEST_READ = 3;
 
@@ -101,8 +103,9 @@ function header(w: ByteWriter, key: string) {
 }
 
 function readHeader(raw: Uint8Array, n: number): { r: ByteReader; key: string; version: number } {
-  const r = new ByteReader(raw, n, MAX_VALUE_LENGTH);
-  const version = r.u8('record version');
+  const version = raw[0] ?? 0;
+  const r = new ByteReader(raw, n, MAX_VALUE_LENGTH, version >= 7);
+  r.u8('record version');
   if (version < OLDEST_READ || version > RECORD_VERSION)
     throw new ProtocolError('UNSUPPORTED_VERSION', `record version ${version}, this server reads ${OLDEST_READ}..${RECORD_VERSION}`);
   return { r, key: r.string(MAX_KEY_LENGTH, 'key'), version };

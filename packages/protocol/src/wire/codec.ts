@@ -1,5 +1,5 @@
 /**
- * Binary wire format, version 5: the one module that owns what a frame looks like.
+ * Binary wire format, version 6: the one module that owns what a frame looks like.
  * `version u8 | type u8 | key (u16 length + UTF-8) | opId u64 | epoch u32 | body`; integers are
  * big-endian, variable fields are length-prefixed, and every length and count is bounded
  * before use (`fields.ts`). The decoder returns fragments as views into the frame.
@@ -13,6 +13,7 @@ import {
   ByteReader,
   ByteWriter,
   readCandidate,
+  readReceiptBatch,
   readCc,
   readOptionalLayout,
   readOptionalSummary,
@@ -23,6 +24,7 @@ import {
   readOptionalCandidate,
   readTs,
   writeCandidate,
+  writeReceiptBatch,
   writeCc,
   writeCert,
   writeFragment,
@@ -31,12 +33,13 @@ import {
 } from './fields.js';
 
 /**
- * The only version this code speaks. Version 5 added the sender's key epoch to every
+ * The only version this code speaks. Version 6 added batch paths to receipts
+ * (`receipt-batch.ts`). Version 5 added the sender's key epoch to every
  * frame's header and certificates of epochs ≥ 1 (`epochs.ts`); 4 added the pending number
  * to CLOCK_ACK, the basis to STORE (the timestamp window, `window.ts`) and LIST_ACK's
- * resume key; 4, 3 (stripes), 2 and 1 (MAC vectors) are refused.
+ * resume key; 5, 4, 3 (stripes), 2 and 1 (MAC vectors) are refused.
  */
-export const WIRE_VERSION = 5;
+export const WIRE_VERSION = 6;
 /**
  * FILTER's flags byte: bit 0 asks for the entry's fragment, bit 1 for no layout, bit 2 for
  * the entry of a pending write (`FilterRequest.pending`); other bits are invalid.
@@ -157,6 +160,7 @@ export function encodeMessage(m: Message, alloc?: (length: number) => Uint8Array
       writeTs(w, m.ts);
       w.u32(m.stripe, 'stripe');
       w.fixed(m.receipt, SIGNATURE_LENGTH, 'receipt');
+      writeReceiptBatch(w, m.batch);
       break;
     case 'COMPLETE_ACK':
       writeTs(w, m.ts);
@@ -360,7 +364,9 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
     case 'STORE_ACK': {
       const ts = readTs(r);
       const stripe = r.u32('stripe');
-      return { type, key, opId, ts, stripe, receipt: r.fixed(SIGNATURE_LENGTH, 'receipt') };
+      const receipt = r.fixed(SIGNATURE_LENGTH, 'receipt');
+      const batch = readReceiptBatch(r);
+      return batch ? { type, key, opId, ts, stripe, receipt, batch } : { type, key, opId, ts, stripe, receipt };
     }
     case 'COMPLETE_ACK':
       return { type, key, opId, ts: readTs(r) };

@@ -5,7 +5,8 @@
  * views into the input, not copies.
  */
 import type { Candidate } from '../auth/candidate.js';
-import type { StoreProof, WriteCertificate } from '../auth/certificate.js';
+import type { StoreProof, StoreReceipt, WriteCertificate } from '../auth/certificate.js';
+import { batchShapeValid, RECEIPT_HASH_LENGTH, siblingCount, type ReceiptBatch } from '../auth/receipt-batch.js';
 import { MAX_SERVERS, MAX_VALUE_LENGTH } from '../core/config.js';
 import type { CrossChecksum } from '../core/cross-checksum.js';
 import { HASH_LENGTH, PUBLIC_KEY_LENGTH, SIGNATURE_LENGTH } from '../core/crypto.js';
@@ -94,6 +95,8 @@ export class ByteReader {
     readonly n: number,
     /** Largest fragment accepted. */
     readonly maxFragmentLength: number,
+    /** Whether receipts carry a batch field (records of version 7 on, every frame); older records' do not. */
+    readonly receiptBatches = true,
   ) {
     this.#view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   }
@@ -231,17 +234,40 @@ export function writeProof(w: ByteWriter, proof: StoreProof) {
     if (!Number.isInteger(r.server) || r.server < 0 || r.server >= MAX_SERVERS) bad(`receipt server index out of range: ${r.server}`);
     w.u8(r.server);
     w.fixed(r.signature, SIGNATURE_LENGTH, 'receipt');
+    writeReceiptBatch(w, r.batch);
   }
+}
+
+/** A receipt's batch path: `count u16` (0: none), then `index u16` and the sibling hashes. */
+export function writeReceiptBatch(w: ByteWriter, b: ReceiptBatch | undefined) {
+  if (!b) return w.u16(0);
+  if (!batchShapeValid(b.index, b.count)) bad(`receipt batch position ${b.index} of ${b.count}`);
+  if (b.siblings.length !== siblingCount(b.index, b.count)) bad('receipt batch path of the wrong length');
+  w.u16(b.count);
+  w.u16(b.index);
+  for (const h of b.siblings) w.fixed(h, RECEIPT_HASH_LENGTH, 'receipt batch hash');
+}
+
+export function readReceiptBatch(r: ByteReader): ReceiptBatch | undefined {
+  const count = r.u16('receipt batch size');
+  if (count === 0) return undefined;
+  const index = r.u16('receipt batch position');
+  if (!batchShapeValid(index, count)) ByteReader.invalid(`receipt batch position ${index} of ${count}`);
+  const siblings: Uint8Array[] = [];
+  for (let i = siblingCount(index, count); i > 0; i--) siblings.push(r.fixed(RECEIPT_HASH_LENGTH, 'receipt batch hash'));
+  return { index, count, siblings };
 }
 
 export function readProof(r: ByteReader): StoreProof {
   const count = r.u8('receipt count');
   if (count > r.n) ByteReader.invalid(`${count} receipts, at most ${r.n}`);
-  const proof: { server: number; signature: Uint8Array }[] = [];
+  const proof: StoreReceipt[] = [];
   for (let i = 0; i < count; i++) {
     const server = r.u8('receipt server');
     if (server >= r.n) ByteReader.invalid(`receipt of server ${server}, the cluster has ${r.n}`);
-    proof.push({ server, signature: r.fixed(SIGNATURE_LENGTH, 'receipt') });
+    const signature = r.fixed(SIGNATURE_LENGTH, 'receipt');
+    const batch = r.receiptBatches ? readReceiptBatch(r) : undefined;
+    proof.push(batch ? { server, signature, batch } : { server, signature });
   }
   return proof;
 }

@@ -3,6 +3,7 @@
  * names its key and the client's `opId`, so a client drops replies that belong to another
  * operation (late or replayed acks).
  */
+import type { ReceiptBatch } from '../auth/receipt-batch.js';
 import type { Candidate } from '../auth/candidate.js';
 import type { WriteCertificate } from '../auth/certificate.js';
 import type { CrossChecksum } from '../core/cross-checksum.js';
@@ -130,6 +131,8 @@ export interface StoreAck extends Base {
   /** The stripe stored; a stripe ≥ 1 earns no receipt (its `receipt` is zeros). */
   readonly stripe: number;
   readonly receipt: Uint8Array;
+  /** With `receipt` a batch root's signature: where this write's receipt sits in the batch (`receipt-batch.ts`). */
+  readonly batch?: ReceiptBatch;
 }
 /** The COMPLETE for `ts` was processed. */
 export interface CompleteAck extends Base {
