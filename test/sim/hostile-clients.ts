@@ -26,6 +26,7 @@ import {
   TIMESTAMP_WINDOW,
   writerTagOf,
   ackReceipt,
+  siblingCount,
   type Candidate,
   type ReceiptSignature,
   type ClusterConfig,
@@ -378,9 +379,23 @@ export class HostileClient {
           { ...c, proof: c.proof.slice(1) },
           { ...c, cert: { ...c.cert, signature: prng.bytes(64) } },
         ];
+        // The genuine receipts with made-up batch paths: their signatures sign other
+        // messages (a lone receipt's, or another root), so no path can lead to them.
+        const count = prng.range(2, 8);
+        const rebatched: Candidate = {
+          ...c,
+          proof: c.proof.map((r) => {
+            const index = prng.int(count);
+            return { ...r, batch: { index, count, siblings: Array.from({ length: siblingCount(index, count) }, () => prng.bytes(32)) } };
+          }),
+        };
+        forged.push(rebatched, rebatched);
         const f = prng.pick(forged);
         for (const i of prng.subset(Array.from({ length: this.#ctx.config.n }, (_, j) => j))) {
           const opId = this.#opId++;
+          // Shown again and again: a verifier must not remember a forgery it refused.
+          if (f === rebatched)
+            for (let k = 0; k < this.#ctx.config.n - this.#ctx.config.t; k++) this.#ctx.send(i, { type: 'COMPLETE', key, opId, candidate: f }, refuse);
           if (prng.chance(0.5)) this.#ctx.send(i, { type: 'COMPLETE', key, opId, candidate: f }, refuse);
           else
             this.#ctx.send(

@@ -5,7 +5,12 @@
  */
 import {
   authorityProblem,
+  batchRootMessage,
   CertificateVerifier,
+  receiptLeaf,
+  receiptMessage,
+  rootOf,
+  toHex,
   historyEntryBytes,
   RepairOperation,
   ProtocolError,
@@ -31,6 +36,7 @@ import {
   type HistoryEntry,
   type KeyRecord,
   type Refusal,
+  type StoreProof,
   type Timestamp,
   type WriteCertificate,
 } from '@powerstore/protocol';
@@ -143,6 +149,49 @@ class NamespaceUnchecked extends Server {
 /** Store proofs are not checked: a certificate alone makes a candidate valid, as before issue 9. */
 class ProofUnchecked extends Server {
   protected override async checkProof(): Promise<boolean> {
+    return true;
+  }
+}
+
+/**
+ * Remembers the signatures of receipts it verified and takes a batched receipt carrying a
+ * known signature as valid, without rebuilding the root from the receipt's own leaf and
+ * path: any path goes with a signature seen once.
+ */
+class BatchSignatureCached extends Server {
+  readonly #known = new Set<string>();
+  protected override async checkProof(key: string, ts: Timestamp, cert: WriteCertificate, proof: StoreProof): Promise<boolean> {
+    if (proof.length < this.config.n - this.config.t) return false;
+    for (const [i, r] of proof.entries()) {
+      if (i > 0 && r.server <= proof[i - 1]!.server) return false;
+      const id = toHex(r.signature);
+      if (r.batch && this.#known.has(id)) continue;
+      if (!(await this.verifier.receiptValid(key, ts, cert, r.server, r))) return false;
+      this.#known.add(id);
+    }
+    return true;
+  }
+}
+
+/** Remembers a batch root's signature as verified before checking it: a forgery passes the second time it is shown. */
+class BatchRootRememberedFirst extends Server {
+  readonly #verified = new Set<string>();
+  protected override async checkProof(key: string, ts: Timestamp, cert: WriteCertificate, proof: StoreProof): Promise<boolean> {
+    if (proof.length < this.config.n - this.config.t) return false;
+    for (const [i, r] of proof.entries()) {
+      if (i > 0 && r.server <= proof[i - 1]!.server) return false;
+      if (!r.batch) {
+        if (!(await this.verifier.receiptValid(key, ts, cert, r.server, r))) return false;
+        continue;
+      }
+      const root = rootOf(this.crypto, receiptLeaf(this.crypto, receiptMessage(this.crypto, this.cluster.id, key, ts, cert, r.server)), r.batch);
+      if (!root) return false;
+      const message = batchRootMessage(this.cluster.id, r.server, r.batch.count, root);
+      const id = toHex(this.crypto.sha256Sync([message, r.signature]));
+      if (this.#verified.has(id)) continue;
+      this.#verified.add(id);
+      if (!(await this.crypto.verifyEd25519(this.cluster.servers[r.server]!, message, r.signature))) return false;
+    }
     return true;
   }
 }
@@ -411,6 +460,16 @@ export const MUTANTS: readonly Mutant[] = [
     name: 'proof-unchecked',
     description: 'servers take a certificate without its store proof as valid',
     protocol: withServer((o) => new ProofUnchecked(o)),
+  },
+  {
+    name: 'batch-signature-cached',
+    description: 'servers take a batched receipt whose signature they verified before as valid, whatever its path',
+    protocol: withServer((o) => new BatchSignatureCached(o)),
+  },
+  {
+    name: 'batch-root-remembered-first',
+    description: "servers remember a batch root's signature as verified before checking it",
+    protocol: withServer((o) => new BatchRootRememberedFirst(o)),
   },
   {
     name: 'fragment-unchecked',

@@ -67,6 +67,7 @@ export {
   signCertificate,
   storeProof,
   type CertificateCheck,
+  type StoreProof,
   type StoreReceipt,
   type WriteCertificate,
 } from './auth/certificate.js';
