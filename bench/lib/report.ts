@@ -336,14 +336,31 @@ function netLine(net: unknown): string {
     omits?: string;
     tbf?: { burstBytes: number; limitBytes: number; hz: number };
     rateMbit?: number;
+    clientLink?: {
+      hosts: string[];
+      upMbit: number;
+      downMbit: number;
+      up: { burstBytes: number; limitBytes: number };
+      down: { burstBytes: number; limitBytes: number };
+    };
     linkCheck?: { mbitPerSec: number; from: string[]; to: string };
+    linkCheckDown?: { mbitPerSec: number; from: string[]; to: string };
     qdiscTotals?: { drops: number; overlimits: number; sentBytes: number };
   };
   const parts = [`**Network: \`${n.profile ?? 'loopback'}\`** — ${n.description ?? 'loopback'}.`];
-  if (n.tbf) parts.push(`tbf rate ${n.rateMbit} Mbit/s, burst ${n.tbf.burstBytes} B, limit ${n.tbf.limitBytes} B (HZ ${n.tbf.hz}).`);
+  const c = n.clientLink;
+  if (n.tbf)
+    parts.push(
+      `tbf rate ${n.rateMbit} Mbit/s${c ? " (servers' links)" : ''}, burst ${n.tbf.burstBytes} B, limit ${n.tbf.limitBytes} B (HZ ${n.tbf.hz}).`,
+    );
+  if (c)
+    parts.push(
+      `Client hosts (${c.hosts.join(', ')}): ${c.upMbit} Mbit/s up (burst ${c.up.burstBytes} B, limit ${c.up.limitBytes} B), ${c.downMbit} Mbit/s down (burst ${c.down.burstBytes} B, limit ${c.down.limitBytes} B).`,
+    );
+  const check = (l: { mbitPerSec: number; from: string[]; to: string }) => `${l.from.join(', ')} → ${l.to} at ${l.mbitPerSec} Mbit/s`;
   if (n.linkCheck)
     parts.push(
-      `Link check before the run: bulk TCP ${n.linkCheck.from.join(', ')} → ${n.linkCheck.to} at ${n.linkCheck.mbitPerSec} Mbit/s of payload.`,
+      `Link check before the run: bulk TCP ${check(n.linkCheck)}${n.linkCheckDown ? `, ${check(n.linkCheckDown)}` : ''} of payload.`,
     );
   if (n.qdiscTotals)
     parts.push(
