@@ -11,7 +11,7 @@
  *
  *   pnpm bench          the matrix below (~45 min)
  *   pnpm bench --net 1gbit   on the network: every size at t = 1, 256 KiB at t = 2, 3 (~20 min)
- *   pnpm bench:quick    t = 1, 256 KiB, read and write, fsync on (≤ 3 min)
+ *   pnpm bench:quick    t = 1, 4 KiB, 64 KiB and 256 KiB, read and write, fsync on; 256 KiB three times (~4 min)
  *   pnpm bench:quick --net 1gbit
  *   tsx --conditions=@powerstore/source bench/run.ts --t 1 --sizes 4k,1m --ops read --fsync on,off ...
  *
@@ -32,6 +32,8 @@ import { runProfile } from './profile/profile.js';
 import type { KeyPattern, Op, RunRequest, RunResult } from './load/worker.js';
 
 const SIZES: Record<string, number> = { '4k': 4096, '64k': 65536, '256k': 262144, '1m': 1048576, '4m': 4194304 };
+/** `--quick`'s sizes, unless --sizes names others: 256 KiB three times, the small ones once (see matrix()). */
+const QUICK_SIZES = ['4k', '64k', '256k'];
 
 const { values: flags } = parseArgs({
   // `pnpm bench:quick -- --net 1gbit` hands the script a lone `--`: drop it.
@@ -91,14 +93,20 @@ function matrix(): Cell[] {
   const explicit = flags.t || flags.sizes || flags.ops || flags.keys || flags.fsync;
   if (quick || explicit) {
     const ts = (list(flags.t) ?? ['1']).map(Number);
-    const sizes = (list(flags.sizes) ?? ['256k']).map((s) => SIZES[s.toLowerCase()] ?? Number(s));
+    // --quick alone: the default size three times (the headline, as before), the small sizes
+    // once each, as the full matrix samples them; --sizes or --repeats: every size alike.
+    const sizes = (list(flags.sizes) ?? (quick ? QUICK_SIZES : ['256k'])).map((s) => SIZES[s.toLowerCase()] ?? Number(s));
     const ops = (list(flags.ops) ?? ['read', 'write']) as Op[];
     const keys = (list(flags.keys) ?? ['distinct']) as KeyPattern[];
     const fsyncs = (list(flags.fsync) ?? ['on']).map((f) => f === 'on');
-    const repeats = Number(flags.repeats ?? (quick ? 3 : 1));
+    const repeatsOf = (valueBytes: number) => {
+      if (flags.repeats !== undefined) return Number(flags.repeats);
+      if (!quick) return 1;
+      return flags.sizes !== undefined || valueBytes === 262144 ? 3 : 1;
+    };
     for (const fsync of fsyncs)
       for (const t of ts)
-        for (const valueBytes of sizes) for (const k of keys) for (const op of ops) add(t, valueBytes, op, k, fsync, repeats);
+        for (const valueBytes of sizes) for (const k of keys) for (const op of ops) add(t, valueBytes, op, k, fsync, repeatsOf(valueBytes));
     return cells;
   }
   const R = Number(flags.repeats ?? 3);
