@@ -6,11 +6,12 @@
  * other users of the machine hits them alike. Then a per-stage profile (bench/profile).
  * With --net (lib/netns.ts) the same processes run on an emulated, bandwidth-shaped
  * network instead of loopback: a switched 1 Gbit/s LAN (`1gbit`), one shared 1 Gbit/s
- * link (`shared-1gbit`) or 100 Mbit/s host links (`wan-100mbit`); root only.
+ * link (`shared-1gbit`), 100 Mbit/s host links (`wan-100mbit`) or 1 Gbit/s servers with
+ * clients on a 20 Mbit/s up, 100 Mbit/s down home uplink (`edge`); root only.
  *
  *   pnpm bench          the matrix below (~45 min)
  *   pnpm bench --net 1gbit   on the network: every size at t = 1, 256 KiB at t = 2, 3 (~20 min)
- *   pnpm bench:quick    t = 1, 256 KiB, read and write, fsync on (≤ 3 min)
+ *   pnpm bench:quick    t = 1, 4 KiB, 64 KiB and 256 KiB, read and write, fsync on; 256 KiB three times (~4 min)
  *   pnpm bench:quick --net 1gbit
  *   tsx --conditions=@powerstore/source bench/run.ts --t 1 --sizes 4k,1m --ops read --fsync on,off ...
  *
@@ -24,13 +25,15 @@ import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ROOT, SYSTEMS, TSX_EXEC_ARGV, startSystem, type RunningSystem, type SystemName } from './lib/clusters.js';
-import { createNetwork, measureTcp, netProfile, type Network, type QdiscStat, type TcpRate } from './lib/netns.js';
+import { createNetwork, measureTcp, netProfile, type NetHost, type Network, type QdiscStat, type TcpRate } from './lib/netns.js';
 import { writeReports, type BenchResults, type Cell, type Row } from './lib/report.js';
 import { median, percentile, round } from './lib/stats.js';
 import { runProfile } from './profile/profile.js';
 import type { KeyPattern, Op, RunRequest, RunResult } from './load/worker.js';
 
 const SIZES: Record<string, number> = { '4k': 4096, '64k': 65536, '256k': 262144, '1m': 1048576, '4m': 4194304 };
+/** `--quick`'s sizes, unless --sizes names others: 256 KiB three times, the small ones once (see matrix()). */
+const QUICK_SIZES = ['4k', '64k', '256k'];
 
 const { values: flags } = parseArgs({
   // `pnpm bench:quick -- --net 1gbit` hands the script a lone `--`: drop it.
@@ -53,7 +56,12 @@ const { values: flags } = parseArgs({
     encrypt: { type: 'boolean', default: false },
     /** What-if: clients send unmasked-equivalent frames (see bench/load/worker.ts). */
     'ws-zero-mask': { type: 'boolean', default: false },
-    /** The network: loopback (default), lan, 1gbit, shared-1gbit, wan-100mbit (lib/netns.ts). */
+    /**
+     * The network (lib/netns.ts): loopback (default); lan (switched, unshaped); 1gbit
+     * (switched, 1 Gbit/s per host each way); shared-1gbit (one 1 Gbit/s link for all);
+     * wan-100mbit (switched, 100 Mbit/s per host each way); edge (switched: servers 1 Gbit/s,
+     * client hosts, the load workers' and this process's, 20 Mbit/s up and 100 Mbit/s down).
+     */
     net: { type: 'string', default: 'loopback' },
   },
 });
@@ -85,14 +93,20 @@ function matrix(): Cell[] {
   const explicit = flags.t || flags.sizes || flags.ops || flags.keys || flags.fsync;
   if (quick || explicit) {
     const ts = (list(flags.t) ?? ['1']).map(Number);
-    const sizes = (list(flags.sizes) ?? ['256k']).map((s) => SIZES[s.toLowerCase()] ?? Number(s));
+    // --quick alone: the default size three times (the headline, as before), the small sizes
+    // once each, as the full matrix samples them; --sizes or --repeats: every size alike.
+    const sizes = (list(flags.sizes) ?? (quick ? QUICK_SIZES : ['256k'])).map((s) => SIZES[s.toLowerCase()] ?? Number(s));
     const ops = (list(flags.ops) ?? ['read', 'write']) as Op[];
     const keys = (list(flags.keys) ?? ['distinct']) as KeyPattern[];
     const fsyncs = (list(flags.fsync) ?? ['on']).map((f) => f === 'on');
-    const repeats = Number(flags.repeats ?? (quick ? 3 : 1));
+    const repeatsOf = (valueBytes: number) => {
+      if (flags.repeats !== undefined) return Number(flags.repeats);
+      if (!quick) return 1;
+      return flags.sizes !== undefined || valueBytes === 262144 ? 3 : 1;
+    };
     for (const fsync of fsyncs)
       for (const t of ts)
-        for (const valueBytes of sizes) for (const k of keys) for (const op of ops) add(t, valueBytes, op, k, fsync, repeats);
+        for (const valueBytes of sizes) for (const k of keys) for (const op of ops) add(t, valueBytes, op, k, fsync, repeatsOf(valueBytes));
     return cells;
   }
   const R = Number(flags.repeats ?? 3);
@@ -122,6 +136,8 @@ function matrix(): Cell[] {
 // ---- workers ------------------------------------------------------------------------
 
 const WORKERS = 2;
+/** Load worker `w`'s host (1-based): a client host, which `--net edge` puts on a home uplink. */
+const loadHost = (w: number) => net.host(`load${w}`, 'client');
 let exiting = false;
 const workers: ChildProcess[] = [];
 let nextRequest = 1;
@@ -131,7 +147,7 @@ function startWorkers(): void {
   for (let w = 0; w < WORKERS; w++) {
     // What fork() does, spelled out, so that on an emulated network the worker can start
     // on its own host through `ip netns exec` (which keeps the IPC fd and the pid).
-    const child = net.spawn(net.host(`load${w + 1}`), process.execPath, [...TSX_EXEC_ARGV, join(ROOT, 'bench/load/worker.ts')], {
+    const child = net.spawn(loadHost(w + 1), process.execPath, [...TSX_EXEC_ARGV, join(ROOT, 'bench/load/worker.ts')], {
       cwd: ROOT,
       env: { ...process.env, BENCH_WS_ZERO_MASK: flags['ws-zero-mask'] ? '1' : '0' },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -229,6 +245,8 @@ try {
   process.exit(1);
 }
 let linkCheck: TcpRate | undefined;
+/** Where client links are asymmetric (`edge`), the check the other way: server → client. */
+let linkCheckDown: TcpRate | undefined;
 /** Qdisc counters after the link check: the results count the bench's traffic from here. */
 let qdiscsAfterCheck: QdiscStat[] | undefined;
 
@@ -244,11 +262,22 @@ try {
     console.log(
       `network ${netName}: ${net.profile.description}; tbf burst ${net.tbf.burstBytes} B, limit ${net.tbf.limitBytes} B; subnet ${net.subnet}`,
     );
-    // One second of bulk TCP between a worker's host and a server's: is the link what it says?
-    linkCheck = await measureTcp(net, [net.host('load1')], net.host('ps1'), Math.round(net.tbf.rateBit / 8));
-    console.log(
-      `link check load1 → ps1: ${linkCheck.mbitPerSec} Mbit/s of TCP payload (${(linkCheck.bytes / 1e6).toFixed(0)} MB in ${linkCheck.ms} ms)`,
-    );
+    if (net.clientTbf)
+      console.log(
+        `client hosts: ${net.clientTbf.up.rateBit / 1e6} Mbit/s up (tbf burst ${net.clientTbf.up.burstBytes} B, limit ${net.clientTbf.up.limitBytes} B), ${net.clientTbf.down.rateBit / 1e6} Mbit/s down (burst ${net.clientTbf.down.burstBytes} B, limit ${net.clientTbf.down.limitBytes} B)`,
+      );
+    // About one second of bulk TCP between a worker's host and a server's, at the rate the
+    // path should have: is the link what it says? Where client links are asymmetric, both ways.
+    const [load1, ps1] = [loadHost(1), net.host('ps1')];
+    const check = async (from: NetHost, to: NetHost, rateBit: number) => {
+      const r = await measureTcp(net, [from], to, Math.round(rateBit / 8));
+      console.log(
+        `link check ${from.role} → ${to.role}: ${r.mbitPerSec} Mbit/s of TCP payload (${(r.bytes / 1e6).toFixed(1)} MB in ${r.ms} ms)`,
+      );
+      return r;
+    };
+    linkCheck = await check(load1, ps1, net.clientTbf?.up.rateBit ?? net.tbf.rateBit);
+    if (net.clientTbf) linkCheckDown = await check(ps1, load1, net.clientTbf.down.rateBit);
     qdiscsAfterCheck = net.qdiscs();
   }
   startWorkers();
@@ -354,7 +383,7 @@ function meta(): Record<string, unknown> {
     measureMs,
     ladder,
     mbDefinition: 'MB = 10^6 bytes of values per second (payload, not wire bytes)',
-    net: { ...net.describe(qdiscsAfterCheck), ...(linkCheck ? { linkCheck } : {}) },
+    net: { ...net.describe(qdiscsAfterCheck), ...(linkCheck ? { linkCheck } : {}), ...(linkCheckDown ? { linkCheckDown } : {}) },
     ...(flags['ws-zero-mask']
       ? { wsZeroMask: 'WHAT-IF: client frames sent with an all-zero WebSocket mask (ws skips masking), standing in for native masking' }
       : {}),

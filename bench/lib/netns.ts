@@ -7,13 +7,16 @@
  * nemesis (test/nemesis) partitions: a switched network can cut a host off ({@link
  * Network.setLink}) and drop what one host sends another ({@link Network.block}).
  *
- * - `lan` / `1gbit` / `wan-100mbit` ("switched"): every host (each server process, each load
- *   worker) is a namespace of its own with one veth link to a bridge in a dedicated
+ * - `lan` / `1gbit` / `wan-100mbit` / `edge` ("switched"): every host (each server process, each
+ *   load worker) is a namespace of its own with one veth link to a bridge in a dedicated
  *   switch namespace; the link is shaped in both directions (egress of the host end =
  *   upload, egress of the switch end = download), the bridge itself is not: a
  *   non-blocking switch with one port per host. The bench process itself stays in the
  *   root namespace and is a host too (its own shaped link to the switch): it runs health
- *   checks and the profile's client.
+ *   checks and the profile's client. `edge` gives client hosts (the bench process's and
+ *   every host made with `host(role, 'client')`, the load workers') their own,
+ *   asymmetric link ({@link NetProfile.clientLink}): a home uplink, against the servers'
+ *   1 Gbit/s.
  * - `shared-1gbit`: every process in one namespace whose `lo` is shaped: one link shared
  *   by all. Servers listen on the namespace's veth address, but traffic between
  *   processes of one namespace to a local address goes through `lo` all the same; the
@@ -32,14 +35,26 @@ import { release } from 'node:os';
 import { gunzipSync } from 'node:zlib';
 import { freeBasePort } from '../../test/ports.js';
 
-export type NetProfileName = 'loopback' | 'lan' | '1gbit' | 'shared-1gbit' | 'wan-100mbit';
+export type NetProfileName = 'loopback' | 'lan' | '1gbit' | 'shared-1gbit' | 'wan-100mbit' | 'edge';
+
+/** What a host is, for profiles that shape clients' links apart from servers' ({@link NetProfile.clientLink}). */
+export type HostKind = 'server' | 'client';
 
 /** One network set-up the bench can run on. */
 export interface NetProfile {
   readonly name: NetProfileName;
   readonly topology: 'loopback' | 'switched' | 'shared';
-  /** Rate of every shaped link, bit/s; absent on loopback (unshaped). */
+  /**
+   * Rate of every shaped link, each way, bit/s (with {@link clientLink}: of every server
+   * host's link); absent where links are unshaped (loopback, lan).
+   */
   readonly rateBit?: number;
+  /**
+   * Client hosts' links, when they differ from {@link rateBit} (switched topology only):
+   * `upBit` shapes what a client host sends (egress of its own end of the link), `downBit`
+   * what it receives (egress of the switch's port towards it).
+   */
+  readonly clientLink?: { readonly upBit: number; readonly downBit: number };
   /** One line for READMEs and result files. */
   readonly description: string;
   /** What the profile does not emulate, when that matters for reading its results. */
@@ -86,6 +101,16 @@ export const NET_PROFILES: Readonly<Record<NetProfileName, NetProfile>> = {
     description: "as 1gbit, with every host link shaped to 100 Mbit/s each way (the paper's WAN bandwidth)",
     omits:
       "bandwidth only: no WAN latency (the paper's tens of milliseconds), jitter or loss, since netem is not available; latency-bound effects (round trips) are not reproduced",
+  },
+  edge: {
+    name: 'edge',
+    topology: 'switched',
+    rateBit: GBIT,
+    clientLink: { upBit: 20 * MBIT, downBit: 100 * MBIT },
+    description:
+      "the web client's situation: switched as 1gbit, servers on 1 Gbit/s links each way, every client host (each load worker, and the bench process) on a home uplink of 20 Mbit/s up (client → servers) and 100 Mbit/s down (servers → client), shaped with tbf",
+    omits:
+      'bandwidth only: no access-network or WAN latency (a home link adds milliseconds to tens of them per round trip), jitter or loss, since netem is not available; each client host has a link of its own (clients of one load worker share it), so the clients of one run are not behind one shared home link',
   },
 };
 
@@ -160,10 +185,20 @@ export function kernelHz(): number {
 /** Where a process runs and which address it serves on. */
 export interface NetHost {
   readonly role: string;
+  /** What it was created as (the bench process's own host is a client). */
+  readonly kind: HostKind;
   /** Its network namespace; absent: the bench process's own (the root namespace). */
   readonly netns?: string;
   /** The IPv4 address its servers listen on and clients connect to. */
   readonly address: string;
+}
+
+/** The tbf parameters of a client host's two directions, on profiles with a {@link NetProfile.clientLink}. */
+export interface ClientTbf {
+  /** Egress of the client host's own end: what it sends (uploads). */
+  readonly up: TbfConfig;
+  /** Egress of the switch's port towards it: what it receives (downloads). */
+  readonly down: TbfConfig;
 }
 
 /** One shaped qdisc's counters (from `tc -s -j qdisc show`). */
@@ -181,16 +216,22 @@ export interface QdiscStat {
 /** A network built for one bench run; see the module comment. */
 export interface Network {
   readonly profile: NetProfile;
-  /** Absent on loopback. */
+  /** Every shaped link's, each way (with {@link clientTbf}: every server host's); absent where links are unshaped. */
   readonly tbf?: TbfConfig;
+  /** Client hosts' links (the bench process's and every `host(role, 'client')`), when the profile shapes them apart. */
+  readonly clientTbf?: ClientTbf;
   /** `<prefix><pid>`: every namespace of this network, and its root-namespace link, is named `<tag>-…`. Absent on loopback. */
   readonly tag?: string;
   /** The /24 the hosts' addresses come from. Absent on loopback. */
   readonly subnet?: string;
   /** The bench process's own host. */
   readonly self: NetHost;
-  /** The host called `role` (lower-case letters and digits), created on first use. */
-  host(role: string): NetHost;
+  /**
+   * The host called `role` (lower-case letters and digits), created on first use as a
+   * `kind` host (default `server`; it matters only where the profile shapes clients' links
+   * apart, {@link NetProfile.clientLink}). Asking for an existing host as another kind throws.
+   */
+  host(role: string, kind?: HostKind): NetHost;
   /** `count` consecutive ports free on every host. */
   basePort(count: number): Promise<number>;
   /** Starts `command` on `host` (through `ip netns exec`, which execs it: same pid, inherited fds, an IPC channel included). */
@@ -320,11 +361,11 @@ function hookExit(): void {
 
 /** The loopback network: today's bench, nothing created. */
 function loopbackNetwork(): Network {
-  const self: NetHost = { role: 'bench', address: '127.0.0.1' };
+  const self: NetHost = { role: 'bench', kind: 'client', address: '127.0.0.1' };
   return {
     profile: NET_PROFILES.loopback,
     self,
-    host: (role) => ({ role, address: '127.0.0.1' }),
+    host: (role, kind = 'server') => ({ role, kind, address: '127.0.0.1' }),
     basePort: freeBasePort,
     spawn: (_host, command, args, options) => spawn(command, args, options),
     qdiscs: () => [],
@@ -337,7 +378,7 @@ function loopbackNetwork(): Network {
 }
 
 function noFaults(): never {
-  throw new Error('network faults need a switched network (lan, 1gbit, wan-100mbit): on loopback every host is the same host');
+  throw new Error('network faults need a switched network (lan, 1gbit, wan-100mbit, edge): on loopback every host is the same host');
 }
 
 /**
@@ -385,8 +426,17 @@ interface Shaped {
   readonly link: string;
 }
 
+/** The client links' tbf parameters of `profile`, if it shapes clients apart. */
+export function clientTbfOf(profile: NetProfile, hz?: number): ClientTbf | undefined {
+  const c = profile.clientLink;
+  if (!c) return undefined;
+  if (profile.topology !== 'switched') throw new Error(`${profile.name}: client links need the switched topology`);
+  return { up: tbfConfig(c.upBit, hz), down: tbfConfig(c.downBit, hz) };
+}
+
 class NsNetwork implements Network {
   readonly tbf: TbfConfig | undefined;
+  readonly clientTbf: ClientTbf | undefined;
   readonly subnet: string;
   readonly self: NetHost;
   readonly #base: number;
@@ -407,13 +457,14 @@ class NsNetwork implements Network {
     readonly tag: string,
   ) {
     this.tbf = profile.rateBit === undefined ? undefined : tbfConfig(profile.rateBit);
+    this.clientTbf = clientTbfOf(profile);
     this.#base = pickSubnet();
     this.subnet = `${intToIp(this.#base)}/24`;
     this.#switch = `${tag}-sw`;
     this.#shared = `${tag}-shared`;
     this.#rootLink = `${tag}-r`;
     if (this.#rootLink.length > 15) throw new Error(`link name ${this.#rootLink} is longer than 15 characters`);
-    this.self = { role: 'bench', address: intToIp(this.#base + 1) };
+    this.self = { role: 'bench', kind: 'client', address: intToIp(this.#base + 1) };
   }
 
   #addNamespace(name: string): void {
@@ -422,8 +473,12 @@ class NsNetwork implements Network {
     sh('ip', ['-n', name, 'link', 'set', 'dev', 'lo', 'up']);
   }
 
-  #shape(s: Shaped): void {
-    const t = this.tbf;
+  /** The tbf parameters of one direction of a `kind` host's link, or undefined where links are unshaped. */
+  #tbfFor(kind: HostKind, direction: 'up' | 'down'): TbfConfig | undefined {
+    return kind === 'client' && this.clientTbf ? this.clientTbf[direction] : this.tbf;
+  }
+
+  #shape(s: Shaped, t: TbfConfig | undefined): void {
     if (!t) return; // an unshaped profile
     sh(
       'tc',
@@ -465,16 +520,16 @@ class NsNetwork implements Network {
       this.#veth(this.#rootLink, undefined, 'h0', this.#switch);
       this.#plug('h0');
       this.#ports.set(this.self, 'h0');
-      this.#shape({ ...self, link: 'bench up' });
-      this.#shape({ netns: this.#switch, dev: 'h0', link: 'bench down' });
+      this.#shape({ ...self, link: 'bench up' }, this.#tbfFor('client', 'up'));
+      this.#shape({ netns: this.#switch, dev: 'h0', link: 'bench down' }, this.#tbfFor('client', 'down'));
     } else {
       this.#addNamespace(this.#shared);
       // The shared link: every process of the namespace talks through lo.
-      this.#shape({ netns: this.#shared, dev: 'lo', link: 'shared lo' });
+      this.#shape({ netns: this.#shared, dev: 'lo', link: 'shared lo' }, this.tbf);
       this.#veth(this.#rootLink, undefined, 'eth0', this.#shared);
       this.#up(this.#shared, 'eth0', this.#base + 2);
-      this.#shape({ ...self, link: 'bench up' });
-      this.#shape({ netns: this.#shared, dev: 'eth0', link: 'bench down' });
+      this.#shape({ ...self, link: 'bench up' }, this.tbf);
+      this.#shape({ netns: this.#shared, dev: 'eth0', link: 'bench down' }, this.tbf);
     }
     this.#up(undefined, this.#rootLink, this.#base + 1);
   }
@@ -490,14 +545,17 @@ class NsNetwork implements Network {
     sh('ip', [...n, 'link', 'set', 'dev', dev, 'up']);
   }
 
-  host(role: string): NetHost {
+  host(role: string, kind: HostKind = 'server'): NetHost {
     if (this.#closed) throw new Error('network closed');
     if (!/^[a-z][a-z0-9]{0,11}$/.test(role))
       throw new Error(`host role ${JSON.stringify(role)}: lower-case letters and digits, at most 12`);
     let h = this.#hosts.get(role);
-    if (h) return h;
+    if (h) {
+      if (h.kind !== kind) throw new Error(`host ${role} is a ${h.kind} host, asked for as a ${kind}`);
+      return h;
+    }
     if (this.profile.topology === 'shared') {
-      h = { role, netns: this.#shared, address: intToIp(this.#base + 2) };
+      h = { role, kind, netns: this.#shared, address: intToIp(this.#base + 2) };
     } else {
       const index = this.#hosts.size + 1;
       if (index > 250) throw new Error('more than 250 hosts');
@@ -507,9 +565,9 @@ class NsNetwork implements Network {
       this.#veth('eth0', ns, port, this.#switch);
       this.#plug(port);
       this.#up(ns, 'eth0', this.#base + 1 + index);
-      this.#shape({ netns: ns, dev: 'eth0', link: `${role} up` });
-      this.#shape({ netns: this.#switch, dev: port, link: `${role} down` });
-      h = { role, netns: ns, address: intToIp(this.#base + 1 + index) };
+      this.#shape({ netns: ns, dev: 'eth0', link: `${role} up` }, this.#tbfFor(kind, 'up'));
+      this.#shape({ netns: this.#switch, dev: port, link: `${role} down` }, this.#tbfFor(kind, 'down'));
+      h = { role, kind, netns: ns, address: intToIp(this.#base + 1 + index) };
       this.#ports.set(h, port);
     }
     this.#hosts.set(role, h);
@@ -562,6 +620,17 @@ class NsNetwork implements Network {
       ...(this.profile.omits ? { omits: this.profile.omits } : {}),
       rateMbit: this.tbf.rateBit / MBIT,
       tbf: { burstBytes: this.tbf.burstBytes, limitBytes: this.tbf.limitBytes, hz: this.tbf.hz },
+      ...(this.clientTbf
+        ? {
+            clientLink: {
+              hosts: [this.self, ...this.#hosts.values()].filter((h) => h.kind === 'client').map((h) => h.role),
+              upMbit: this.clientTbf.up.rateBit / MBIT,
+              downMbit: this.clientTbf.down.rateBit / MBIT,
+              up: { burstBytes: this.clientTbf.up.burstBytes, limitBytes: this.clientTbf.up.limitBytes },
+              down: { burstBytes: this.clientTbf.down.burstBytes, limitBytes: this.clientTbf.down.limitBytes },
+            },
+          }
+        : {}),
       subnet: this.subnet,
       hosts: this.profile.topology === 'shared' ? 'all in one namespace' : [...this.#hosts.keys()],
       qdiscTotals: {

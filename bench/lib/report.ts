@@ -336,14 +336,31 @@ function netLine(net: unknown): string {
     omits?: string;
     tbf?: { burstBytes: number; limitBytes: number; hz: number };
     rateMbit?: number;
+    clientLink?: {
+      hosts: string[];
+      upMbit: number;
+      downMbit: number;
+      up: { burstBytes: number; limitBytes: number };
+      down: { burstBytes: number; limitBytes: number };
+    };
     linkCheck?: { mbitPerSec: number; from: string[]; to: string };
+    linkCheckDown?: { mbitPerSec: number; from: string[]; to: string };
     qdiscTotals?: { drops: number; overlimits: number; sentBytes: number };
   };
   const parts = [`**Network: \`${n.profile ?? 'loopback'}\`** — ${n.description ?? 'loopback'}.`];
-  if (n.tbf) parts.push(`tbf rate ${n.rateMbit} Mbit/s, burst ${n.tbf.burstBytes} B, limit ${n.tbf.limitBytes} B (HZ ${n.tbf.hz}).`);
+  const c = n.clientLink;
+  if (n.tbf)
+    parts.push(
+      `tbf rate ${n.rateMbit} Mbit/s${c ? " (servers' links)" : ''}, burst ${n.tbf.burstBytes} B, limit ${n.tbf.limitBytes} B (HZ ${n.tbf.hz}).`,
+    );
+  if (c)
+    parts.push(
+      `Client hosts (${c.hosts.join(', ')}): ${c.upMbit} Mbit/s up (burst ${c.up.burstBytes} B, limit ${c.up.limitBytes} B), ${c.downMbit} Mbit/s down (burst ${c.down.burstBytes} B, limit ${c.down.limitBytes} B).`,
+    );
+  const check = (l: { mbitPerSec: number; from: string[]; to: string }) => `${l.from.join(', ')} → ${l.to} at ${l.mbitPerSec} Mbit/s`;
   if (n.linkCheck)
     parts.push(
-      `Link check before the run: bulk TCP ${n.linkCheck.from.join(', ')} → ${n.linkCheck.to} at ${n.linkCheck.mbitPerSec} Mbit/s of payload.`,
+      `Link check before the run: bulk TCP ${check(n.linkCheck)}${n.linkCheckDown ? `, ${check(n.linkCheckDown)}` : ''} of payload.`,
     );
   if (n.qdiscTotals)
     parts.push(
@@ -353,63 +370,76 @@ function netLine(net: unknown): string {
   return parts.join(' ');
 }
 
-/** Throughput (x) against median latency (y), one line per system, one panel per operation. */
+/** A chart panel's size and margins. */
+const W = 420;
+const H = 320;
+const pad = { l: 56, r: 16, t: 36, b: 46 };
+
+/**
+ * Throughput (x) against median latency (y), one line per system, one panel per operation,
+ * one row of panels per value size measured with the headline cell's t, keys and fsync.
+ */
 function svg(rows: readonly Row[]): string {
   // The headline cell: t = 1, 256 KiB, distinct keys, fsync on (else the first cell there is).
   const pick = rows.find((r) => r.t === 1 && r.valueBytes === 262144 && r.keys === 'distinct' && r.fsync) ?? rows[0];
   if (!pick) return '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>';
-  const cellRows = rows.filter(
-    (r) => r.t === pick.t && r.valueBytes === pick.valueBytes && r.keys === pick.keys && r.fsync === pick.fsync && r.rep === 1,
-  );
-  const ops = [...new Set(cellRows.map((r) => r.op))];
-  const W = 420;
-  const H = 320;
-  const pad = { l: 56, r: 16, t: 36, b: 46 };
+  const groupRows = rows.filter((r) => r.t === pick.t && r.keys === pick.keys && r.fsync === pick.fsync && r.rep === 1);
+  const sizes = [...new Set(groupRows.map((r) => r.valueBytes))].sort((a, b) => a - b);
+  const ops = [...new Set(groupRows.map((r) => r.op))];
   const panels: string[] = [];
-  ops.forEach((op, i) => {
-    const pts = cellRows.filter((r) => r.op === op && Number.isFinite(r.p50Ms));
-    const xMax = Math.max(1, ...pts.map((r) => r.opsPerSec)) * 1.1;
-    const yMax = Math.max(1, ...pts.map((r) => r.p50Ms)) * 1.1;
-    const x = (v: number) => pad.l + (v / xMax) * (W - pad.l - pad.r);
-    const y = (v: number) => H - pad.b - (v / yMax) * (H - pad.t - pad.b);
-    const g: string[] = [`<g transform="translate(${i * W},0)">`];
-    g.push(
-      `<text x="${W / 2}" y="20" text-anchor="middle" font-weight="bold">${op}, t=${pick.t}, ${size(pick.valueBytes)}, fsync ${pick.fsync ? 'on' : 'off'}, net ${pick.net}</text>`,
-    );
-    g.push(
-      `<line x1="${pad.l}" y1="${H - pad.b}" x2="${W - pad.r}" y2="${H - pad.b}" stroke="#000"/><line x1="${pad.l}" y1="${pad.t}" x2="${pad.l}" y2="${H - pad.b}" stroke="#000"/>`,
-    );
-    for (let k = 0; k <= 4; k++) {
-      const xv = (xMax / 4) * k;
-      const yv = (yMax / 4) * k;
-      g.push(`<text x="${x(xv)}" y="${H - pad.b + 16}" text-anchor="middle" font-size="11">${Math.round(xv)}</text>`);
-      g.push(`<text x="${pad.l - 6}" y="${y(yv) + 4}" text-anchor="end" font-size="11">${yv.toFixed(yv < 10 ? 1 : 0)}</text>`);
-      g.push(`<line x1="${pad.l}" y1="${y(yv)}" x2="${W - pad.r}" y2="${y(yv)}" stroke="#eee"/>`);
-    }
-    g.push(`<text x="${(W + pad.l) / 2}" y="${H - 8}" text-anchor="middle" font-size="12">throughput (op/s)</text>`);
-    g.push(
-      `<text x="14" y="${(H - pad.b + pad.t) / 2}" text-anchor="middle" font-size="12" transform="rotate(-90 14 ${(H - pad.b + pad.t) / 2})">median latency (ms)</text>`,
-    );
-    for (const s of SYSTEM_ORDER) {
-      const line = pts.filter((r) => r.system === s).sort((a, b) => a.clients - b.clients);
-      if (line.length === 0) continue;
-      g.push(
-        `<polyline fill="none" stroke="${COLORS[s]}" stroke-width="2" points="${line.map((r) => `${x(r.opsPerSec).toFixed(1)},${y(r.p50Ms).toFixed(1)}`).join(' ')}"/>`,
-      );
-      for (const r of line)
-        g.push(
-          `<circle cx="${x(r.opsPerSec).toFixed(1)}" cy="${y(r.p50Ms).toFixed(1)}" r="3" fill="${COLORS[s]}"><title>${s} ${r.clients} clients: ${r.opsPerSec} op/s, p50 ${r.p50Ms} ms</title></circle>`,
-        );
-    }
-    g.push('</g>');
-    panels.push(g.join(''));
-  });
+  sizes.forEach((valueBytes, j) =>
+    ops.forEach((op, i) => {
+      const pts = groupRows.filter((r) => r.valueBytes === valueBytes && r.op === op && Number.isFinite(r.p50Ms));
+      if (pts.length > 0) panels.push(panel(pts, i * W, j * H));
+    }),
+  );
   const legend = SYSTEM_ORDER.map(
     (s, i) =>
-      `<g transform="translate(${20 + i * 140},${H + 8})"><rect width="14" height="4" y="-4" fill="${COLORS[s]}"/><text x="20" y="0" font-size="12">${s}</text></g>`,
+      `<g transform="translate(${20 + i * 140},${sizes.length * H + 8})"><rect width="14" height="4" y="-4" fill="${COLORS[s]}"/><text x="20" y="0" font-size="12">${s}</text></g>`,
   ).join('');
   const width = Math.max(1, ops.length) * W;
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${H + 24}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="#fff"/>${panels.join('')}${legend}<text x="${width - 10}" y="${H + 16}" text-anchor="end" font-size="10" fill="#555">points: client counts of repetition 1 (hover for values)</text></svg>\n`;
+  const height = sizes.length * H;
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height + 24}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="#fff"/>${panels.join('')}${legend}<text x="${width - 10}" y="${height + 16}" text-anchor="end" font-size="10" fill="#555">points: client counts of repetition 1 (hover for values)</text></svg>\n`;
+}
+
+/** One chart panel, placed at (`left`, `top`): the steps `pts` of one cell (one line per system). */
+function panel(pts: readonly Row[], left: number, top: number): string {
+  const { op, t, valueBytes, fsync, net } = pts[0]!;
+  const xMax = Math.max(1, ...pts.map((r) => r.opsPerSec)) * 1.1;
+  const yMax = Math.max(1, ...pts.map((r) => r.p50Ms)) * 1.1;
+  const x = (v: number) => pad.l + (v / xMax) * (W - pad.l - pad.r);
+  const y = (v: number) => H - pad.b - (v / yMax) * (H - pad.t - pad.b);
+  const g: string[] = [`<g transform="translate(${left},${top})">`];
+  g.push(
+    `<text x="${W / 2}" y="20" text-anchor="middle" font-weight="bold">${op}, t=${t}, ${size(valueBytes)}, fsync ${fsync ? 'on' : 'off'}, net ${net}</text>`,
+  );
+  g.push(
+    `<line x1="${pad.l}" y1="${H - pad.b}" x2="${W - pad.r}" y2="${H - pad.b}" stroke="#000"/><line x1="${pad.l}" y1="${pad.t}" x2="${pad.l}" y2="${H - pad.b}" stroke="#000"/>`,
+  );
+  for (let k = 0; k <= 4; k++) {
+    const xv = (xMax / 4) * k;
+    const yv = (yMax / 4) * k;
+    g.push(`<text x="${x(xv)}" y="${H - pad.b + 16}" text-anchor="middle" font-size="11">${Math.round(xv)}</text>`);
+    g.push(`<text x="${pad.l - 6}" y="${y(yv) + 4}" text-anchor="end" font-size="11">${yv.toFixed(yv < 10 ? 1 : 0)}</text>`);
+    g.push(`<line x1="${pad.l}" y1="${y(yv)}" x2="${W - pad.r}" y2="${y(yv)}" stroke="#eee"/>`);
+  }
+  g.push(`<text x="${(W + pad.l) / 2}" y="${H - 8}" text-anchor="middle" font-size="12">throughput (op/s)</text>`);
+  g.push(
+    `<text x="14" y="${(H - pad.b + pad.t) / 2}" text-anchor="middle" font-size="12" transform="rotate(-90 14 ${(H - pad.b + pad.t) / 2})">median latency (ms)</text>`,
+  );
+  for (const s of SYSTEM_ORDER) {
+    const line = pts.filter((r) => r.system === s).sort((a, b) => a.clients - b.clients);
+    if (line.length === 0) continue;
+    g.push(
+      `<polyline fill="none" stroke="${COLORS[s]}" stroke-width="2" points="${line.map((r) => `${x(r.opsPerSec).toFixed(1)},${y(r.p50Ms).toFixed(1)}`).join(' ')}"/>`,
+    );
+    for (const r of line)
+      g.push(
+        `<circle cx="${x(r.opsPerSec).toFixed(1)}" cy="${y(r.p50Ms).toFixed(1)}" r="3" fill="${COLORS[s]}"><title>${s} ${r.clients} clients: ${r.opsPerSec} op/s, p50 ${r.p50Ms} ms</title></circle>`,
+      );
+  }
+  g.push('</g>');
+  return g.join('');
 }
 
 /** Writes the three files; returns their paths. */

@@ -8,14 +8,17 @@ import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import {
   bin,
+  clientTbfOf,
   createNetwork,
   leftovers,
   measureTcp,
+  NET_PROFILES,
   netUnavailable,
   parseTcQdiscs,
   tbfConfig,
   type NetHost,
   type Network,
+  type TbfConfig,
 } from '../../bench/lib/netns.js';
 
 const unavailable = netUnavailable();
@@ -29,11 +32,12 @@ function tcText(netns: string | undefined, dev: string): string {
   return r.stdout;
 }
 
-function expectShaped(text: string, net: Network): void {
+/** One tbf qdisc in `text`, at `config`'s rate and burst (default: the network's own). */
+function expectShaped(text: string, net: Network, config: TbfConfig = net.tbf!): void {
   const tbf = parseTcQdiscs(text).filter((q) => q.kind === 'tbf');
   expect(tbf).toHaveLength(1);
-  expect(tbf[0]!.rateBit).toBe(net.tbf!.rateBit);
-  expect(tbf[0]!.burstBytes).toBe(net.tbf!.burstBytes);
+  expect(tbf[0]!.rateBit).toBe(config.rateBit);
+  expect(tbf[0]!.burstBytes).toBe(config.burstBytes);
 }
 
 /** Builds `profile`, runs `check`, closes, and checks nothing named after the network is left. */
@@ -59,6 +63,21 @@ describe('tbf parameters', () => {
         expect(t.limitBytes - t.burstBytes).toBeGreaterThanOrEqual(FRAME);
       }
     }
+  });
+
+  it('edge: servers at 1 Gbit/s each way, client hosts 20 Mbit/s up and 100 Mbit/s down', () => {
+    const edge = NET_PROFILES.edge;
+    expect(edge.topology).toBe('switched');
+    expect(edge.rateBit).toBe(1e9);
+    expect(edge.clientLink).toEqual({ upBit: 20e6, downBit: 100e6 });
+    const c = clientTbfOf(edge, 250)!;
+    expect(c.up.rateBit).toBe(20e6);
+    expect(c.down.rateBit).toBe(100e6);
+    // At both rates the 96 KiB floor sets the burst and the 2-frame floor the queue
+    // (at 20 Mbit/s that is 210 ms of queue: a home router's, not a switch's).
+    for (const t of [c.up, c.down]) expect([t.burstBytes, t.limitBytes]).toEqual([98304, 98304 + 2 * FRAME]);
+    // Profiles without client links have none.
+    for (const name of ['1gbit', 'wan-100mbit', 'shared-1gbit'] as const) expect(clientTbfOf(NET_PROFILES[name])).toBeUndefined();
   });
 
   it('parses tc -s qdisc show', () => {
@@ -92,6 +111,47 @@ describe.skipIf(unavailable !== undefined)('bench network namespaces (root)', ()
       const stats = net.qdiscs();
       expect(stats.map((s) => s.link).sort()).toEqual(['a down', 'a up', 'b down', 'b up', 'bench down', 'bench up']);
       expect(stats.find((s) => s.link === 'b down')!.sentBytes).toBeGreaterThan(FRAME);
+    });
+  });
+
+  it('edge: client hosts (and the bench process) shaped 20 up / 100 down, servers 1 Gbit/s; teardown leaves nothing', async () => {
+    await withNetwork('edge', async (net) => {
+      const client = net.host('c', 'client');
+      const server = net.host('s');
+      expect(client.kind).toBe('client');
+      expect(server.kind).toBe('server');
+      expect(net.self.kind).toBe('client');
+      expect(() => net.host('c')).toThrow(/client host/);
+      const { up, down } = net.clientTbf!;
+      for (const [from, to] of [
+        [client, server],
+        [server, client],
+        [net.self, server],
+      ] as [NetHost, NetHost][]) {
+        const r = await measureTcp(net, [from], to, FRAME);
+        expect(r.bytes).toBe(FRAME);
+      }
+      // h0 is the bench process's port, h1 the client's, h2 the server's.
+      expectShaped(tcText(client.netns, 'eth0'), net, up);
+      expectShaped(tcText(`${net.tag}-sw`, 'h1'), net, down);
+      expectShaped(tcText(undefined, `${net.tag}-r`), net, up);
+      expectShaped(tcText(`${net.tag}-sw`, 'h0'), net, down);
+      expectShaped(tcText(server.netns, 'eth0'), net);
+      expectShaped(tcText(`${net.tag}-sw`, 'h2'), net);
+      const rates = Object.fromEntries(net.qdiscs().map((q) => [q.link, q.rateBit]));
+      expect(rates).toEqual({
+        'bench up': 20e6,
+        'bench down': 100e6,
+        'c up': 20e6,
+        'c down': 100e6,
+        's up': 1e9,
+        's down': 1e9,
+      });
+      expect(net.describe()).toMatchObject({
+        profile: 'edge',
+        rateMbit: 1000,
+        clientLink: { hosts: ['bench', 'c'], upMbit: 20, downMbit: 100 },
+      });
     });
   });
 

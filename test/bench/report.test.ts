@@ -1,18 +1,21 @@
 /** The bench report's arithmetic: peaks per repetition, ratios as medians of per-repetition ratios, targets met or not. */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { serversOf } from '../../bench/lib/clusters.js';
-import { cpuBudget, peaks, targetRows, type Row } from '../../bench/lib/report.js';
+import { cpuBudget, peaks, targetRows, writeReports, type Row } from '../../bench/lib/report.js';
 import type { ProfileResult } from '../../bench/profile/profile.js';
 import type { SystemName } from '../../bench/lib/clusters.js';
 import type { Op } from '../../bench/load/worker.js';
 
-function row(system: SystemName, op: Op, rep: number, clients: number, opsPerSec: number, t = 1): Row {
+function row(system: SystemName, op: Op, rep: number, clients: number, opsPerSec: number, t = 1, valueBytes = 262144): Row {
   return {
     system,
     net: '1gbit',
     op,
     t,
-    valueBytes: 262144,
+    valueBytes,
     clients,
     opsPerSec,
     mbPerSec: 0,
@@ -59,6 +62,42 @@ describe('bench report', () => {
     expect(targetRows(peaks(rows))).toEqual([
       expect.objectContaining({ t: 2, op: 'write', vs: 'm-abd', ratio: 1.5, atLeast: 1.6, met: false }),
     ]);
+  });
+});
+
+describe('reports of several sizes (pnpm bench:quick)', () => {
+  it('has peaks, ratios and a chart row for every size', () => {
+    const rows: Row[] = [];
+    for (const valueBytes of [4096, 65536, 262144])
+      for (const op of ['read', 'write'] as Op[])
+        for (const [system, ops] of [
+          ['powerstore', 200],
+          ['m-abd', 100],
+          ['single', 400],
+        ] as [SystemName, number][])
+          for (const clients of [1, 2]) rows.push(row(system, op, 1, clients, (ops * clients) / (valueBytes / 4096), 1, valueBytes));
+    const ps = peaks(rows).filter((p) => p.system === 'powerstore');
+    expect(ps.map((p) => [p.valueBytes, p.op, p.vsAbd]).sort()).toEqual(
+      [4096, 65536, 262144]
+        .flatMap((v) => [
+          [v, 'read', 2],
+          [v, 'write', 2],
+        ])
+        .sort(),
+    );
+    const dir = mkdtempSync(join(tmpdir(), 'bench-report-'));
+    try {
+      writeReports(dir, 'quick', { meta: { net: { profile: '1gbit' } }, rows });
+      const md = readFileSync(join(dir, 'quick.md'), 'utf8');
+      for (const size of ['4 KiB', '64 KiB', '256 KiB'])
+        expect(md).toMatch(new RegExp(`\\| 1gbit \\| 1 \\| ${size} \\| write \\| distinct \\| on \\| powerstore \\| `));
+      const svg = readFileSync(join(dir, 'quick-throughput-latency.svg'), 'utf8');
+      for (const size of ['4 KiB', '64 KiB', '256 KiB'])
+        for (const op of ['read', 'write']) expect(svg).toContain(`${op}, t=1, ${size}, fsync on, net 1gbit`);
+      expect(svg).toMatch(/height="984"/); // three rows of 320 px panels and the legend
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
