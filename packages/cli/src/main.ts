@@ -5,11 +5,13 @@
  *   powerstore rm <key>                        powerstore stat <key> [--json]
  *   powerstore ls [prefix] [--json]            powerstore share <key|prefix/>
  *   powerstore id [--new]                      powerstore grant <publicKey> <prefix> --expires <when>
+ *   powerstore put --recursive <key> <dir> [--concurrency N]
  *
  * Values in namespaces are encrypted at the client (put --public stores plaintext); reading
  * someone else's needs a capability (`share` prints one, `--cap` uses it). put and get stream:
  * a value of any size goes through with bounded memory (putStream and getStream), from a
- * file or standard input and to a file or standard output.
+ * file or standard input and to a file or standard output. put --recursive stores every file
+ * under a directory through putMany, each key on its own, and lists the files that failed.
  *
  * The cluster file comes from --cluster, $POWERSTORE_CLUSTER or .powerstore/cluster.json
  * (what `powerstore-server dev` creates); the identity from --identity,
@@ -19,7 +21,7 @@
  * directory's too, and with a warning (see identityPath).
  */
 import { randomBytes } from 'node:crypto';
-import { chmodSync, createWriteStream, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, createWriteStream, existsSync, mkdirSync, openAsBlob, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { open, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
@@ -28,13 +30,16 @@ import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { SingleBar } from 'cli-progress';
+import { walkTree, type TreeEntryNote } from './tree.js';
 import {
   connect,
+  DEFAULT_BATCH_CONCURRENCY,
   Identity,
   jsonErrorPosition,
   MAX_LIST_LIMIT,
   PowerStoreError,
   type ByteRange,
+  type KeyFailure,
   type Store,
   type TransferProgress,
 } from '@powerstore/client';
@@ -235,49 +240,64 @@ async function withStore<T>(opts: GlobalOptions, write: boolean, fn: (store: Sto
 
 /** A transfer's progress bar; every method is a no-op when there is none. */
 interface Bar {
-  update(progress: TransferProgress): void;
+  /** Bytes done so far (and, on a bar of files, the files done). */
+  update(progress: TransferProgress, filesDone?: number): void;
   /** The transfer completed with `bytes` in all: the bar shows it whole, whatever progress was reported. */
-  done(bytes: number): void;
+  done(bytes: number, filesDone?: number): void;
   stop(): void;
 }
 
 /** Transfers under this size get no bar: they are over before one would help. */
 const BAR_MIN_BYTES = 1024 * 1024;
+/** …unless they are of this many files or more (`put --recursive`), which take a while however small. */
+const BAR_MIN_FILES = 100;
 
 /**
  * A progress bar on stderr for a transfer of `total` bytes (`undefined`: not known, as for
  * standard input, then it counts MiB without a percentage), unless `--no-progress`. Off a
- * terminal it prints a line a second rather than redrawing.
+ * terminal it prints a line a second rather than redrawing. With `files` (`put --recursive`
+ * of that many files) it counts files too, and is shown for {@link BAR_MIN_FILES} files or
+ * more whatever their size; its percentage is of the bytes, or of the files when they hold
+ * less than {@link BAR_MIN_BYTES} in all.
  */
-function progressBar(opts: GlobalOptions, total: number | undefined, label: string): Bar {
+function progressBar(opts: GlobalOptions, total: number | undefined, label: string, files?: number): Bar {
   const none: Bar = { update: () => {}, done: () => {}, stop: () => {} };
-  if (!opts.progress || (total !== undefined && total < BAR_MIN_BYTES)) return none;
+  if (!opts.progress || (total !== undefined && total < BAR_MIN_BYTES && (files ?? 0) < BAR_MIN_FILES)) return none;
   const mib = (b: number) => Math.round((b / 1024 / 1024) * 10) / 10;
+  const byFiles = files !== undefined && (total ?? 0) < BAR_MIN_BYTES;
+  const format =
+    files !== undefined
+      ? byFiles
+        ? `${label} [{bar}] {percentage}% | {value}/{total} files | {mib} MiB | {speed} MiB/s`
+        : `${label} [{bar}] {percentage}% | {value}/{total} MiB | {files}/${files} files | {speed} MiB/s`
+      : total === undefined
+        ? `${label} {value} MiB | {speed} MiB/s`
+        : `${label} [{bar}] {percentage}% | {value}/{total} MiB | {speed} MiB/s`;
   const started = performance.now();
   let bar: SingleBar | undefined;
-  const show = (bytes: number) => {
+  let filesDone = 0;
+  const show = (bytes: number, doneFiles: number | undefined) => {
+    if (doneFiles !== undefined) filesDone = doneFiles;
     // A source of unknown size gets its bar once it turns out to be large.
     if (!bar && total === undefined && bytes < BAR_MIN_BYTES) return;
     const seconds = (performance.now() - started) / 1000;
-    const payload = { speed: seconds > 0 ? mib(bytes / seconds).toFixed(1) : '0.0' };
+    const payload = { speed: seconds > 0 ? mib(bytes / seconds).toFixed(1) : '0.0', files: filesDone, mib: mib(bytes) };
+    const value = byFiles ? filesDone : mib(bytes);
     if (!bar) {
       bar = new SingleBar({
-        format:
-          total === undefined
-            ? `${label} {value} MiB | {speed} MiB/s`
-            : `${label} [{bar}] {percentage}% | {value}/{total} MiB | {speed} MiB/s`,
+        format,
         stream: process.stderr,
         hideCursor: true,
         noTTYOutput: !process.stderr.isTTY,
         notTTYSchedule: 1000,
       });
-      bar.start(total === undefined ? 0 : mib(total), mib(bytes), payload);
-    } else bar.update(mib(bytes), payload);
+      bar.start(byFiles ? files : total === undefined ? 0 : mib(total), value, payload);
+    } else bar.update(value, payload);
   };
-  if (total !== undefined) show(0);
+  if (total !== undefined) show(0, 0);
   return {
-    update: (p) => show(p.bytesDone),
-    done: (bytes) => show(bytes),
+    update: (p, doneFiles) => show(p.bytesDone, doneFiles),
+    done: (bytes, doneFiles) => show(bytes, doneFiles),
     stop: () => bar?.stop(),
   };
 }
@@ -299,7 +319,7 @@ async function openInput(file: string): Promise<{ source: Readable; size: number
   const info = await handle.stat();
   if (info.isDirectory()) {
     await handle.close();
-    throw fail('EISDIR');
+    throw fail('EISDIR (a directory: put --recursive stores every file under it)');
   }
   // 1 MiB reads rather than 64 KiB: fewer chunks for the client to cut into stripes.
   return { source: handle.createReadStream({ highWaterMark: 1024 * 1024 }), size: info.isFile() ? info.size : undefined };
@@ -348,6 +368,86 @@ async function writeFileAtomically(file: string, source: Readable, signal: Abort
     await rm(temp, { force: true });
     throw e;
   }
+}
+
+/**
+ * `put --recursive`: every file under `dir` (see {@link walkTree}) under `key` as a prefix,
+ * through `putMany` (each file a `Blob` read as its turn comes, so memory stays bounded),
+ * with a bar of bytes and files. Each file's key is written on its own; those that fail are
+ * listed one by one, the command goes on with the others, and it exits with their failures'
+ * code when they all have the same one, 1 when they differ (130 when interrupted).
+ */
+async function putTree(opts: GlobalOptions, key: string, dir: string, options: { public?: boolean; concurrency?: number }): Promise<void> {
+  if (dir === '-')
+    throw new CliError(EXIT.USAGE, 'put --recursive takes a directory, not standard input: powerstore put --recursive <key> <dir>');
+  const info = await stat(dir).catch((e: NodeJS.ErrnoException) => {
+    throw new CliError(EXIT.FAILED, `cannot read ${dir}: ${e.code ?? e.message}`);
+  });
+  if (!info.isDirectory())
+    throw new CliError(EXIT.USAGE, `put --recursive takes a directory, and ${dir} is not one (leave out --recursive)`);
+  // Walked before connecting, so what cannot be read is known before anything is stored.
+  const tree = await walkTree(dir);
+  for (const s of tree.skipped) process.stderr.write(`powerstore: note: skipped ${JSON.stringify(s.path)}: ${s.reason}\n`);
+  const failed: TreeEntryNote[] = [...tree.failed];
+  const blobs: { path: string; file: string; blob: Blob }[] = [];
+  for (const { path, file } of tree.files) {
+    try {
+      blobs.push({ path, file, blob: await openAsBlob(file) });
+    } catch (e) {
+      failed.push({ path, reason: `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}` });
+    }
+  }
+  const codes = new Set<number>(failed.map(() => EXIT.FAILED));
+  const { prefix, result, interrupted } = await withStore(opts, true, async (store, signal) => {
+    const base = expandKey(key, store);
+    const prefix = base === '' || base.endsWith('/') ? base : `${base}/`;
+    const entries = blobs.map(({ path, blob }): [string, Blob] => [prefix + path, blob]);
+    const bytesTotal = blobs.reduce((sum, { blob }) => sum + blob.size, 0);
+    const bar = progressBar(opts, bytesTotal, `put ${prefix}`, entries.length);
+    try {
+      const result = await store.putMany(entries, {
+        signal,
+        public: options.public === true,
+        ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
+        onProgress: (p) => bar.update(p, p.done),
+      });
+      bar.done(bytesTotal, entries.length);
+      return { prefix, result, interrupted: signal.aborted };
+    } finally {
+      bar.stop();
+    }
+  });
+  let aborted = 0;
+  result.results.forEach((r, i) => {
+    if (r.ok) return;
+    const { path, file } = blobs[i]!;
+    const code = r.error instanceof PowerStoreError ? r.error.code : undefined;
+    if (code === 'ABORTED') {
+      aborted++;
+      return;
+    }
+    codes.add(code === undefined ? EXIT.FAILED : (EXIT_BY_CODE[code] ?? EXIT.FAILED));
+    failed.push({ path, reason: describeFailure(r, file) });
+  });
+  for (const f of failed) process.stderr.write(`powerstore: failed: ${JSON.stringify(f.path)}: ${f.reason}\n`);
+  if (aborted > 0)
+    process.stderr.write(
+      `powerstore: interrupted: ${aborted} file${aborted === 1 ? '' : 's'} not stored (or, for those under way, perhaps stored)\n`,
+    );
+  const stored = result.results.filter((r) => r.ok).length;
+  const bytes = result.results.reduce((sum, r, i) => sum + (r.ok ? blobs[i]!.blob.size : 0), 0);
+  process.stderr.write(`stored ${stored} file${stored === 1 ? '' : 's'} (${bytes} bytes) under ${JSON.stringify(prefix)}\n`);
+  if (interrupted) throw new CliError(EXIT.INTERRUPTED, `interrupted: ${stored} of ${tree.files.length} files stored`);
+  if (failed.length > 0) throw new CliError(codes.size === 1 ? [...codes][0]! : EXIT.FAILED, `${failed.length} failed (listed above)`);
+}
+
+/** Why a file of `put --recursive` was not stored, in a line. */
+function describeFailure(failure: KeyFailure, file: string): string {
+  const { error } = failure;
+  if (error instanceof PowerStoreError) return `${error.code}: ${error.message}`;
+  // A file Blob refuses to be read once the file changed (or went) after it was listed.
+  if (error.name === 'NotReadableError') return `cannot read ${file}: it changed or was removed while it was being stored`;
+  return error.message;
 }
 
 /** `START:END` (bytes, END exclusive; either may be left out) as a range. */
@@ -422,7 +522,7 @@ export function program(): Command {
       ).argParser(nonNegativeInt),
     )
     .addOption(new Option('--timeout <ms>', 'time an operation may take').default(30_000).argParser(positiveInt))
-    .option('--no-progress', 'no progress bar for large values')
+    .option('--no-progress', 'no progress bar for large values or many files')
     .option(
       '--allow-insecure',
       'accept plaintext ws:// server URLs to hosts that are not loopback (anyone on the network can read and tamper with the traffic)',
@@ -445,12 +545,27 @@ export function program(): Command {
 
   cli
     .command('put')
-    .description('store a file (or standard input) under a key, streaming it: any size, in bounded memory')
-    .argument('<key>', 'the key (UTF-8, up to 1024 bytes); @/name is in your namespace')
-    .argument('[file]', "file to store; '-' or none for standard input", '-')
+    .description(
+      'store a file (or standard input) under a key, streaming it: any size, in bounded memory; ' +
+        'with --recursive, every file under a directory, each under <key>/<its path>',
+    )
+    .argument('<key>', 'the key (UTF-8, up to 1024 bytes); @/name is in your namespace; with --recursive, the prefix of the keys')
+    .argument('[file]', "file to store; '-' or none for standard input; with --recursive, the directory", '-')
     .option('--public', 'store it as plaintext, readable by anyone who reaches a server (default: encrypted)')
-    .action(async (key: string, file: string, options: { public?: boolean }) => {
+    .option(
+      '-r, --recursive',
+      'store every file under the directory [file], at any depth, under <key>/<path of the file in it> ' +
+        '(a / is added to <key> unless it ends with one); each key is written on its own: not all or nothing',
+    )
+    .addOption(
+      new Option('--concurrency <n>', `with --recursive, files stored at once (default ${DEFAULT_BATCH_CONCURRENCY})`).argParser(
+        positiveInt,
+      ),
+    )
+    .action(async (key: string, file: string, options: { public?: boolean; recursive?: boolean; concurrency?: number }) => {
       const opts = cli.opts<GlobalOptions>();
+      if (options.recursive) return putTree(opts, key, file, options);
+      if (options.concurrency !== undefined) throw new CliError(EXIT.USAGE, '--concurrency goes with --recursive');
       // Opened before connecting, so a file that cannot be read fails fast (exit 1).
       const input = await openInput(file);
       try {

@@ -8,16 +8,20 @@
  * const store = await connect({ cluster, identity });        // cluster.json
  * await store.put(`${store.namespace}greeting`, 'hello');   // keys ~<ownerId>/… are this identity's
  * const bytes = await store.get(`${store.namespace}greeting`); // Uint8Array | undefined; encrypted at rest
+ * const { failed } = await store.putMany([[`${store.namespace}a`, 'one'], [`${store.namespace}b`, 'two']]); // per key; not atomic
  * const cap = await store.share(`${store.namespace}photos/`);   // read capability: connect({ cluster, capabilities: [cap] })
  * store.close();
  * ```
  */
 export { connect } from './connect.js';
-export { DEFAULT_MAX_VALUE_BYTES, DEFAULT_TIMEOUT_MS, STRIPE_BYTES } from './types.js';
+export { DEFAULT_BATCH_CONCURRENCY, DEFAULT_MAX_VALUE_BYTES, DEFAULT_TIMEOUT_MS, MAX_BATCH_CONCURRENCY, STRIPE_BYTES } from './types.js';
 /** Most keys one `list` page holds. */
 export { MAX_LIST_LIMIT } from '@powerstore/protocol';
 export type {
   AbortOptions,
+  BatchOptions,
+  BatchProgress,
+  BatchResult,
   ByteRange,
   ByteSource,
   ConnectOptions,
@@ -26,13 +30,21 @@ export type {
   TransferProgress,
   ValueStream,
   Expiry,
+  GetManyOptions,
   GetOptions,
+  KeyFailure,
+  KeyOutcome,
+  KeyRead,
   KeyStat,
   ListedKey,
   ListOptions,
   ListResult,
   OperationOptions,
   Progress,
+  PutManyEntries,
+  PutManyOptions,
+  PutManyProgress,
+  PutManyValue,
   PutOptions,
   ShareOptions,
   Store,

@@ -23,6 +23,18 @@ import {
   type WriteValue,
 } from '@powerstore/protocol';
 import { issueGrant, shareCapability } from './access.js';
+import {
+  BATCH_BYTES_IN_FLIGHT,
+  batchConcurrency,
+  batchEntries,
+  batchKeys,
+  isBlob,
+  report,
+  runBatch,
+  valueBytes,
+  type BatchItem,
+  type Settled,
+} from './batch.js';
 import { realClock } from './host/clock.js';
 import { ServerConnection, type Liveness } from './host/connection.js';
 import type { ServerStatus } from './host/link.js';
@@ -35,14 +47,24 @@ import { checkKey } from './key-names.js';
 import {
   STRIPE_BYTES,
   type AbortOptions,
+  type BatchOptions,
+  type BatchProgress,
+  type BatchResult,
   type ByteSource,
   type Expiry,
   type GetOptions,
+  type GetManyOptions,
   type GetStreamOptions,
+  type KeyFailure,
+  type KeyOutcome,
+  type KeyRead,
   type KeyStat,
   type ListOptions,
   type ListResult,
   type OperationOptions,
+  type PutManyEntries,
+  type PutManyOptions,
+  type PutManyValue,
   type PutOptions,
   type PutStreamOptions,
   type ShareOptions,
@@ -231,6 +253,82 @@ export class PowerStore implements Store {
     return readAll(stream, end - start);
   }
 
+  async putMany(entries: PutManyEntries, options: PutManyOptions = {}): Promise<BatchResult<KeyOutcome>> {
+    const concurrency = batchConcurrency('putMany', options.concurrency);
+    // A Blob is read and sent stripe by stripe: it holds a stripe being sent and one read ahead.
+    const items = batchEntries(entries, 2 * this.#parts.stripeBytes);
+    if (!this.#parts.session) throw noIdentity();
+    const bytesTotal = items.reduce((sum, item) => sum + valueBytes(item.value), 0);
+    /** Bytes of the keys done, and what is stored so far of the Blobs in flight. */
+    let bytesSettled = 0;
+    const streaming = new Map<BatchItem<PutManyValue>, number>();
+    let keys: BatchProgress = { done: 0, failed: 0, total: items.length };
+    const progress = () => {
+      let bytesDone = bytesSettled;
+      for (const bytes of streaming.values()) bytesDone += bytes;
+      report(options.onProgress, { ...keys, bytesDone, bytesTotal });
+    };
+    const put = async (item: BatchItem<PutManyValue>, signal: AbortSignal) => {
+      const { key, value } = item;
+      const common = { signal, timeoutMs: options.timeoutMs, public: options.public === true };
+      if (!isBlob(value)) {
+        if (typeof value !== 'string' && !(value instanceof Uint8Array))
+          throw invalid('putMany: a value must be a Uint8Array, a string or a Blob');
+        return this.put(key, value, common);
+      }
+      const onProgress =
+        options.onProgress &&
+        ((p: { bytesDone: number }) => {
+          streaming.set(item, p.bytesDone);
+          progress();
+        });
+      await this.putStream(key, value, { ...common, ...(onProgress ? { onProgress } : {}) });
+    };
+    const outcomes = await runBatch(items, put, {
+      concurrency,
+      maxBytes: BATCH_BYTES_IN_FLIGHT,
+      signal: options.signal,
+      name: 'putMany',
+      onSettled: (counts, index) => {
+        const item = items[index]!;
+        streaming.delete(item);
+        bytesSettled += valueBytes(item.value);
+        keys = counts;
+        if (options.onProgress) progress();
+      },
+    });
+    return writesOf(items, outcomes);
+  }
+
+  async getMany(keys: Iterable<string>, options: GetManyOptions = {}): Promise<BatchResult<KeyRead>> {
+    const concurrency = batchConcurrency('getMany', options.concurrency);
+    const items = batchKeys('getMany', keys);
+    const read = (item: BatchItem<undefined>, signal: AbortSignal) =>
+      this.get(item.key, { signal, timeoutMs: options.timeoutMs, raw: options.raw === true });
+    const outcomes = await runBatch(items, read, {
+      concurrency,
+      maxBytes: Infinity,
+      signal: options.signal,
+      name: 'getMany',
+      onSettled: (counts) => options.onProgress?.(counts),
+    });
+    return readsOf(items, outcomes);
+  }
+
+  async deleteMany(keys: Iterable<string>, options: BatchOptions = {}): Promise<BatchResult<KeyOutcome>> {
+    const concurrency = batchConcurrency('deleteMany', options.concurrency);
+    const items = batchKeys('deleteMany', keys);
+    if (!this.#parts.session) throw noIdentity();
+    const outcomes = await runBatch(items, (item, signal) => this.delete(item.key, { signal, timeoutMs: options.timeoutMs }), {
+      concurrency,
+      maxBytes: Infinity,
+      signal: options.signal,
+      name: 'deleteMany',
+      onSettled: (counts) => options.onProgress?.(counts),
+    });
+    return writesOf(items, outcomes);
+  }
+
   async share(keyOrPrefix: string, options?: ShareOptions): Promise<string> {
     return shareCapability(this.#parts.keys, keyOrPrefix, options?.keyEpoch ?? this.#parts.keyEpoch);
   }
@@ -343,4 +441,20 @@ export class PowerStore implements Store {
     (this.#host as OperationHost | undefined)?.linksChanged();
     this.#parts.onServerStatus?.(this.servers());
   }
+}
+
+/** What `putMany` and `deleteMany` resolve with: each key's outcome in the order given, and the failures. */
+function writesOf<V>(items: readonly BatchItem<V>[], outcomes: readonly Settled<unknown>[]): BatchResult<KeyOutcome> {
+  const results = outcomes.map((o, i): KeyOutcome =>
+    o.ok ? { key: items[i]!.key, ok: true } : { key: items[i]!.key, ok: false, error: o.error },
+  );
+  return { results, failed: results.filter((r): r is KeyFailure => !r.ok) };
+}
+
+/** What `getMany` resolves with: each key's value or failure in the order given, and the failures. */
+function readsOf<V>(items: readonly BatchItem<V>[], outcomes: readonly Settled<Uint8Array | undefined>[]): BatchResult<KeyRead> {
+  const results = outcomes.map((o, i): KeyRead =>
+    o.ok ? { key: items[i]!.key, ok: true, value: o.value } : { key: items[i]!.key, ok: false, error: o.error },
+  );
+  return { results, failed: results.filter((r): r is KeyFailure => !r.ok) };
 }

@@ -238,6 +238,98 @@ export interface ListOptions extends OperationOptions {
   readonly cursor?: string;
 }
 
+/** Keys a multi-key operation (`putMany`, `getMany`, `deleteMany`) has in flight at once unless its `concurrency` says otherwise. */
+export const DEFAULT_BATCH_CONCURRENCY = 16;
+/** The most keys a multi-key operation may have in flight at once. */
+export const MAX_BATCH_CONCURRENCY = 1024;
+
+/**
+ * A value for `putMany`: bytes, a string (stored as UTF-8), or a `Blob`/`File`, which is read
+ * only when its key's turn comes and written as `putStream` writes it (any size, in stripes).
+ */
+export type PutManyValue = Uint8Array | string | Blob;
+
+/**
+ * What `putMany` writes: `[key, value]` pairs (an array of pairs, a `Map`, any iterable of
+ * pairs) or a plain object whose own enumerable properties are the keys.
+ */
+export type PutManyEntries = Iterable<readonly [string, PutManyValue]> | { readonly [key: string]: PutManyValue };
+
+/** How far a multi-key operation is, in keys. */
+export interface BatchProgress {
+  /** Keys whose outcome is known: succeeded or failed. */
+  readonly done: number;
+  /** Of those, the keys that failed. */
+  readonly failed: number;
+  /** Keys in the call. */
+  readonly total: number;
+}
+
+/** How far `putMany` is, in keys and in bytes of plaintext. */
+export interface PutManyProgress extends BatchProgress {
+  /**
+   * Bytes of the values of the keys done (stored or failed), plus what is stored so far of
+   * `Blob` values still in flight: `bytesTotal` once every key is done.
+   */
+  readonly bytesDone: number;
+  /** Bytes of all the values (a string's UTF-8 bytes, a `Blob`'s size). */
+  readonly bytesTotal: number;
+}
+
+/**
+ * Options of `getMany` and `deleteMany` (and, with its own `onProgress`, `putMany`).
+ * `signal` and `timeoutMs` apply to each key's operation: `timeoutMs` bounds each key's
+ * operation, not the whole call; an abort fails the keys not yet done with `ABORTED`.
+ */
+export interface BatchOptions extends AbortOptions {
+  /** Keys in flight at once, 1 to {@link MAX_BATCH_CONCURRENCY}; default {@link DEFAULT_BATCH_CONCURRENCY}. */
+  readonly concurrency?: number;
+  /** Called each time a key is done (succeeded or failed). Exceptions it throws are ignored. */
+  readonly onProgress?: (progress: BatchProgress) => void;
+}
+
+/** Options of `getMany`. */
+export interface GetManyOptions extends BatchOptions {
+  /** The stored bytes as they are, envelope and ciphertext included, without decrypting (as `get`'s `raw`). */
+  readonly raw?: boolean;
+}
+
+/** Options of `putMany`. */
+export interface PutManyOptions extends Omit<BatchOptions, 'onProgress'> {
+  /** Store every value as plaintext, readable by anyone who reaches a server (as `put`'s `public`). */
+  readonly public?: boolean;
+  /** Called each time a key is done, and as stripes of `Blob` values are stored. Exceptions it throws are ignored. */
+  readonly onProgress?: (progress: PutManyProgress) => void;
+}
+
+/** A key of a multi-key operation that failed, and why. */
+export interface KeyFailure {
+  readonly key: string;
+  readonly ok: false;
+  /**
+   * What the single-key operation would have failed with: a `PowerStoreError` (its `code`
+   * says why), or, for a `Blob` value that could not be read, the `Blob`'s own error.
+   */
+  readonly error: Error;
+}
+
+/** A key `putMany` or `deleteMany` wrote, or the failure of one. */
+export type KeyOutcome = { readonly key: string; readonly ok: true } | KeyFailure;
+
+/** A key `getMany` read (`value` is `undefined` when it was never written or was deleted), or the failure of one. */
+export type KeyRead = { readonly key: string; readonly ok: true; readonly value: Uint8Array | undefined } | KeyFailure;
+
+/**
+ * What a multi-key operation resolves with: every key's outcome. A key's failure never
+ * rejects the call; the call rejects only when it cannot start (see {@link Store.putMany}).
+ */
+export interface BatchResult<R extends KeyOutcome | KeyRead = KeyOutcome> {
+  /** One entry per key, in the order the keys were given. */
+  readonly results: readonly R[];
+  /** The keys that failed, in the order given: empty when every key succeeded. */
+  readonly failed: readonly KeyFailure[];
+}
+
 /** When a grant expires: a `Date`, milliseconds since the epoch, or `'never'` (the year 9999). */
 export type Expiry = Date | number | 'never';
 
@@ -279,6 +371,25 @@ export interface Store {
   getStream(key: string, options?: GetStreamOptions): Promise<ValueStream | undefined>;
   /** A linearizable delete: a tombstone write. */
   delete(key: string, options?: OperationOptions): Promise<void>;
+  /**
+   * Writes many keys, each as `put` writes it (a `Blob` value as `putStream` does), up to
+   * `options.concurrency` at once. Not a transaction: each key is its own linearizable
+   * register, written or not on its own; readers may see some of the keys written and not
+   * others, and a failure leaves the other keys' writes in place. Resolves with every key's
+   * outcome, in the order given; one key's failure (not authorized, over `maxValueBytes`,
+   * quota, no quorum, aborted…) is reported for that key and never rejects the call. The
+   * call rejects (`INVALID_ARGUMENT`, `NO_IDENTITY`) only when it cannot start: `entries`
+   * not pairs of a string key and a value, the same key twice, bad options, no identity.
+   */
+  putMany(entries: PutManyEntries, options?: PutManyOptions): Promise<BatchResult<KeyOutcome>>;
+  /**
+   * Reads many keys, each as `get` reads it (each read linearizable on its own; the reads
+   * of different keys are not one snapshot), up to `options.concurrency` at once. Per-key
+   * results and failures as for `putMany`; rejects only on bad arguments (the same key twice).
+   */
+  getMany(keys: Iterable<string>, options?: GetManyOptions): Promise<BatchResult<KeyRead>>;
+  /** Deletes many keys, each as `delete` does (a tombstone write); per-key results as for `putMany`. */
+  deleteMany(keys: Iterable<string>, options?: BatchOptions): Promise<BatchResult<KeyOutcome>>;
   /** Reads `key` and reports the timestamp, size, writer and which servers answered or misbehaved. */
   stat(key: string, options?: OperationOptions): Promise<KeyStat>;
   /**
