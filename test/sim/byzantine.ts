@@ -6,7 +6,7 @@
  */
 import type { ErasureCodec } from '@powerstore/erasure';
 import {
-  batchRootMessage,
+  receiptRootMessage,
   buildBatch,
   compareKeys,
   receiptLeaf,
@@ -156,14 +156,14 @@ export class ByzantineServer {
     const at = this.prng.range(0, count - 1);
     const leaves = Array.from({ length: count }, (_, i) => (i === at ? leaf : crypto.sha256Sync([Uint8Array.of(i), this.prng.bytes(32)])));
     const { root, paths } = buildBatch(crypto, leaves);
-    const genuine = await this.signer.sign(batchRootMessage(clusterId, this.index, count, root));
+    const genuine = await this.signer.sign(receiptRootMessage(clusterId, this.index, count, root));
     const previous = this.#lastBatched;
     this.#lastBatched = { signature: genuine, batch: paths[at]! };
     switch (this.prng.pick(['valid', 'valid', 'other-root', 'bent-path', 'borrowed'] as const)) {
       case 'valid':
         return { ...ack, receipt: genuine, batch: paths[at]! };
       case 'other-root':
-        return { ...ack, receipt: await this.signer.sign(batchRootMessage(clusterId, this.index, count, leaves[0]!)), batch: paths[at]! };
+        return { ...ack, receipt: await this.signer.sign(receiptRootMessage(clusterId, this.index, count, leaves[0]!)), batch: paths[at]! };
       case 'bent-path': {
         const path = paths[at]!;
         const last = path.siblings.length - 1;

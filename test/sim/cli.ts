@@ -139,7 +139,7 @@ console.log(
 );
 if (result.lists > 0) console.log(`listing pages: ${result.lists}`);
 console.log(
-  `striped writes: ${result.stripedWrites} (${result.stripedWritesDone} completed, ${result.crashedMidStripe} crashed mid-upload); striped values read whole: ${result.stripedReads}; reads ending in VALUE_CHANGED: ${result.valueChanged}; receipts signed in batches: ${result.batchedReceipts}`,
+  `striped writes: ${result.stripedWrites} (${result.stripedWritesDone} completed, ${result.crashedMidStripe} crashed mid-upload); striped values read whole: ${result.stripedReads}; reads ending in VALUE_CHANGED: ${result.valueChanged}; receipts signed in batches: ${result.batchedReceipts}, certificates: ${result.batchedCertificates}`,
 );
 console.log(
   `client hosts (the client's own): links closed under them ${result.linksClosed}, frames over their limit ${result.oversized}, reads failed as too large ${result.tooLarge}`,

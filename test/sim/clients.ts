@@ -31,7 +31,7 @@ import type { Author, MutableOp } from './checkers.js';
 import { SimLink } from './client-host.js';
 import type { Cluster } from './cluster.js';
 import type { InFlight } from './network.js';
-import { SIM_MAX_FRAME, SIM_OP_TIMEOUT, SMALL_FRAME, STRIPED_SHARE, STRIPED_SHARE_MANY, WRITE_TIMEOUT } from './options.js';
+import { batchWindow, SIM_MAX_FRAME, SIM_OP_TIMEOUT, SMALL_FRAME, STRIPED_SHARE, STRIPED_SHARE_MANY, WRITE_TIMEOUT } from './options.js';
 import { allowedFailure, EPOCH_CODES } from './outcomes.js';
 import type { Prng } from './prng.js';
 import { concat, sourceOf, stripedValue } from './stripes.js';
@@ -132,6 +132,8 @@ export interface ClientStats {
   tooLarge: number;
   /** With `rotate`: operations that ended refused by servers of another key epoch. */
   staleOps: number;
+  /** Certificates honest writers signed under a batch root shared with others. */
+  batchedCertificates: number;
 }
 
 /** The honest clients of a run, and what happens at their hosts' links. */
@@ -154,6 +156,11 @@ export class HonestClients {
     oversized: 0,
     tooLarge: 0,
     staleOps: 0,
+    batchedCertificates: 0,
+  };
+  /** Counts the certificates of every batch an honest session signed. */
+  readonly #countBatch = (n: number): void => {
+    if (n > 1) this.stats.batchedCertificates += n;
   };
   /** Keys some striped write was made to (a reader with a small limit may find them too large). */
   readonly stripedKeys = new Set<string>();
@@ -188,7 +195,15 @@ export class HonestClients {
       }));
     for (const [w, role] of roles.entries()) {
       const { signer, grants } = this.#identities[role];
-      const session = new WriterSession({ crypto, cluster: cast.cluster, signer, instance: prng.bytes(16), grants });
+      const session = new WriterSession({
+        crypto,
+        cluster: cast.cluster,
+        signer,
+        instance: prng.bytes(16),
+        grants,
+        certificateBatching: batchWindow,
+        onCertificatesSigned: this.#countBatch,
+      });
       this.#add({
         name: `w${w}`,
         role,
@@ -250,7 +265,14 @@ export class HonestClients {
       ...this.#hostOf(`fr${number}`),
     };
     const { signer } = this.#identities[role];
-    const session = new WriterSession({ crypto, cluster: cast.cluster, signer, instance: rng.bytes(16) });
+    const session = new WriterSession({
+      crypto,
+      cluster: cast.cluster,
+      signer,
+      instance: rng.bytes(16),
+      certificateBatching: batchWindow,
+      onCertificatesSigned: this.#countBatch,
+    });
     this.#add({
       name: `fw${number}`,
       role,
@@ -273,7 +295,15 @@ export class HonestClients {
     if (client.role === 'reader') client.verifier = new CertificateVerifier(crypto, identity);
     else {
       const { signer: who, grants } = this.#identities[client.role];
-      client.session = new WriterSession({ crypto, cluster: identity, signer: who, instance: streams.rotation.bytes(16), grants });
+      client.session = new WriterSession({
+        crypto,
+        cluster: identity,
+        signer: who,
+        instance: streams.rotation.bytes(16),
+        grants,
+        certificateBatching: batchWindow,
+        onCertificatesSigned: this.#countBatch,
+      });
       client.verifier = client.session.verifier;
     }
   }

@@ -19,12 +19,9 @@ import { MemoryStorage } from '@powerstore/protocol/testing';
 import { ByzantineServer, REBUILD_LIES, type Behaviour } from './byzantine.js';
 import type { Expectation } from './hostile-clients.js';
 import type { InFlight } from './network.js';
-import { UPLOAD_IDLE } from './options.js';
+import { batchWindow, UPLOAD_IDLE } from './options.js';
 import type { Prng } from './prng.js';
 import type { World } from './world.js';
-
-/** Microtask turns a server waits before signing the receipts asked for meanwhile. */
-const RECEIPT_BATCH_TURNS = 64;
 
 /** Whether a process name is a server's (`s<index>`). */
 export const isServer = (name: string): boolean => /^s\d+$/.test(name);
@@ -91,17 +88,13 @@ export class Cluster {
   }
 
   /**
-   * Receipts batched as powerstore-server batches them, with a window of a few microtask
-   * turns in place of `setImmediate` (deterministic): STOREs delivered together share a root.
+   * Receipts batched as powerstore-server batches them, with {@link batchWindow} in place
+   * of `setImmediate` (deterministic): STOREs delivered together share a root.
    */
   #receiptBatching(byzantine: boolean): Pick<ServerOptions, 'receiptBatching' | 'onReceiptsSigned'> {
     const checker = this.#world.checker;
     return {
-      receiptBatching: (flush) => {
-        let turns = RECEIPT_BATCH_TURNS;
-        const wait = (): void => (--turns > 0 ? void Promise.resolve().then(wait) : flush());
-        void Promise.resolve().then(wait);
-      },
+      receiptBatching: batchWindow,
       onReceiptsSigned: (n) => {
         if (!byzantine && n > 1) checker.batchedReceipts += n;
       },

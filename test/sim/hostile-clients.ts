@@ -337,7 +337,16 @@ export class HostileClient {
             tombstone: cc.tombstone,
             signature: prng.bytes(64),
           };
-          this.#toAll((i) => ({ type: 'STORE', key, opId: this.#opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert }), refuse);
+          // The last one carries the owner's genuine signature (of her completed write's
+          // certificate) with a made-up batch path: no path leads from this certificate to it.
+          const count = prng.range(2, 8);
+          const index = prng.int(count);
+          const borrowed = {
+            signature: c.cert.signature,
+            batch: { index, count, siblings: Array.from({ length: siblingCount(index, count) }, () => prng.bytes(32)) },
+          };
+          const sent = k === 3 ? { ...cert, ...borrowed } : cert;
+          this.#toAll((i) => ({ type: 'STORE', key, opId: this.#opId, ts, stripe: 0, fragment: fragments[i]!, cc, cert: sent }), refuse);
         }
         break;
       }
@@ -395,7 +404,8 @@ export class HostileClient {
           const opId = this.#opId++;
           // Shown again and again: a verifier must not remember a forgery it refused.
           if (f === rebatched)
-            for (let k = 0; k < this.#ctx.config.n - this.#ctx.config.t; k++) this.#ctx.send(i, { type: 'COMPLETE', key, opId, candidate: f }, refuse);
+            for (let k = 0; k < this.#ctx.config.n - this.#ctx.config.t; k++)
+              this.#ctx.send(i, { type: 'COMPLETE', key, opId, candidate: f }, refuse);
           if (prng.chance(0.5)) this.#ctx.send(i, { type: 'COMPLETE', key, opId, candidate: f }, refuse);
           else
             this.#ctx.send(

@@ -5,7 +5,7 @@
  */
 import {
   authorityProblem,
-  batchRootMessage,
+  receiptRootMessage,
   CertificateVerifier,
   receiptLeaf,
   receiptMessage,
@@ -173,6 +173,19 @@ class BatchSignatureCached extends Server {
   }
 }
 
+/** Takes a batched certificate whose signature it verified before (for any certificate) as signed, whatever its path. */
+class CertBatchSignatureCached extends Server {
+  readonly #known = new Set<string>();
+  protected override async checkCertificate(key: string, ts: Timestamp, cert: WriteCertificate): Promise<CertificateCheck> {
+    const id = toHex(cert.signature);
+    if (cert.batch && this.#known.has(id) && !authorityProblem(this.crypto, this.cluster, key, ts, cert.signer, cert.grant))
+      return { ok: true };
+    const checked = await super.checkCertificate(key, ts, cert);
+    if (checked.ok) this.#known.add(id);
+    return checked;
+  }
+}
+
 /** Remembers a batch root's signature as verified before checking it: a forgery passes the second time it is shown. */
 class BatchRootRememberedFirst extends Server {
   readonly #verified = new Set<string>();
@@ -184,9 +197,13 @@ class BatchRootRememberedFirst extends Server {
         if (!(await this.verifier.receiptValid(key, ts, cert, r.server, r))) return false;
         continue;
       }
-      const root = rootOf(this.crypto, receiptLeaf(this.crypto, receiptMessage(this.crypto, this.cluster.id, key, ts, cert, r.server)), r.batch);
+      const root = rootOf(
+        this.crypto,
+        receiptLeaf(this.crypto, receiptMessage(this.crypto, this.cluster.id, key, ts, cert, r.server)),
+        r.batch,
+      );
       if (!root) return false;
-      const message = batchRootMessage(this.cluster.id, r.server, r.batch.count, root);
+      const message = receiptRootMessage(this.cluster.id, r.server, r.batch.count, root);
       const id = toHex(this.crypto.sha256Sync([message, r.signature]));
       if (this.#verified.has(id)) continue;
       this.#verified.add(id);
@@ -470,6 +487,11 @@ export const MUTANTS: readonly Mutant[] = [
     name: 'batch-root-remembered-first',
     description: "servers remember a batch root's signature as verified before checking it",
     protocol: withServer((o) => new BatchRootRememberedFirst(o)),
+  },
+  {
+    name: 'cert-batch-signature-cached',
+    description: 'servers take a batched certificate whose signature they verified before as signed, whatever its path',
+    protocol: withServer((o) => new CertBatchSignatureCached(o)),
   },
   {
     name: 'fragment-unchecked',

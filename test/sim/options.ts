@@ -319,3 +319,14 @@ export const SMALL_FRAME = 16 * 1024;
  * by a newer write (a tenth of it below `lc`), short enough that the end-of-run sweep is real.
  */
 export const UPLOAD_IDLE = 10_000;
+
+/**
+ * The simulator's "after this turn" for signature batches (servers' receipts, sessions'
+ * certificates): a few dozen microtask turns, deterministic, so requests handled in one
+ * step (messages delivered together) share a signature.
+ */
+export function batchWindow(flush: () => void): void {
+  let turns = 64;
+  const wait = (): void => (--turns > 0 ? void Promise.resolve().then(wait) : flush());
+  void Promise.resolve().then(wait);
+}

@@ -65,6 +65,8 @@ export interface BatchResult {
   valueChanged: number;
   /** Receipts correct servers signed in batches of two or more. */
   batchedReceipts: number;
+  /** Certificates honest writers signed in batches of two or more. */
+  batchedCertificates: number;
   /** What the clients' hosts met: links closed under them, frames over their limit, reads failed as too large. */
   linksClosed: number;
   oversized: number;
@@ -123,6 +125,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     stripedReads: 0,
     valueChanged: 0,
     batchedReceipts: 0,
+    batchedCertificates: 0,
     linksClosed: 0,
     oversized: 0,
     tooLarge: 0,
@@ -169,6 +172,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchResult> {
     result.crashedMidStripe += report.crashedMidStripe ?? 0;
     result.stripedReads += report.stripedReads ?? 0;
     result.batchedReceipts += report.batchedReceipts ?? 0;
+    result.batchedCertificates += report.batchedCertificates ?? 0;
     result.valueChanged += report.valueChanged ?? 0;
     result.linksClosed += report.hostFaults?.linksClosed ?? 0;
     result.oversized += report.hostFaults?.oversized ?? 0;

@@ -93,6 +93,8 @@ export interface SimReport {
   readonly stripedReads: number;
   /** Receipts correct servers signed in batches of two or more. */
   readonly batchedReceipts: number;
+  /** Certificates honest writers signed in batches of two or more. */
+  readonly batchedCertificates: number;
   /** Reads that gave up with VALUE_CHANGED while fetching further stripes (allowed, counted). */
   readonly valueChanged: number;
   /** Faults the clients' hosts met: links closed, frames over their limit, reads that failed as too large. */
@@ -467,6 +469,7 @@ export class Simulation {
       crashedMidStripe: stats.crashedMidStripe,
       stripedReads: checker.stripedReads,
       batchedReceipts: checker.batchedReceipts,
+      batchedCertificates: stats.batchedCertificates,
       valueChanged: checker.valueChanged,
       hostFaults: { linksClosed: stats.linksClosed, oversized: stats.oversized, tooLarge: stats.tooLarge },
       rotation: this.#rotation,

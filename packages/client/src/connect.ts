@@ -54,7 +54,16 @@ export async function connect(options: ConnectOptions): Promise<Store> {
   // A writer id of its own per connect(): two stores of one identity never share a timestamp.
   const session =
     identity &&
-    new WriterSession({ crypto, cluster: cluster.identity, signer: identity.signer, instance: random(INSTANCE_ID_LENGTH), grants });
+    new WriterSession({
+      crypto,
+      cluster: cluster.identity,
+      signer: identity.signer,
+      instance: random(INSTANCE_ID_LENGTH),
+      grants,
+      // Writes that sign in the same turn (putMany, concurrent puts) share one signature,
+      // which every server then checks once.
+      certificateBatching: nextTurn,
+    });
   const store = new PowerStore({
     cluster,
     crypto,
@@ -90,4 +99,10 @@ function parseCapabilities(capabilities: unknown): Capability[] {
       throw invalidInput('capabilities', `capabilities[${i}]: ${(err as Error).message}`);
     }
   });
+}
+
+/** Runs `f` after the current turn of the event loop: `setImmediate` in Node, a zero timeout in browsers. */
+function nextTurn(f: () => void): void {
+  if (typeof setImmediate === 'function') setImmediate(f);
+  else setTimeout(f, 0);
 }

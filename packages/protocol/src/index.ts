@@ -62,6 +62,9 @@ export {
 export { currentEpoch, extensionProblem, MAX_EPOCH } from './auth/epochs.js';
 export {
   authorityProblem,
+  certificateBatcher,
+  certificateLeaf,
+  certificateRootMessage,
   CertificateVerifier,
   receiptMessage,
   signCertificate,
@@ -73,16 +76,21 @@ export {
 } from './auth/certificate.js';
 export {
   ackReceipt,
-  batchRootMessage,
-  buildBatch,
-  MAX_RECEIPT_BATCH,
-  ReceiptBatcher,
+  receiptBatcher,
   receiptLeaf,
-  rootOf,
-  siblingCount,
+  receiptRootMessage,
   type ReceiptBatch,
   type ReceiptSignature,
 } from './auth/receipt-batch.js';
+export {
+  buildBatch,
+  MAX_SIGNATURE_BATCH,
+  rootOf,
+  siblingCount,
+  SignatureBatcher,
+  type BatchedSignature,
+  type SignatureBatch,
+} from './core/signature-batch.js';
 export { candidateId, candidatesEqual, certificateId, certificatesEqual, type Candidate } from './auth/candidate.js';
 export { OPEN_POLICY, type Refusal, type WritePolicy } from './auth/policy.js';
 export { TIMESTAMP_WINDOW } from './auth/window.js';

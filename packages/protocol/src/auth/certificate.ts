@@ -34,7 +34,8 @@ import { DOMAIN, HASH_LENGTH, domain, keyField, nonceHash, type CryptoProvider, 
 import { grantDigest, grantMessage, mayGrant, type ClusterIdentity, type Grant } from './grant.js';
 import { namespaceOf, ownerIdOf, writerTagOf } from './identity.js';
 import { epochsProblem, extensionProblem, receiptKey } from './epochs.js';
-import { batchRootMessage, receiptLeaf, rootOf, type ReceiptSignature } from './receipt-batch.js';
+import { receiptLeaf, receiptRootMessage, type ReceiptSignature } from './receipt-batch.js';
+import { rootOf, SignatureBatcher, type BatchedSignature, type SignatureBatch } from '../core/signature-batch.js';
 import { ProtocolError, type ProtocolErrorCode } from '../core/errors.js';
 import { writerTagPart, type Timestamp } from './timestamp.js';
 
@@ -61,8 +62,14 @@ export interface WriteCertificate {
    * current epoch. Signed, so nobody can move a write to another epoch's keys.
    */
   readonly epoch?: number;
-  /** Ed25519 signature of {@link certificateMessage}. */
+  /**
+   * Ed25519 signature of {@link certificateMessage}, or (with `batch`) of a root over the
+   * certificate messages of many writes the signer signed at once (`signature-batch.ts`,
+   * {@link certificateRootMessage}).
+   */
   readonly signature: Uint8Array;
+  /** Where this certificate's message sits in the batch whose root `signature` signs. */
+  readonly batch?: SignatureBatch;
 }
 
 /**
@@ -79,7 +86,9 @@ export type StoreProof = readonly StoreReceipt[];
 
 /** The store proof of `receipts` (by server index), in increasing server order. */
 export function storeProof(receipts: ReadonlyMap<number, ReceiptSignature>): StoreProof {
-  return [...receipts].sort(([a], [b]) => a - b).map(([server, r]) => (r.batch ? { server, signature: r.signature, batch: r.batch } : { server, signature: r.signature }));
+  return [...receipts]
+    .sort(([a], [b]) => a - b)
+    .map(([server, r]) => (r.batch ? { server, signature: r.signature, batch: r.batch } : { server, signature: r.signature }));
 }
 
 const NO_GRANT = new Uint8Array(HASH_LENGTH);
@@ -134,7 +143,43 @@ export function certificateDigest(crypto: CryptoProvider, cert: WriteCertificate
     cert.signature,
     cert.grant ? grantDigest(crypto, cert.grant) : NO_GRANT,
     ...epochField(cert.epoch),
+    ...batchField(cert.batch),
   ]);
+}
+
+/** A certificate's batch path in what is hashed: nothing without one, so unbatched digests stay as they were. */
+function batchField(batch: SignatureBatch | undefined): Uint8Array[] {
+  return batch ? [BATCH_TAG, u32(batch.index), u32(batch.count), ...batch.siblings] : [];
+}
+const BATCH_TAG = Uint8Array.of(0xba);
+
+/** The leaf of a certificate message in a batch. */
+export function certificateLeaf(crypto: CryptoProvider, message: Uint8Array): Uint8Array {
+  return crypto.sha256Sync([...domain(DOMAIN.certificateLeaf), message]);
+}
+
+/** The bytes a writer signs for a batch of certificates: cluster, its own key, leaf count and root. */
+export function certificateRootMessage(clusterId: Uint8Array, signer: Uint8Array, count: number, root: Uint8Array): Uint8Array {
+  return concatBytes(...domain(DOMAIN.certificateRoot), ...lengthPrefixed(clusterId), signer, u32(count), root);
+}
+
+/**
+ * A writer's {@link SignatureBatcher} for its certificates: writes of one session that
+ * sign in the same turn (a `putMany`, concurrent puts) share one signature, and every
+ * server checks it once for all of them.
+ */
+export function certificateBatcher(
+  crypto: CryptoProvider,
+  signer: Signer,
+  clusterId: Uint8Array,
+  defer: (flush: () => void) => void,
+  onSigned?: (message: Uint8Array, signature: Uint8Array, certificates: number) => void,
+): SignatureBatcher {
+  const kind = {
+    leaf: (message: Uint8Array) => certificateLeaf(crypto, message),
+    rootMessage: (count: number, root: Uint8Array) => certificateRootMessage(clusterId, signer.publicKey, count, root),
+  };
+  return new SignatureBatcher(crypto, signer, kind, defer, onSigned);
 }
 
 /** The bytes server `server` signs when it has stored `cert`'s write of `key` at `ts`. */
@@ -173,6 +218,8 @@ export async function signCertificate(
     /** The key epoch written under (the cluster file's current one); absent or 0 for epoch 0. */
     readonly epoch?: number;
   },
+  /** Signs the certificate message (a session's {@link certificateBatcher}); by default `signer` signs it alone. */
+  sign?: (message: Uint8Array) => Promise<BatchedSignature>,
 ): Promise<WriteCertificate> {
   const unsigned = {
     nonceHash: write.nonceHash,
@@ -182,7 +229,10 @@ export async function signCertificate(
     grant: write.grant,
     ...(write.epoch ? { epoch: write.epoch } : {}),
   };
-  return { ...unsigned, signature: await signer.sign(certificateMessage(crypto, clusterId, write.key, write.ts, unsigned, write.stripe)) };
+  const message = certificateMessage(crypto, clusterId, write.key, write.ts, unsigned, write.stripe);
+  if (!sign) return { ...unsigned, signature: await signer.sign(message) };
+  const { signature, batch } = await sign(message);
+  return batch ? { ...unsigned, signature, batch } : { ...unsigned, signature };
 }
 
 /**
@@ -297,7 +347,13 @@ export class CertificateVerifier {
     if (cert.grant && !(await this.#verify(cert.grant.issuer, grantMessage(this.#cluster.id, cert.grant), cert.grant.signature))) {
       return { ok: false, code: 'UNAUTHENTICATED', reason: "the grant's signature does not verify" };
     }
-    if (!(await this.#verify(cert.signer, certificateMessage(crypto, this.#cluster.id, key, ts, cert, stripe), cert.signature))) {
+    const message = certificateMessage(crypto, this.#cluster.id, key, ts, cert, stripe);
+    const root = cert.batch ? rootOf(crypto, certificateLeaf(crypto, message), cert.batch) : undefined;
+    const signed = !cert.batch
+      ? await this.#verify(cert.signer, message, cert.signature)
+      : root !== undefined &&
+        (await this.#verify(cert.signer, certificateRootMessage(this.#cluster.id, cert.signer, cert.batch.count, root), cert.signature));
+    if (!signed) {
       return { ok: false, code: 'UNAUTHENTICATED', reason: `the ${stripe > 0 ? 'stripe ' : ''}certificate's signature does not verify` };
     }
     return OK;
@@ -323,7 +379,7 @@ export class CertificateVerifier {
     if (!receipt.batch) return this.#verify(publicKey, message, receipt.signature);
     const root = rootOf(this.#crypto, receiptLeaf(this.#crypto, message), receipt.batch);
     if (!root) return Promise.resolve(false);
-    return this.#verify(publicKey, batchRootMessage(this.#cluster.id, server, receipt.batch.count, root), receipt.signature);
+    return this.#verify(publicKey, receiptRootMessage(this.#cluster.id, server, receipt.batch.count, root), receipt.signature);
   }
 
   /** At least `n − t` receipts, of distinct servers in increasing order, every one valid. */
@@ -411,6 +467,9 @@ function candidateFields(key: string, c: CandidateFields): Uint8Array[] {
   if (g) parts.push(g.issuer, g.grantee, ...lengthPrefixed(utf8(g.prefix)), u64(g.expiresAt), g.signature);
   // The signature covers the epoch too: a candidate moved to another epoch must not pass.
   parts.push(u32(c.cert.epoch ?? 0));
+  // And the certificate's batch path: the same signature with another path is checked again.
+  const cb = c.cert.batch;
+  parts.push(...(cb ? [Uint8Array.of(1), u32(cb.index), u32(cb.count), ...cb.siblings] : [Uint8Array.of(0)]));
   parts.push(u32(c.proof.length));
   for (const r of c.proof) {
     parts.push(Uint8Array.of(r.server), r.signature);

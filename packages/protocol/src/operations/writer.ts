@@ -7,6 +7,7 @@ import type { ErasureCodec } from '@powerstore/erasure';
 import { NONCE_LENGTH, type Candidate } from '../auth/candidate.js';
 import {
   authorityProblem,
+  certificateBatcher,
   CertificateVerifier,
   certificateMessage,
   signCertificate,
@@ -15,6 +16,7 @@ import {
 } from '../auth/certificate.js';
 import { MAX_VALUE_LENGTH, quorum, type ClusterConfig } from '../core/config.js';
 import { ackReceipt, type ReceiptSignature } from '../auth/receipt-batch.js';
+import type { BatchedSignature } from '../core/signature-batch.js';
 import { computeCrossChecksum, crossChecksumDigest, type CrossChecksum } from '../core/cross-checksum.js';
 import { nonceHash, type CryptoProvider, type Signer } from '../core/crypto.js';
 import { currentEpoch, withEpoch } from '../auth/epochs.js';
@@ -41,6 +43,14 @@ export interface WriterSessionOptions {
   readonly instance: Uint8Array;
   /** Grants this identity holds, for keys outside its own namespace. */
   readonly grants?: readonly Grant[];
+  /**
+   * Signs the certificates of writes that sign in the same turn under one root
+   * (`signature-batch.ts`): `defer` runs its callback after the current turn (Node:
+   * `setImmediate`). Without it, each certificate is signed on its own.
+   */
+  readonly certificateBatching?: (flush: () => void) => void;
+  /** Called for every signature made for certificates, with how many it covers (with `certificateBatching`). */
+  readonly onCertificatesSigned?: (certificates: number) => void;
 }
 
 /**
@@ -74,7 +84,19 @@ export class WriterSession {
     this.writerId = makeWriterId(writerTagOf(options.crypto, options.signer.publicKey), options.instance);
     this.verifier = new CertificateVerifier(options.crypto, options.cluster);
     this.#grants = options.grants ?? [];
+    const batcher = options.certificateBatching
+      ? certificateBatcher(options.crypto, options.signer, options.cluster.id, options.certificateBatching, (message, signature, n) => {
+          this.verifier.signed(options.signer.publicKey, message, signature);
+          options.onCertificatesSigned?.(n);
+        })
+      : undefined;
+    this.signCertificate = batcher
+      ? (message) => batcher.sign(message)
+      : async (message) => ({ signature: await options.signer.sign(message) });
   }
+
+  /** Signs a certificate message: alone, or in a batch with others of this session (`certificateBatching`). */
+  readonly signCertificate: (message: Uint8Array) => Promise<BatchedSignature>;
 
   /**
    * The grant to write `key` with at time `now` (`undefined` when the identity needs none:
@@ -425,16 +447,22 @@ export class WriteOperation implements ClientOperation<WriteResult> {
     const fragments = codec.encode(bytes);
     const cc = await computeCrossChecksum(crypto, fragments, bytes.length, false);
     const ccDigest = crossChecksumDigest(crypto, cc);
-    const cert = await signCertificate(crypto, session.cluster.id, session.signer, {
-      key: this.key,
-      ts: striping.ts,
-      nonceHash: nonceHash(crypto, striping.nonce),
-      ccDigest,
-      tombstone: false,
-      grant: this.#grant,
-      stripe: index,
-      epoch: this.#epoch,
-    });
+    const cert = await signCertificate(
+      crypto,
+      session.cluster.id,
+      session.signer,
+      {
+        key: this.key,
+        ts: striping.ts,
+        nonceHash: nonceHash(crypto, striping.nonce),
+        ccDigest,
+        tombstone: false,
+        grant: this.#grant,
+        stripe: index,
+        epoch: this.#epoch,
+      },
+      session.signCertificate,
+    );
     striping.digests[index] = ccDigest;
     striping.current = index;
     striping.length += bytes.length;
@@ -497,17 +525,25 @@ export class WriteOperation implements ClientOperation<WriteResult> {
       striping.digests[0] = crossChecksumDigest(crypto, cc);
       layout = { valueLength: striping.length, stripeSize: this.#source.stripeSize, digests: striping.digests };
     }
-    const cert = await signCertificate(crypto, session.cluster.id, session.signer, {
-      key: this.key,
-      ts,
-      nonceHash: nonceHash(crypto, nonce),
-      ccDigest: layout ? layoutDigest(crypto, layout) : crossChecksumDigest(crypto, cc),
-      tombstone: cc.tombstone,
-      grant: this.#grant,
-      epoch: this.#epoch,
-    });
-    // The next write of this key will meet this certificate in CLOCK: no need to verify our own signature.
-    session.verifier.signed(session.signer.publicKey, certificateMessage(crypto, session.cluster.id, this.key, ts, cert), cert.signature);
+    const cert = await signCertificate(
+      crypto,
+      session.cluster.id,
+      session.signer,
+      {
+        key: this.key,
+        ts,
+        nonceHash: nonceHash(crypto, nonce),
+        ccDigest: layout ? layoutDigest(crypto, layout) : crossChecksumDigest(crypto, cc),
+        tombstone: cc.tombstone,
+        grant: this.#grant,
+        epoch: this.#epoch,
+      },
+      session.signCertificate,
+    );
+    // The next write of this key will meet this certificate in CLOCK: no need to verify our
+    // own signature (a batch's root the session's batcher recorded itself).
+    if (!cert.batch)
+      session.verifier.signed(session.signer.publicKey, certificateMessage(crypto, session.cluster.id, this.key, ts, cert), cert.signature);
     this.#candidate = { ts, nonce, cert, proof: [] };
     this.#nextRound('store');
     return { send: this.#stores(ts, 0, fragments, cc, cert, layout) };

@@ -17,7 +17,8 @@
  */
 import { bytesEqual } from '../core/bytes.js';
 import { certificatesEqual, type Candidate } from '../auth/candidate.js';
-import { ReceiptBatcher, type ReceiptSignature } from '../auth/receipt-batch.js';
+import { receiptBatcher, type ReceiptSignature } from '../auth/receipt-batch.js';
+import type { SignatureBatcher } from '../core/signature-batch.js';
 import { CertificateVerifier, receiptMessage, type CertificateCheck, type StoreProof, type WriteCertificate } from '../auth/certificate.js';
 import { decodeHeader, decodeMessage, encodeMessage, listEntryBytes, MAX_PENDING_ENTRIES, pendingEntryBytes } from '../wire/codec.js';
 import type { ClusterConfig } from '../core/config.js';
@@ -171,7 +172,7 @@ export class Server {
   protected admission: WritePolicyCheck;
   protected readonly history: HistoryLimits;
   readonly #options: ServerOptions;
-  readonly #receipts: ReceiptBatcher | undefined;
+  readonly #receipts: SignatureBatcher | undefined;
 
   constructor(options: ServerOptions) {
     check(
@@ -198,10 +199,17 @@ export class Server {
     check(Number.isSafeInteger(uploadIdleMs) && uploadIdleMs >= 1, `history.uploadIdleMs must be a positive integer, got ${uploadIdleMs}`);
     this.#options = options;
     this.#receipts = options.receiptBatching
-      ? new ReceiptBatcher(options.crypto, options.signer, options.cluster.id, options.index, options.receiptBatching, (message, signature, n) => {
-          this.verifier.signed(options.signer.publicKey, message, signature);
-          options.onReceiptsSigned?.(n);
-        })
+      ? receiptBatcher(
+          options.crypto,
+          options.signer,
+          options.cluster.id,
+          options.index,
+          options.receiptBatching,
+          (message, signature, n) => {
+            this.verifier.signed(options.signer.publicKey, message, signature);
+            options.onReceiptsSigned?.(n);
+          },
+        )
       : undefined;
   }
 

@@ -13,7 +13,7 @@ import {
   ByteReader,
   ByteWriter,
   readCandidate,
-  readReceiptBatch,
+  readSignatureBatch,
   readCc,
   readOptionalLayout,
   readOptionalSummary,
@@ -24,7 +24,7 @@ import {
   readOptionalCandidate,
   readTs,
   writeCandidate,
-  writeReceiptBatch,
+  writeSignatureBatch,
   writeCc,
   writeCert,
   writeFragment,
@@ -160,7 +160,7 @@ export function encodeMessage(m: Message, alloc?: (length: number) => Uint8Array
       writeTs(w, m.ts);
       w.u32(m.stripe, 'stripe');
       w.fixed(m.receipt, SIGNATURE_LENGTH, 'receipt');
-      writeReceiptBatch(w, m.batch);
+      writeSignatureBatch(w, m.batch);
       break;
     case 'COMPLETE_ACK':
       writeTs(w, m.ts);
@@ -365,7 +365,7 @@ function decodeBody(r: ByteReader, type: Message['type'], key: string, opId: num
       const ts = readTs(r);
       const stripe = r.u32('stripe');
       const receipt = r.fixed(SIGNATURE_LENGTH, 'receipt');
-      const batch = readReceiptBatch(r);
+      const batch = readSignatureBatch(r);
       return batch ? { type, key, opId, ts, stripe, receipt, batch } : { type, key, opId, ts, stripe, receipt };
     }
     case 'COMPLETE_ACK':

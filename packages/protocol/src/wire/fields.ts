@@ -6,7 +6,7 @@
  */
 import type { Candidate } from '../auth/candidate.js';
 import type { StoreProof, StoreReceipt, WriteCertificate } from '../auth/certificate.js';
-import { batchShapeValid, RECEIPT_HASH_LENGTH, siblingCount, type ReceiptBatch } from '../auth/receipt-batch.js';
+import { batchShapeValid, BATCH_HASH_LENGTH, siblingCount, type SignatureBatch } from '../core/signature-batch.js';
 import { MAX_SERVERS, MAX_VALUE_LENGTH } from '../core/config.js';
 import type { CrossChecksum } from '../core/cross-checksum.js';
 import { HASH_LENGTH, PUBLIC_KEY_LENGTH, SIGNATURE_LENGTH } from '../core/crypto.js';
@@ -200,15 +200,17 @@ export function readGrant(r: ByteReader): Grant {
 const CERT_GRANT = 1;
 const CERT_TOMBSTONE = 2;
 const CERT_EPOCH = 4;
+const CERT_BATCH = 8;
 
 export function writeCert(w: ByteWriter, c: WriteCertificate) {
   w.fixed(c.nonceHash, HASH_LENGTH, 'nonce hash');
   w.fixed(c.ccDigest, HASH_LENGTH, 'cross-checksum digest');
   w.fixed(c.signer, PUBLIC_KEY_LENGTH, 'signer');
   w.fixed(c.signature, SIGNATURE_LENGTH, 'signature');
-  w.u8((c.grant ? CERT_GRANT : 0) | (c.tombstone ? CERT_TOMBSTONE : 0) | (c.epoch ? CERT_EPOCH : 0));
+  w.u8((c.grant ? CERT_GRANT : 0) | (c.tombstone ? CERT_TOMBSTONE : 0) | (c.epoch ? CERT_EPOCH : 0) | (c.batch ? CERT_BATCH : 0));
   if (c.grant) writeGrant(w, c.grant);
   if (c.epoch) w.u32(c.epoch, 'certificate epoch');
+  if (c.batch) writeSignatureBatch(w, c.batch);
 }
 
 export function readCert(r: ByteReader): WriteCertificate {
@@ -217,14 +219,16 @@ export function readCert(r: ByteReader): WriteCertificate {
   const signer = r.fixed(PUBLIC_KEY_LENGTH, 'signer');
   const signature = r.fixed(SIGNATURE_LENGTH, 'signature');
   const flags = r.u8('certificate flags');
-  if (flags & ~(CERT_GRANT | CERT_TOMBSTONE | CERT_EPOCH)) ByteReader.invalid(`unknown certificate flags ${flags}`);
+  if (flags & ~(CERT_GRANT | CERT_TOMBSTONE | CERT_EPOCH | CERT_BATCH)) ByteReader.invalid(`unknown certificate flags ${flags}`);
   const grant = flags & CERT_GRANT ? readGrant(r) : undefined;
   const tombstone = (flags & CERT_TOMBSTONE) !== 0;
-  if (!(flags & CERT_EPOCH)) return { nonceHash, ccDigest, signer, signature, grant, tombstone };
-  const epoch = r.u32('certificate epoch');
+  const epoch = flags & CERT_EPOCH ? r.u32('certificate epoch') : undefined;
   // One encoding per certificate: epoch 0 is the bit unset.
   if (epoch === 0) ByteReader.invalid('a certificate epoch of 0 is encoded without the epoch flag');
-  return { nonceHash, ccDigest, signer, signature, grant, tombstone, epoch };
+  const batch = flags & CERT_BATCH ? readSignatureBatch(r) : undefined;
+  // The same for a batch: no path is the bit unset.
+  if (flags & CERT_BATCH && !batch) ByteReader.invalid('a certificate batch of 0 is encoded without the batch flag');
+  return { nonceHash, ccDigest, signer, signature, grant, tombstone, ...(epoch ? { epoch } : {}), ...(batch ? { batch } : {}) };
 }
 
 export function writeProof(w: ByteWriter, proof: StoreProof) {
@@ -234,27 +238,27 @@ export function writeProof(w: ByteWriter, proof: StoreProof) {
     if (!Number.isInteger(r.server) || r.server < 0 || r.server >= MAX_SERVERS) bad(`receipt server index out of range: ${r.server}`);
     w.u8(r.server);
     w.fixed(r.signature, SIGNATURE_LENGTH, 'receipt');
-    writeReceiptBatch(w, r.batch);
+    writeSignatureBatch(w, r.batch);
   }
 }
 
 /** A receipt's batch path: `count u16` (0: none), then `index u16` and the sibling hashes. */
-export function writeReceiptBatch(w: ByteWriter, b: ReceiptBatch | undefined) {
+export function writeSignatureBatch(w: ByteWriter, b: SignatureBatch | undefined) {
   if (!b) return w.u16(0);
-  if (!batchShapeValid(b.index, b.count)) bad(`receipt batch position ${b.index} of ${b.count}`);
+  if (!batchShapeValid(b.index, b.count)) bad(`batch position ${b.index} of ${b.count}`);
   if (b.siblings.length !== siblingCount(b.index, b.count)) bad('receipt batch path of the wrong length');
   w.u16(b.count);
   w.u16(b.index);
-  for (const h of b.siblings) w.fixed(h, RECEIPT_HASH_LENGTH, 'receipt batch hash');
+  for (const h of b.siblings) w.fixed(h, BATCH_HASH_LENGTH, 'batch hash');
 }
 
-export function readReceiptBatch(r: ByteReader): ReceiptBatch | undefined {
-  const count = r.u16('receipt batch size');
+export function readSignatureBatch(r: ByteReader): SignatureBatch | undefined {
+  const count = r.u16('batch size');
   if (count === 0) return undefined;
-  const index = r.u16('receipt batch position');
-  if (!batchShapeValid(index, count)) ByteReader.invalid(`receipt batch position ${index} of ${count}`);
+  const index = r.u16('batch position');
+  if (!batchShapeValid(index, count)) ByteReader.invalid(`batch position ${index} of ${count}`);
   const siblings: Uint8Array[] = [];
-  for (let i = siblingCount(index, count); i > 0; i--) siblings.push(r.fixed(RECEIPT_HASH_LENGTH, 'receipt batch hash'));
+  for (let i = siblingCount(index, count); i > 0; i--) siblings.push(r.fixed(BATCH_HASH_LENGTH, 'batch hash'));
   return { index, count, siblings };
 }
 
@@ -266,7 +270,7 @@ export function readProof(r: ByteReader): StoreProof {
     const server = r.u8('receipt server');
     if (server >= r.n) ByteReader.invalid(`receipt of server ${server}, the cluster has ${r.n}`);
     const signature = r.fixed(SIGNATURE_LENGTH, 'receipt');
-    const batch = r.receiptBatches ? readReceiptBatch(r) : undefined;
+    const batch = r.receiptBatches ? readSignatureBatch(r) : undefined;
     proof.push(batch ? { server, signature, batch } : { server, signature });
   }
   return proof;
@@ -365,5 +369,6 @@ export function readFragment(r: ByteReader): Uint8Array {
 /** Encoded size of a certificate: what it adds to a stored entry. */
 export function certificateSize(c: WriteCertificate): number {
   const grant = c.grant ? 2 * PUBLIC_KEY_LENGTH + 2 + textEncoder.encode(c.grant.prefix).length + 8 + SIGNATURE_LENGTH : 0;
-  return 2 * HASH_LENGTH + PUBLIC_KEY_LENGTH + SIGNATURE_LENGTH + 1 + grant + (c.epoch ? 4 : 0);
+  const batch = c.batch ? 4 + BATCH_HASH_LENGTH * c.batch.siblings.length : 0;
+  return 2 * HASH_LENGTH + PUBLIC_KEY_LENGTH + SIGNATURE_LENGTH + 1 + grant + (c.epoch ? 4 : 0) + batch;
 }

@@ -1,21 +1,28 @@
 /**
- * Receipts signed per batch (`receipt-batch.ts`): every path leads to its root and no
- * other; one signature verification covers a batch; a bad root, a path that does not
- * lead to the signed root and a receipt borrowed from another write or batch are refused;
- * servers batch the receipts of STOREs made durable together; old records still read.
+ * Signatures per batch (`signature-batch.ts`): every path leads to its root and no other;
+ * one verification covers a batch; a bad root, a path that does not lead to the signed
+ * root and a signature borrowed from another write or batch are refused. Servers batch
+ * the receipts of STOREs made durable together (`receipt-batch.ts`), writer sessions the
+ * certificates of writes signed together; old records and frames still read.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
-  batchRootMessage,
+  certificateRootMessage,
+  computeCrossChecksum,
+  crossChecksumDigest,
+  nonceHash,
+  signCertificate,
+  WriterSession,
+  receiptRootMessage,
   buildBatch,
   CertificateVerifier,
   decodeKeyRecord,
   decodeMessage,
   encodeKeyRecord,
   encodeMessage,
-  MAX_RECEIPT_BATCH,
-  ReceiptBatcher,
+  MAX_SIGNATURE_BATCH,
+  receiptBatcher,
   receiptLeaf,
   receiptMessage,
   rootOf,
@@ -59,7 +66,7 @@ describe('receipt batch trees', () => {
     );
   });
 
-  // The leaf count is not in the tree but in the signed message (`batchRootMessage`): a path
+  // The leaf count is not in the tree but in the signed message (`receiptRootMessage`): a path
   // read with another count is refused by the signature (see "a root signed … over a different leaf count").
   it('a path leads nowhere else: another leaf, position or sibling gives another root or none', () => {
     fc.assert(
@@ -89,7 +96,7 @@ describe('receipt batch trees', () => {
     expect(rootOf(crypto, leaf, { index: 0, count: 1, siblings: [] })).toBeUndefined();
     expect(rootOf(crypto, leaf, { index: 2, count: 2, siblings: [leaf] })).toBeUndefined();
     expect(rootOf(crypto, leaf, { index: -1, count: 2, siblings: [leaf] })).toBeUndefined();
-    expect(rootOf(crypto, leaf, { index: 0, count: MAX_RECEIPT_BATCH + 1, siblings: Array(11).fill(leaf) })).toBeUndefined();
+    expect(rootOf(crypto, leaf, { index: 0, count: MAX_SIGNATURE_BATCH + 1, siblings: Array(11).fill(leaf) })).toBeUndefined();
     expect(rootOf(crypto, leaf, { index: 0, count: 2, siblings: [new Uint8Array(31)] })).toBeUndefined();
   });
 });
@@ -98,7 +105,7 @@ describe('batched receipts: signing and verifying', () => {
   async function signBatch(count: number, prefix = 'k', defer = (f: () => void) => void setTimeout(f, 1)) {
     const { cluster, serverSigners } = await makeCluster(1);
     const signer = serverSigners[2]!;
-    const batcher = new ReceiptBatcher(crypto, signer, cluster.id, 2, defer);
+    const batcher = receiptBatcher(crypto, signer, cluster.id, 2, defer);
     const owner = await identity(1);
     const writes = await Promise.all(
       Array.from({ length: count }, async (_, i) => {
@@ -149,7 +156,7 @@ describe('batched receipts: signing and verifying', () => {
     const w = writes[0]!;
     const leaves = [receiptLeaf(crypto, receiptMessage(crypto, cluster.id, w.key, w.ts, w.cert, 2)), leafOf(9)];
     const { root, paths } = buildBatch(crypto, leaves);
-    const forged: ReceiptSignature = { signature: await mallory.sign(batchRootMessage(cluster.id, 2, 2, root)), batch: paths[0]! };
+    const forged: ReceiptSignature = { signature: await mallory.sign(receiptRootMessage(cluster.id, 2, 2, root)), batch: paths[0]! };
     const c = counting(crypto);
     const verifier = new CertificateVerifier(c, cluster);
     expect(await verifier.receiptValid(w.key, w.ts, w.cert, 2, forged)).toBe(false);
@@ -158,11 +165,14 @@ describe('batched receipts: signing and verifying', () => {
     // Signed over a different leaf count than the path claims.
     const { serverSigners } = await makeCluster(1);
     const miscounted: ReceiptSignature = {
-      signature: await serverSigners[2]!.sign(batchRootMessage(cluster.id, 2, 3, root)),
+      signature: await serverSigners[2]!.sign(receiptRootMessage(cluster.id, 2, 3, root)),
       batch: paths[0]!,
     };
     expect(await verifier.receiptValid(w.key, w.ts, w.cert, 2, miscounted)).toBe(false);
-    const honest: ReceiptSignature = { signature: await serverSigners[2]!.sign(batchRootMessage(cluster.id, 2, 2, root)), batch: paths[0]! };
+    const honest: ReceiptSignature = {
+      signature: await serverSigners[2]!.sign(receiptRootMessage(cluster.id, 2, 2, root)),
+      batch: paths[0]!,
+    };
     expect(await verifier.receiptValid(w.key, w.ts, w.cert, 2, honest)).toBe(true);
   });
 });
@@ -206,7 +216,8 @@ describe('servers batch the receipts of STOREs made durable together', () => {
       }
       const candidate: Candidate = { ...w.candidate, proof: storeProof(receipts) };
       expect(await c.verifier.valid(w.store.key, candidate)).toBe(true);
-      for (const s of servers) expect((await s.handle({ type: 'COMPLETE', key: w.store.key, opId: 9, candidate })).type).toBe('COMPLETE_ACK');
+      for (const s of servers)
+        expect((await s.handle({ type: 'COMPLETE', key: w.store.key, opId: 9, candidate })).type).toBe('COMPLETE_ACK');
       // Stored in a key record and read back.
       const state = { lc: candidate, owner: 'o', index: [], collected: undefined };
       expect(decodeKeyRecord(encodeKeyRecord(w.store.key, state), c.config.n).state.lc).toEqual(candidate);
@@ -248,7 +259,7 @@ describe('servers batch the receipts of STOREs made durable together', () => {
     for (const [count, index] of [
       [1, 0],
       [3, 3],
-      [MAX_RECEIPT_BATCH + 1, 0],
+      [MAX_SIGNATURE_BATCH + 1, 0],
     ] as const) {
       expect(() => decodeMessage(bent(count, index), { n: 4 }), `${index} of ${count}`).toThrow(
         expect.objectContaining({ code: 'INVALID_FRAME' }),
@@ -259,3 +270,119 @@ describe('servers batch the receipts of STOREs made durable together', () => {
     expect(() => encodeMessage({ ...ack, batch: { index: 2, count: 3, siblings: [] } })).toThrow();
   });
 });
+
+describe('certificates signed per batch by a writer session', () => {
+  async function batchedWrites(count: number, prefix = 'c') {
+    const c = await makeCluster(1);
+    const flushes: (() => void)[] = [];
+    const session = new WriterSession({
+      crypto,
+      cluster: c.cluster,
+      signer: c.owner,
+      instance: new Uint8Array(16).fill(7),
+      certificateBatching: (f) => flushes.push(f),
+    });
+    const writes = Array.from({ length: count }, async (_, i) => {
+      const key = own(c.owner, `${prefix}${i}`);
+      const fragments = c.codec.encode(Uint8Array.of(i, 1, 2));
+      const cc = await computeCrossChecksum(crypto, fragments, 3, false);
+      const ts = { num: 1, writerId: session.writerId };
+      const nonce = new Uint8Array(32).fill(i + 1);
+      const write = {
+        key,
+        ts,
+        nonceHash: nonceHash(crypto, nonce),
+        ccDigest: crossChecksumDigest(crypto, cc),
+        tombstone: false,
+        grant: undefined,
+      };
+      const cert = await signCertificate(crypto, c.cluster.id, c.owner, write, session.signCertificate);
+      return { key, ts, cert, cc, fragments, nonce };
+    });
+    while (flushes.length === 0) await new Promise((r) => setTimeout(r, 1));
+    for (const f of flushes.splice(0)) f();
+    return { c, writes: await Promise.all(writes) };
+  }
+
+  it('writes signed in one turn share one signature; servers store them, checking it once', async () => {
+    const { c, writes } = await batchedWrites(5);
+    expect(new Set(writes.map((w) => toHexOf(w.cert.signature))).size).toBe(1);
+    expect(writes.every((w) => w.cert.batch?.count === 5)).toBe(true);
+    const counted = counting(crypto);
+    const server = new Server({
+      config: c.config,
+      index: 0,
+      crypto: counted,
+      storage: new MemoryStorage(),
+      cluster: c.cluster,
+      signer: c.serverSigners[0]!,
+      now: () => 1_000_000,
+    });
+    for (const w of writes) {
+      const store = { type: 'STORE' as const, key: w.key, opId: 1, ts: w.ts, stripe: 0, fragment: w.fragments[0]!, cc: w.cc, cert: w.cert };
+      // Through the wire, as servers get it.
+      const reply = await server.handle(decodeMessage(encodeMessage(store), { n: c.config.n }) as typeof store);
+      expect(reply.type).toBe('STORE_ACK');
+    }
+    expect(counted.verifications).toBe(1);
+  });
+
+  it('refuses a batched certificate whose path was bent, moved to another write, or signed by someone else', async () => {
+    const { c, writes } = await batchedWrites(4);
+    const other = await batchedWrites(4, 'other');
+    const [w0, w1] = writes;
+    const bent = w0!.cert.batch!.siblings.map((h, i) => (i === 0 ? Uint8Array.from(h, (x, j) => (j === 0 ? x ^ 1 : x)) : h));
+    const mallory = await identity(0x66);
+    const certs = [
+      { ...w0!.cert, batch: { ...w0!.cert.batch!, siblings: bent } },
+      { ...w0!.cert, batch: w1!.cert.batch! },
+      { ...w0!.cert, signature: other.writes[0]!.cert.signature },
+      { ...w0!.cert, signature: await mallory.sign(certificateRootMessage(c.cluster.id, c.owner.publicKey, 4, new Uint8Array(32))) },
+      { ...w0!.cert, batch: { ...w0!.cert.batch!, count: 5 } },
+    ];
+    for (const [i, cert] of certs.entries()) {
+      const server = c.servers[1]!;
+      const reply = await server.handle({
+        type: 'STORE',
+        key: w0!.key,
+        opId: 1,
+        ts: w0!.ts,
+        stripe: 0,
+        fragment: w0!.fragments[1]!,
+        cc: w0!.cc,
+        cert,
+      });
+      expect(reply, `forgery ${i}`).toMatchObject({ type: 'ERROR', code: i === 4 ? expect.any(String) : 'UNAUTHENTICATED' });
+    }
+    // The genuine one still goes in, and completes like any write.
+    const receipts = new Map<number, ReceiptSignature>();
+    for (const [i, s] of c.servers.entries()) {
+      const ack = await s.handle({
+        type: 'STORE',
+        key: w0!.key,
+        opId: 2,
+        ts: w0!.ts,
+        stripe: 0,
+        fragment: w0!.fragments[i]!,
+        cc: w0!.cc,
+        cert: w0!.cert,
+      });
+      expect(ack.type).toBe('STORE_ACK');
+      if (i < 3) receipts.set(i, { signature: (ack as { receipt: Uint8Array }).receipt });
+    }
+    const candidate: Candidate = { ts: w0!.ts, nonce: w0!.nonce, cert: w0!.cert, proof: storeProof(receipts) };
+    expect(await c.verifier.valid(w0!.key, candidate)).toBe(true);
+    expect((await c.read(w0!.key)).value).toBeUndefined(); // stored, not yet complete
+    for (const s of c.servers) expect((await s.handle({ type: 'COMPLETE', key: w0!.key, opId: 3, candidate })).type).toBe('COMPLETE_ACK');
+    expect((await c.read(w0!.key))?.value).toEqual(Uint8Array.of(0, 1, 2));
+  });
+
+  it('a certificate batch of one is an ordinary signature, encoded as before', async () => {
+    const { writes } = await batchedWrites(1);
+    expect(writes[0]!.cert.batch).toBeUndefined();
+  });
+});
+
+function toHexOf(b: Uint8Array): string {
+  return Buffer.from(b).toString('hex');
+}
