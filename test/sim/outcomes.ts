@@ -30,6 +30,20 @@ export async function judgeOutcome(clients: HonestClients, { client, run, opId, 
       client.crashed = true;
       return;
     }
+    if (
+      error.code === 'QUORUM_UNREACHABLE' &&
+      client.maxFrame < SIM_MAX_FRAME &&
+      clients.stripedKeys.has(run.record.key) &&
+      overLimitFromCorrect(error.message, byzantine)
+    ) {
+      // A reader with a small limit, a stripe too large for it at a correct server, and a
+      // silent Byzantine one: no t + 1 answers over the limit to conclude VALUE_TOO_LARGE
+      // from, and too few usable answers to go on, so the read runs out its time. The same
+      // outcome as VALUE_TOO_LARGE, reached slowly (a known limit; the protocol README).
+      clients.stats.tooLarge++;
+      if (client.nextStart === undefined) clients.scheduleNext(client, false);
+      return;
+    }
     if (error.code === 'ABORTED' || error.code === 'QUORUM_UNREACHABLE') {
       // Given up after an allowed refusal, or timed out (which no correct client's operation should).
       const refusal = run.epochRefusal ?? run.refused;
@@ -169,4 +183,10 @@ export function allowedFailure(
   // may refuse anything, and the correct servers' refusals must each be allowed.
   const codes = [...message.matchAll(/s(\d+): ([A-Z_]+) \(/g)].filter((m) => !byzantine.has(Number(m[1]) - 1)).map((m) => m[2]!);
   return allowed(code) || (code === 'INTERNAL' && codes.length > 0 && codes.every(allowed));
+}
+
+/** Whether a host's QUORUM_UNREACHABLE message names a correct server (1-based `sN`) as having sent a frame over the limit. */
+function overLimitFromCorrect(message: string, byzantine: ReadonlySet<number>): boolean {
+  for (const m of message.matchAll(/\bs(\d+) sent a frame over the limit/g)) if (!byzantine.has(Number(m[1]) - 1)) return true;
+  return false;
 }

@@ -364,6 +364,7 @@ export class OperationHost {
     if (verdict.kind !== 'answer') return;
     const { round } = verdict;
     round.oversized.set(index, reason);
+    if (round.flight) this.#armFragmentTimer(round.flight);
     if (round.oversized.size > this.#config.t) {
       const servers = [...round.oversized.keys()].map((i) => `s${i + 1}`).join(', ');
       round.flight?.fail(
@@ -451,7 +452,10 @@ export class OperationHost {
     const op = flight.op;
     const round = flight.round;
     const list = op instanceof ListOperation;
-    const waits = (op instanceof ReadOperation && op.awaitingFragments) || (list && op.awaitingAnswers);
+    // Answers over the frame limit count as answers here: with one from a correct server
+    // and a silent Byzantine one, the others would otherwise never be asked for fragments,
+    // and the read could neither finish nor fail as too large.
+    const waits = (op instanceof ReadOperation && op.waitsOnFragments(round?.oversized.size ?? 0)) || (list && op.awaitingAnswers);
     if (!waits || flight.stopFragmentTimer !== undefined || !round) return;
     const took = this.#clock.now() - round.started;
     const wait = list ? Math.max(LIST_WAIT_MIN_MS, 4 * took) : Math.max(FRAGMENT_WAIT_MIN_MS, 2 * took);

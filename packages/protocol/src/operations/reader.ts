@@ -279,7 +279,16 @@ export class ReadOperation implements ClientOperation<ReadResult> {
    * answers in: when the host should arm the timer that calls {@link stalled}.
    */
   get awaitingFragments(): boolean {
-    return this.#phase === 'filter' && !this.#fellBack && this.#responded.size >= quorum(this.options.config);
+    return this.waitsOnFragments(0);
+  }
+
+  /**
+   * {@link awaitingFragments}, counting also `unread` servers whose answers the host could
+   * not take (over its frame limit): they answered, so a server that never does (a silent
+   * Byzantine one) must not keep the read from asking the others.
+   */
+  waitsOnFragments(unread: number): boolean {
+    return this.#phase === 'filter' && !this.#fellBack && this.#responded.size + unread >= quorum(this.options.config);
   }
 
   /**
