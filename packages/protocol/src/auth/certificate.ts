@@ -300,6 +300,8 @@ export class CertificateVerifier {
   #cluster: ClusterIdentity;
   readonly #quorum: number;
   readonly #verified = new Set<string>();
+  /** Verifications under way, by the same id: one per signature however many ask at once. */
+  readonly #inFlight = new Map<string, Promise<boolean>>();
   /** Fingerprints of whole candidates found valid, so a repeated one costs one hash. */
   readonly #validCandidates = new Set<string>();
   readonly #cacheSize: number;
@@ -423,12 +425,23 @@ export class CertificateVerifier {
     this.#remember(this.#id(publicKey, message, signature));
   }
 
-  async #verify(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): Promise<boolean> {
+  #verify(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): Promise<boolean> {
     const id = this.#id(publicKey, message, signature);
-    if (this.#verified.has(id)) return true;
-    if (!(await this.#crypto.verifyEd25519(publicKey, message, signature))) return false;
-    this.#remember(id);
-    return true;
+    if (this.#verified.has(id)) return Promise.resolve(true);
+    // The receipts (or certificates) of one batch arrive together: the first check of
+    // their root is shared by all, instead of each verifying it before any finished.
+    let pending = this.#inFlight.get(id);
+    if (!pending) {
+      pending = this.#crypto
+        .verifyEd25519(publicKey, message, signature)
+        .then((ok) => {
+          if (ok) this.#remember(id);
+          return ok;
+        })
+        .finally(() => this.#inFlight.delete(id));
+      this.#inFlight.set(id, pending);
+    }
+    return pending;
   }
 
   #id(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): string {
