@@ -204,7 +204,9 @@ export async function createPowerStore(t: number, net: Network, options: PowerSt
       if (!options.fsync) args.push('--unsafe-no-fsync');
       args.push(...(options.args ?? []));
       const [command, ...prefix] = [...(options.wrap ?? []), process.execPath];
-      const child = track(net.spawn(hosts[id - 1]!, command, [...prefix, ...args], { stdio: ['ignore', log, log] }));
+      // PS_CPU_PROF=DIR: each server writes a V8 CPU profile there when it stops.
+      const profile = process.env.PS_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.PS_CPU_PROF}`] : [];
+      const child = track(net.spawn(hosts[id - 1]!, command, [...prefix, ...profile, ...args], { stdio: ['ignore', log, log] }));
       closeSync(log);
       procs.set(id, child);
       await waitHealthy(`${urls[id - 1]!.replace(/^ws/, 'http')}/healthz`, child, `powerstore server ${id} (log in ${dir})`);

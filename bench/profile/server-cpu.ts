@@ -6,7 +6,7 @@
  * timing (thread CPU of the main thread around each server's `handle`).
  *
  *   pnpm exec tsx --conditions=@powerstore/source bench/profile/server-cpu.ts [--t 1] [--bytes 4096] [--ops 500]
- *     [--concurrency 1] [--batching on|off]
+ *     [--concurrency 1] [--batching on|off] [--sessions 1]
  *
  * `--concurrency C` runs C operations at once (each on its own key); `--batching off`
  * signs every receipt and certificate alone (as before signature batches).
@@ -40,6 +40,7 @@ const { values } = parseArgs({
     ops: { type: 'string', default: '500' },
     concurrency: { type: 'string', default: '1' },
     batching: { type: 'string', default: 'on' },
+    sessions: { type: 'string', default: '1' },
   },
 });
 const t = Number(values.t);
@@ -85,13 +86,18 @@ const servers = storages.map(
     }),
 );
 const owner = await crypto.signerFromSeed(randomBytes(32));
-const session = new WriterSession({
-  crypto,
-  cluster,
-  signer: owner,
-  instance: randomBytes(16),
-  ...(batching ? { certificateBatching: nextTurn } : {}),
-});
+// `--sessions N`: N writers (as N clients would be), each with its own certificate batches.
+const sessions = Array.from(
+  { length: Number(values.sessions) },
+  () =>
+    new WriterSession({
+      crypto,
+      cluster,
+      signer: owner,
+      instance: randomBytes(16),
+      ...(batching ? { certificateBatching: nextTurn } : {}),
+    }),
+);
 const verifier = new CertificateVerifier(crypto, cluster);
 const random = (n: number) => new Uint8Array(randomBytes(n));
 
@@ -124,7 +130,7 @@ const keys = Math.max(16, concurrency);
 const write = (i: number) =>
   drive(
     new WriteOperation(
-      { config, crypto, codec, random, session, now: Date.now },
+      { config, crypto, codec, random, session: sessions[i % sessions.length]!, now: Date.now },
       `~${ownerId}/k${i % keys}`,
       { kind: 'value', value },
       opId++,
