@@ -103,6 +103,11 @@ describe('4-server cluster over WebSockets', () => {
     expect(metricValue(text, 'powerstore_bytes_sent_total')).toBeGreaterThan(0);
     expect(metricValue(text, 'powerstore_request_duration_seconds_count', { type: 'STORE' })).toBeGreaterThan(0);
     expect(metricValue(text, 'powerstore_storage_commit_group_size_count')).toBeGreaterThan(0);
+    // Receipts: each STORE one, a signature per batch of them (never more signatures than receipts).
+    const receipts = metricValue(text, 'powerstore_receipts_signed_total');
+    expect(receipts).toBeGreaterThan(0);
+    expect(metricValue(text, 'powerstore_receipt_signatures_total')).toBeGreaterThan(0);
+    expect(metricValue(text, 'powerstore_receipt_signatures_total')).toBeLessThanOrEqual(receipts);
     expect(metricValue(text, 'powerstore_process_resident_memory_bytes')).toBeGreaterThan(0);
     // What an operator watches: data held, room left, storage health, the version running.
     expect(metricValue(text, 'powerstore_stored_bytes')).toBeGreaterThan((8 * 1024 * 1024) / 4);

@@ -54,6 +54,9 @@ export interface ServerMetrics {
   readonly invalidCandidates: Counter;
   /** STOREs that tried to change a history entry (write-once history). */
   readonly conflicts: Counter;
+  /** Receipts signed, and the signatures made for them (one per batch): their ratio is the mean batch. */
+  readonly receiptsSigned: Counter;
+  readonly receiptSignatures: Counter;
   /** History entries deleted by garbage collection. */
   readonly collected: Counter;
   readonly bytesIn: Counter;
@@ -248,6 +251,16 @@ export function createMetrics(sources: MetricSources): ServerMetrics {
     invalidCandidates: new Counter({
       name: 'powerstore_invalid_candidates_total',
       help: 'Candidates in COMPLETE or FILTER that failed validation (forged or replayed)',
+      registers,
+    }),
+    receiptsSigned: new Counter({
+      name: 'powerstore_receipts_signed_total',
+      help: 'STORE receipts signed (a batch of receipts shares one signature: see powerstore_receipt_signatures_total)',
+      registers,
+    }),
+    receiptSignatures: new Counter({
+      name: 'powerstore_receipt_signatures_total',
+      help: 'Ed25519 signatures made for STORE receipts: one per batch of STOREs made durable together',
       registers,
     }),
     conflicts: new Counter({

@@ -246,6 +246,10 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     // The STOREs one group commit made durable sign one root (their continuations run in
     // this turn), so a busy server signs once per commit instead of once per write.
     receiptBatching: (flush) => void setImmediate(flush),
+    onReceiptsSigned: (n) => {
+      metrics.receiptsSigned.inc(n);
+      metrics.receiptSignatures.inc();
+    },
   });
   // Large replies (FILTER answers with a fragment) are encoded into recycled memory, given
   // back once sent (ConnectionHost.replySent).
