@@ -36,7 +36,7 @@ const sys = await startSystem(values.system as SystemName, 1, values.fsync === '
 try {
   if (values.system !== 'powerstore') throw new Error('only powerstore for now');
   if (values.many) {
-    const store = await connect({ cluster: sys.writer!.cluster as never, identity: sys.writer!.identity as never, allowInsecure: true });
+    const store = await connect({ cluster: sys.writer!.cluster, identity: sys.writer!.identity, allowInsecure: true });
     const value = new Uint8Array(Number(values.bytes)).fill(7);
     const entries = (round: number) => Array.from({ length: Number(values.many) }, (_, i) => [`many/${round}/${i}`, value] as const);
     await store.putMany(entries(0), { concurrency: Number(values.concurrency) }); // warm-up
@@ -51,12 +51,12 @@ try {
     console.log(`client process: ${((me.user + me.system) / 1000 / n).toFixed(2)} ms CPU per write`);
     for (const [i, p] of sys.pids.entries())
       console.log(`server ${i + 1}: ${(((cpuOf(p) - before.servers[i]!) * 1000) / n).toFixed(2)} ms CPU per write`);
-    await store.close();
+    store.close();
     process.exitCode = result.failed.length ? 1 : 0;
   } else {
     const stores: Store[] = [];
     for (let i = 0; i < (values.shared ? 1 : Number(values.clients)); i++)
-      stores.push(await connect({ cluster: sys.writer!.cluster as never, identity: sys.writer!.identity as never, allowInsecure: true }));
+      stores.push(await connect({ cluster: sys.writer!.cluster, identity: sys.writer!.identity, allowInsecure: true }));
     const value = new Uint8Array(Number(values.bytes)).fill(7);
     let ops = 0;
     let stop = false;
@@ -84,7 +84,7 @@ try {
     );
     for (const [i, c] of servers.entries())
       console.log(`server ${i + 1}: ${((c * 1000) / n).toFixed(2)} ms CPU per write (${((c / secs) * 100).toFixed(0)} % of a core)`);
-    for (const s of stores) await s.close();
+    for (const s of stores) s.close();
   }
 } finally {
   await sys.stop();

@@ -352,7 +352,9 @@ describe('certificates signed per batch by a writer session', () => {
         cc: w0!.cc,
         cert,
       });
-      expect(reply, `forgery ${i}`).toMatchObject({ type: 'ERROR', code: i === 4 ? expect.any(String) : 'UNAUTHENTICATED' });
+      expect(reply.type, `forgery ${i}`).toBe('ERROR');
+      // A made-up leaf count gives a path of the wrong length: refused before any signature is checked.
+      if (i < 4) expect(reply, `forgery ${i}`).toMatchObject({ code: 'UNAUTHENTICATED' });
     }
     // The genuine one still goes in, and completes like any write.
     const receipts = new Map<number, ReceiptSignature>();
