@@ -361,6 +361,20 @@ describe('listing keys', () => {
       cursor = page.cursor;
     } while (cursor);
     expect(seen).toEqual(['notes/x', 'photos/a.jpg', 'photos/b.jpg', 'photos2/c.jpg'].map((n) => k(store, n)));
+    // The same, page after page, as an async iterator; breaking off asks for no more pages.
+    const iterated: string[] = [];
+    for await (const { key } of reader.keys(k(store, ''), { limit: 2 })) iterated.push(key);
+    expect(iterated).toEqual(seen);
+    const first: string[] = [];
+    for await (const { key, size } of store.keys(k(store, 'photos'), { limit: 1 })) {
+      expect(size).toBeGreaterThan(64);
+      first.push(key);
+      if (first.length === 2) break;
+    }
+    expect(first).toEqual([k(store, 'photos/a.jpg'), k(store, 'photos/b.jpg')]);
+    await expect(async () => {
+      for await (const _ of reader.keys('', { limit: 0 })) void _;
+    }).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     expect(await code(reader.list('', { limit: 0 }))).toBe('INVALID_ARGUMENT');
     expect(await code(reader.list('a/', { cursor: 'b/1' }))).toBe('INVALID_ARGUMENT');
   });

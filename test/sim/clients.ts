@@ -25,13 +25,14 @@ import {
   type StripeLayout,
   type WriteResult,
   type WriteValue,
+  type WriterSessionOptions,
 } from '@powerstore/protocol';
 import { OperationHost } from '@powerstore/client/host';
 import type { Author, MutableOp } from './checkers.js';
 import { SimLink } from './client-host.js';
 import type { Cluster } from './cluster.js';
 import type { InFlight } from './network.js';
-import { batchWindow, SIM_MAX_FRAME, SIM_OP_TIMEOUT, SMALL_FRAME, STRIPED_SHARE, STRIPED_SHARE_MANY, WRITE_TIMEOUT } from './options.js';
+import { batchWindowOf, SIM_MAX_FRAME, SIM_OP_TIMEOUT, SMALL_FRAME, STRIPED_SHARE, STRIPED_SHARE_MANY, WRITE_TIMEOUT } from './options.js';
 import { allowedFailure, EPOCH_CODES } from './outcomes.js';
 import type { Prng } from './prng.js';
 import { concat, sourceOf, stripedValue } from './stripes.js';
@@ -158,6 +159,11 @@ export class HonestClients {
     staleOps: 0,
     batchedCertificates: 0,
   };
+  /** Honest sessions' certificate batching, in the runs that batch (`batchWindowOf`). */
+  get #certificateBatching(): Pick<WriterSessionOptions, 'certificateBatching'> {
+    const window = batchWindowOf(this.world.options.seed);
+    return window ? { certificateBatching: window } : {};
+  }
   /** Counts the certificates of every batch an honest session signed. */
   readonly #countBatch = (n: number): void => {
     if (n > 1) this.stats.batchedCertificates += n;
@@ -201,7 +207,7 @@ export class HonestClients {
         signer,
         instance: prng.bytes(16),
         grants,
-        certificateBatching: batchWindow,
+        ...this.#certificateBatching,
         onCertificatesSigned: this.#countBatch,
       });
       this.#add({
@@ -270,7 +276,7 @@ export class HonestClients {
       cluster: cast.cluster,
       signer,
       instance: rng.bytes(16),
-      certificateBatching: batchWindow,
+      ...this.#certificateBatching,
       onCertificatesSigned: this.#countBatch,
     });
     this.#add({
@@ -301,7 +307,7 @@ export class HonestClients {
         signer: who,
         instance: streams.rotation.bytes(16),
         grants,
-        certificateBatching: batchWindow,
+        ...this.#certificateBatching,
         onCertificatesSigned: this.#countBatch,
       });
       client.verifier = client.session.verifier;

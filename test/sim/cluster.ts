@@ -19,7 +19,7 @@ import { MemoryStorage } from '@powerstore/protocol/testing';
 import { ByzantineServer, REBUILD_LIES, type Behaviour } from './byzantine.js';
 import type { Expectation } from './hostile-clients.js';
 import type { InFlight } from './network.js';
-import { batchWindow, UPLOAD_IDLE } from './options.js';
+import { batchWindowOf, UPLOAD_IDLE } from './options.js';
 import type { Prng } from './prng.js';
 import type { World } from './world.js';
 
@@ -88,13 +88,16 @@ export class Cluster {
   }
 
   /**
-   * Receipts batched as powerstore-server batches them, with {@link batchWindow} in place
-   * of `setImmediate` (deterministic): STOREs delivered together share a root.
+   * Receipts batched as powerstore-server batches them, in the runs that batch
+   * (`batchWindowOf`), with a deterministic window in place of `setImmediate`: STOREs
+   * delivered together share a root.
    */
   #receiptBatching(byzantine: boolean): Pick<ServerOptions, 'receiptBatching' | 'onReceiptsSigned'> {
     const checker = this.#world.checker;
+    const window = batchWindowOf(this.#world.options.seed);
+    if (!window) return {};
     return {
-      receiptBatching: batchWindow,
+      receiptBatching: window,
       onReceiptsSigned: (n) => {
         if (!byzantine && n > 1) checker.batchedReceipts += n;
       },

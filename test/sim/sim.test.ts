@@ -25,8 +25,8 @@ describe('simulation', () => {
       Object.keys(result.failedWrites).filter((c) => !['GRANT_EXPIRED', 'SUPERSEDED', 'STRIPES_MISSING', 'INTERNAL'].includes(c)),
     ).toEqual([]);
     expect(result.stripedReads).toBeGreaterThan(SEEDS / 40);
-    // Correct servers signed receipts in batches (STOREs delivered together).
-    expect(result.batchedReceipts).toBeGreaterThan(SEEDS / 2);
+    // Correct servers signed receipts in batches (STOREs delivered together, in the runs that batch).
+    expect(result.batchedReceipts).toBeGreaterThan(SEEDS / 10);
     // Every Byzantine behaviour was played, and writers crashed mid-operation.
     expect(Object.keys(result.behaviours).sort()).toEqual([...BEHAVIOURS].sort());
     expect(result.crashedWriters).toBeGreaterThan(SEEDS / 30);

@@ -59,6 +59,7 @@ import {
   type KeyOutcome,
   type KeyRead,
   type KeyStat,
+  type ListedKey,
   type ListOptions,
   type ListResult,
   type OperationOptions,
@@ -344,6 +345,15 @@ export class PowerStore implements Store {
     const { crypto } = this.#parts;
     const op = new ListOperation({ config: this.cluster, crypto, verifier: this.#verifier, onEvidence }, prefix, after, limit, opId);
     return listResultOf(await this.#run(op, opId, options, onEvidence));
+  }
+
+  async *keys(prefix: string, options: Omit<ListOptions, 'cursor'> = {}): AsyncIterable<ListedKey> {
+    let cursor: string | undefined;
+    do {
+      const page = await this.list(prefix, cursor === undefined ? options : { ...options, cursor });
+      yield* page.keys;
+      cursor = page.cursor;
+    } while (cursor !== undefined);
   }
 
   async grant(grantee: string, prefix: string, expires: Expiry): Promise<GrantJson> {

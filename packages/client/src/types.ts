@@ -400,6 +400,13 @@ export interface Store {
    */
   list(prefix: string, options?: ListOptions): Promise<ListResult>;
   /**
+   * Every key starting with `prefix` that holds a value, in code point order, page after
+   * page as {@link list} gives them (`for await (const { key, size } of store.keys(prefix))`).
+   * Each page is checked as `list` checks it; `options.limit` is the page size. Stopping
+   * early (`break`) asks for no further page.
+   */
+  keys(prefix: string, options?: Omit<ListOptions, 'cursor'>): AsyncIterable<ListedKey>;
+  /**
    * Signs a grant letting `grantee` (a public key, base64url) write keys starting with
    * `prefix` (inside this identity's namespace, or anywhere for the admin) until `expires`.
    * Give the returned JSON to the grantee; it passes it to `connect({ grants })`.

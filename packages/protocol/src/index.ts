@@ -145,6 +145,7 @@ export { KeyedMutex } from './storage/key-mutex.js';
 export {
   WriteOperation,
   WriterSession,
+  type WriterSessionOptions,
   type StripeSource,
   type WriteResult,
   type WriterOptions,
