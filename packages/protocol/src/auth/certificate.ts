@@ -34,8 +34,8 @@ import { DOMAIN, HASH_LENGTH, domain, keyField, nonceHash, type CryptoProvider, 
 import { grantDigest, grantMessage, mayGrant, type ClusterIdentity, type Grant } from './grant.js';
 import { namespaceOf, ownerIdOf, writerTagOf } from './identity.js';
 import { epochsProblem, extensionProblem, receiptKey } from './epochs.js';
-import { receiptLeaf, receiptRootMessage, type ReceiptSignature } from './receipt-batch.js';
-import { rootOf, SignatureBatcher, type BatchedSignature, type SignatureBatch } from '../core/signature-batch.js';
+import { receiptKind, type ReceiptSignature } from './receipt-batch.js';
+import { signedMessage, SignatureBatcher, type BatchedSignature, type BatchKind, type SignatureBatch } from '../core/signature-batch.js';
 import { ProtocolError, type ProtocolErrorCode } from '../core/errors.js';
 import { writerTagPart, type Timestamp } from './timestamp.js';
 
@@ -175,11 +175,15 @@ export function certificateBatcher(
   defer: (flush: () => void) => void,
   onSigned?: (message: Uint8Array, signature: Uint8Array, certificates: number) => void,
 ): SignatureBatcher {
-  const kind = {
-    leaf: (message: Uint8Array) => certificateLeaf(crypto, message),
-    rootMessage: (count: number, root: Uint8Array) => certificateRootMessage(clusterId, signer.publicKey, count, root),
+  return new SignatureBatcher(crypto, signer, certificateKind(crypto, clusterId, signer.publicKey), defer, onSigned);
+}
+
+/** How `signer`'s certificates are batched: their leaves and root message. */
+function certificateKind(crypto: CryptoProvider, clusterId: Uint8Array, signer: Uint8Array): BatchKind {
+  return {
+    leaf: (message) => certificateLeaf(crypto, message),
+    rootMessage: (count, root) => certificateRootMessage(clusterId, signer, count, root),
   };
-  return new SignatureBatcher(crypto, signer, kind, defer, onSigned);
 }
 
 /** The bytes server `server` signs when it has stored `cert`'s write of `key` at `ts`. */
@@ -350,12 +354,8 @@ export class CertificateVerifier {
       return { ok: false, code: 'UNAUTHENTICATED', reason: "the grant's signature does not verify" };
     }
     const message = certificateMessage(crypto, this.#cluster.id, key, ts, cert, stripe);
-    const root = cert.batch ? rootOf(crypto, certificateLeaf(crypto, message), cert.batch) : undefined;
-    const signed = !cert.batch
-      ? await this.#verify(cert.signer, message, cert.signature)
-      : root !== undefined &&
-        (await this.#verify(cert.signer, certificateRootMessage(this.#cluster.id, cert.signer, cert.batch.count, root), cert.signature));
-    if (!signed) {
+    const signed = signedMessage(crypto, certificateKind(crypto, this.#cluster.id, cert.signer), message, cert.batch);
+    if (!signed || !(await this.#verify(cert.signer, signed, cert.signature))) {
       return { ok: false, code: 'UNAUTHENTICATED', reason: `the ${stripe > 0 ? 'stripe ' : ''}certificate's signature does not verify` };
     }
     return OK;
@@ -378,10 +378,8 @@ export class CertificateVerifier {
     const publicKey = receiptKey(this.#cluster, cert.epoch ?? 0, server);
     if (!publicKey) return Promise.resolve(false);
     const message = receiptMessage(this.#crypto, this.#cluster.id, key, ts, cert, server);
-    if (!receipt.batch) return this.#verify(publicKey, message, receipt.signature);
-    const root = rootOf(this.#crypto, receiptLeaf(this.#crypto, message), receipt.batch);
-    if (!root) return Promise.resolve(false);
-    return this.#verify(publicKey, receiptRootMessage(this.#cluster.id, server, receipt.batch.count, root), receipt.signature);
+    const signed = signedMessage(this.#crypto, receiptKind(this.#crypto, this.#cluster.id, server), message, receipt.batch);
+    return signed ? this.#verify(publicKey, signed, receipt.signature) : Promise.resolve(false);
   }
 
   /** At least `n − t` receipts, of distinct servers in increasing order, every one valid. */
@@ -480,16 +478,14 @@ function candidateFields(key: string, c: CandidateFields): Uint8Array[] {
   if (g) parts.push(g.issuer, g.grantee, ...lengthPrefixed(utf8(g.prefix)), u64(g.expiresAt), g.signature);
   // The signature covers the epoch too: a candidate moved to another epoch must not pass.
   parts.push(u32(c.cert.epoch ?? 0));
-  // And the certificate's batch path: the same signature with another path is checked again.
-  const cb = c.cert.batch;
-  parts.push(...(cb ? [Uint8Array.of(1), u32(cb.index), u32(cb.count), ...cb.siblings] : [Uint8Array.of(0)]));
+  // Batch paths too: the same signature with another path must be checked again.
+  parts.push(...pathParts(c.cert.batch));
   parts.push(u32(c.proof.length));
-  for (const r of c.proof) {
-    parts.push(Uint8Array.of(r.server), r.signature);
-    const b = r.batch;
-    // A path is part of the candidate: the same signature with another path must be checked again.
-    if (b) parts.push(u32(b.index), u32(b.count), ...b.siblings);
-    else parts.push(u32(0));
-  }
+  for (const r of c.proof) parts.push(Uint8Array.of(r.server), r.signature, ...pathParts(r.batch));
   return parts;
+}
+
+/** A batch path (or none) as length-unambiguous parts of a candidate's fingerprint. */
+function pathParts(batch: SignatureBatch | undefined): Uint8Array[] {
+  return batch ? [Uint8Array.of(1), u32(batch.index), u32(batch.count), ...batch.siblings] : [Uint8Array.of(0)];
 }

@@ -8,7 +8,7 @@
  */
 import { concatBytes, lengthPrefixed, u32 } from '../core/bytes.js';
 import { DOMAIN, domain, type CryptoProvider, type Signer } from '../core/crypto.js';
-import { SignatureBatcher, type BatchedSignature, type SignatureBatch } from '../core/signature-batch.js';
+import { SignatureBatcher, type BatchedSignature, type BatchKind, type SignatureBatch } from '../core/signature-batch.js';
 
 /** Where a receipt's message sits in the batch whose root its server signed. */
 export type ReceiptBatch = SignatureBatch;
@@ -26,6 +26,14 @@ export function receiptRootMessage(clusterId: Uint8Array, server: number, count:
   return concatBytes(...domain(DOMAIN.receiptRoot), ...lengthPrefixed(clusterId), Uint8Array.of(server), u32(count), root);
 }
 
+/** How server `server`'s receipts are batched: their leaves and root message. */
+export function receiptKind(crypto: CryptoProvider, clusterId: Uint8Array, server: number): BatchKind {
+  return {
+    leaf: (message) => receiptLeaf(crypto, message),
+    rootMessage: (count, root) => receiptRootMessage(clusterId, server, count, root),
+  };
+}
+
 /** A server's {@link SignatureBatcher} for its receipts. */
 export function receiptBatcher(
   crypto: CryptoProvider,
@@ -35,11 +43,7 @@ export function receiptBatcher(
   defer: (flush: () => void) => void,
   onSigned?: (message: Uint8Array, signature: Uint8Array, receipts: number) => void,
 ): SignatureBatcher {
-  const kind = {
-    leaf: (message: Uint8Array) => receiptLeaf(crypto, message),
-    rootMessage: (count: number, root: Uint8Array) => receiptRootMessage(clusterId, server, count, root),
-  };
-  return new SignatureBatcher(crypto, signer, kind, defer, onSigned);
+  return new SignatureBatcher(crypto, signer, receiptKind(crypto, clusterId, server), defer, onSigned);
 }
 
 /** The receipt a STORE acknowledgement carries (its signature, and its batch path if any). */

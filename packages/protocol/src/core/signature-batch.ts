@@ -104,6 +104,21 @@ export interface BatchKind {
 }
 
 /**
+ * What a signature of `message` signs: the message itself, or with `batch` the root message
+ * its path leads to; `undefined` when the path is malformed.
+ */
+export function signedMessage(
+  crypto: CryptoProvider,
+  kind: BatchKind,
+  message: Uint8Array,
+  batch: SignatureBatch | undefined,
+): Uint8Array | undefined {
+  if (!batch) return message;
+  const root = rootOf(crypto, kind.leaf(message), batch);
+  return root && kind.rootMessage(batch.count, root);
+}
+
+/**
  * Signs messages in batches: every message asked for before `defer` runs its callback is
  * signed under one root (or alone, as the message itself, when it is the only one).
  * `defer` is the host's "after this turn" (`setImmediate` in Node), so requests that

@@ -9,7 +9,6 @@ import {
   authorityProblem,
   certificateBatcher,
   CertificateVerifier,
-  certificateMessage,
   signCertificate,
   storeProof,
   type WriteCertificate,
@@ -84,18 +83,27 @@ export class WriterSession {
     this.writerId = makeWriterId(writerTagOf(options.crypto, options.signer.publicKey), options.instance);
     this.verifier = new CertificateVerifier(options.crypto, options.cluster);
     this.#grants = options.grants ?? [];
+    // What this session signs comes back in CLOCK: it is remembered as verified.
+    const signed = (message: Uint8Array, signature: Uint8Array) => this.verifier.signed(options.signer.publicKey, message, signature);
     const batcher = options.certificateBatching
       ? certificateBatcher(options.crypto, options.signer, options.cluster.id, options.certificateBatching, (message, signature, n) => {
-          this.verifier.signed(options.signer.publicKey, message, signature);
+          signed(message, signature);
           options.onCertificatesSigned?.(n);
         })
       : undefined;
     this.signCertificate = batcher
       ? (message) => batcher.sign(message)
-      : async (message) => ({ signature: await options.signer.sign(message) });
+      : async (message) => {
+          const signature = await options.signer.sign(message);
+          signed(message, signature);
+          return { signature };
+        };
   }
 
-  /** Signs a certificate message: alone, or in a batch with others of this session (`certificateBatching`). */
+  /**
+   * Signs a certificate message: alone, or in a batch with others of this session
+   * (`certificateBatching`); either way remembered as verified by {@link verifier}.
+   */
   readonly signCertificate: (message: Uint8Array) => Promise<BatchedSignature>;
 
   /**
@@ -540,10 +548,6 @@ export class WriteOperation implements ClientOperation<WriteResult> {
       },
       session.signCertificate,
     );
-    // The next write of this key will meet this certificate in CLOCK: no need to verify our
-    // own signature (a batch's root the session's batcher recorded itself).
-    if (!cert.batch)
-      session.verifier.signed(session.signer.publicKey, certificateMessage(crypto, session.cluster.id, this.key, ts, cert), cert.signature);
     this.#candidate = { ts, nonce, cert, proof: [] };
     this.#nextRound('store');
     return { send: this.#stores(ts, 0, fragments, cc, cert, layout) };

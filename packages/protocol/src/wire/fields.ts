@@ -242,11 +242,11 @@ export function writeProof(w: ByteWriter, proof: StoreProof) {
   }
 }
 
-/** A receipt's batch path: `count u16` (0: none), then `index u16` and the sibling hashes. */
+/** A batch path (a receipt's, a certificate's): `count u16` (0: none), then `index u16` and the sibling hashes. */
 export function writeSignatureBatch(w: ByteWriter, b: SignatureBatch | undefined) {
   if (!b) return w.u16(0);
   if (!batchShapeValid(b.index, b.count)) bad(`batch position ${b.index} of ${b.count}`);
-  if (b.siblings.length !== siblingCount(b.index, b.count)) bad('receipt batch path of the wrong length');
+  if (b.siblings.length !== siblingCount(b.index, b.count)) bad('batch path of the wrong length');
   w.u16(b.count);
   w.u16(b.index);
   for (const h of b.siblings) w.fixed(h, BATCH_HASH_LENGTH, 'batch hash');
