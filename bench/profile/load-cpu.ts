@@ -32,6 +32,17 @@ function cpuOf(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return (Number(fields[11]) + Number(fields[12])) / TICK;
 }
+/** How the servers bundled: messages and frames in bundles, each way, summed over the servers' /metrics. */
+async function bundling(urls: readonly string[]): Promise<string> {
+  const sums = new Map<string, number>();
+  for (const url of urls) {
+    const text = await (await fetch(`${url.replace(/^ws/, 'http')}/metrics`)).text();
+    for (const m of text.matchAll(/^powerstore_(bundles|bundled_frames)_total\{direction="(\w+)"\} (\d+)/gm))
+      sums.set(`${m[1]} ${m[2]}`, (sums.get(`${m[1]} ${m[2]}`) ?? 0) + Number(m[3]));
+  }
+  const mean = (d: string) => ((sums.get(`bundled_frames ${d}`) ?? 0) / Math.max(1, sums.get(`bundles ${d}`) ?? 0)).toFixed(1);
+  return `bundles received ${sums.get('bundles received') ?? 0} (mean ${mean('received')} frames), sent ${sums.get('bundles sent') ?? 0} (mean ${mean('sent')} frames)`;
+}
 const sys = await startSystem(values.system as SystemName, 1, values.fsync === 'on');
 try {
   if (values.system !== 'powerstore') throw new Error('only powerstore for now');
@@ -51,6 +62,7 @@ try {
     console.log(`client process: ${((me.user + me.system) / 1000 / n).toFixed(2)} ms CPU per write`);
     for (const [i, p] of sys.pids.entries())
       console.log(`server ${i + 1}: ${(((cpuOf(p) - before.servers[i]!) * 1000) / n).toFixed(2)} ms CPU per write`);
+    console.log(await bundling(sys.urls));
     store.close();
     process.exitCode = result.failed.length ? 1 : 0;
   } else {
@@ -84,6 +96,7 @@ try {
     );
     for (const [i, c] of servers.entries())
       console.log(`server ${i + 1}: ${((c * 1000) / n).toFixed(2)} ms CPU per write (${((c / secs) * 100).toFixed(0)} % of a core)`);
+    console.log(await bundling(sys.urls));
     for (const s of stores) s.close();
   }
 } finally {

@@ -88,8 +88,17 @@ describe('round trips', () => {
       [k(store, 'small-blob'), new Blob(['from a blob'])],
     ];
     const progress: PutManyProgress[] = [];
+    const bundles = async (direction: string) => {
+      let sum = 0;
+      for (const id of [1, 2, 3, 4]) sum += metricValue(await cluster.metrics(id), 'powerstore_bundles_total', { direction });
+      return sum;
+    };
+    const bundlesBefore = { received: await bundles('received'), sent: await bundles('sent') };
     const put = await store.putMany(entries, { concurrency: 8, onProgress: (p) => progress.push(p) });
     expect(put.failed).toEqual([]);
+    // Keys in flight together went to each server in bundles, and their replies came back in them.
+    expect(await bundles('received')).toBeGreaterThan(bundlesBefore.received);
+    expect(await bundles('sent')).toBeGreaterThan(bundlesBefore.sent);
     expect(put.results).toEqual(entries.map(([key]) => ({ key, ok: true })));
     const size = (v: Uint8Array | string | Blob) =>
       v instanceof Blob ? v.size : typeof v === 'string' ? new TextEncoder().encode(v).length : v.length;

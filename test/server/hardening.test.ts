@@ -16,8 +16,11 @@ import { createReferenceCodec } from '@powerstore/erasure/reference';
 import {
   computeCrossChecksum,
   crossChecksumDigest,
+  decodeBundle,
   decodeMessage,
+  encodeBundle,
   encodeMessage,
+  isBundle,
   WIRE_VERSION,
   encodePublicKey,
   makeWriterId,
@@ -66,11 +69,20 @@ class Raw {
   readonly #replies: Reply[] = [];
   #waiting: (() => void) | undefined;
   closeCode: number | undefined;
+  /** Bundles received, and the frames they carried. */
+  bundles = 0;
+  bundledFrames = 0;
 
   private constructor(ws: WebSocket) {
     this.ws = ws;
     ws.on('message', (data: Buffer) => {
-      this.#replies.push(decodeMessage(new Uint8Array(data), { n: cluster.config.n }) as Reply);
+      const message = new Uint8Array(data);
+      const frames = isBundle(message) ? decodeBundle(message) : undefined;
+      if (frames) {
+        this.bundles++;
+        this.bundledFrames += frames.length;
+      }
+      for (const frame of frames ?? [message]) this.#replies.push(decodeMessage(frame, { n: cluster.config.n }) as Reply);
       this.#waiting?.();
     });
     ws.on('close', (code) => {
@@ -389,6 +401,45 @@ describe('transport limits', () => {
     expect(metricValue(await cluster.metrics(1), 'powerstore_errors_total')).toBe(before + 7);
     // The connection survived all of it.
     expect(await raw.request({ type: 'CLOCK', key: 'hdr', opId: 78 })).toMatchObject({ type: 'CLOCK_ACK', opId: 78 });
+    raw.close();
+  });
+
+  it(`a bundle of 12 requests (more than the ${MAX_INFLIGHT} a connection may have in flight) is answered frame by frame, the replies bundled`, async () => {
+    const raw = await Raw.open(cluster.urls[1]!);
+    const metric = async (name: string) => metricValue(await cluster.metrics(2), name, { direction: 'received' });
+    const before = { bundles: await metric('powerstore_bundles_total'), frames: await metric('powerstore_bundled_frames_total') };
+    const ids = Array.from({ length: 12 }, (_, i) => 900 + i);
+    raw.ws.send(encodeBundle(ids.map((id) => encodeMessage({ type: 'COLLECT', key: `bundle/${id}`, opId: id }))));
+    const replies = [];
+    for (const _ of ids) replies.push(await raw.next());
+    expect(replies.map((r) => [r.type, r.opId, r.key]).sort()).toEqual(ids.map((id) => ['COLLECT_ACK', id, `bundle/${id}`]).sort());
+    // Replies ready in the same turn left together; every one of them arrived once.
+    expect(raw.bundles).toBeGreaterThan(0);
+    expect(raw.bundledFrames).toBeLessThanOrEqual(12);
+    expect(await metric('powerstore_bundles_total')).toBe(before.bundles + 1);
+    expect(await metric('powerstore_bundled_frames_total')).toBe(before.frames + 12);
+    // A lone frame is answered alone.
+    const bundlesSoFar = raw.bundles;
+    expect(await raw.request({ type: 'CLOCK', key: 'bundle/lone', opId: 950 })).toMatchObject({ type: 'CLOCK_ACK', opId: 950 });
+    expect(raw.bundles).toBe(bundlesSoFar);
+    raw.close();
+  });
+
+  it('a malformed bundle (truncated, one frame, nested, trailing bytes, over 64 KiB) is one bad frame: a typed ERROR, and the connection lives', async () => {
+    const raw = await Raw.open(cluster.urls[1]!);
+    const collect = (opId: number) => encodeMessage({ type: 'COLLECT', key: 'malformed', opId });
+    const good = encodeBundle([collect(1), collect(2)]);
+    const one = new Uint8Array([WIRE_VERSION, 0x09, 0, 1, 0, 0, 0, collect(3).length, ...collect(3)]);
+    const nested = new Uint8Array([WIRE_VERSION, 0x09, 0, 2, 0, 0, 0, good.length, ...good, 0, 0, 0, collect(4).length, ...collect(4)]);
+    const huge = encodeBundle([collect(5), collect(6)]);
+    const over = new Uint8Array(64 * 1024 + 1);
+    over.set(huge);
+    for (const bad of [good.subarray(0, good.length - 1), one, nested, new Uint8Array([...good, 0]), over]) {
+      expect(decodeBundle(bad)).toBeUndefined();
+      expect(await raw.request(bad)).toMatchObject({ type: 'ERROR', code: 'UNKNOWN_TYPE' });
+    }
+    expect(raw.bundles).toBe(0);
+    expect(await raw.request({ type: 'CLOCK', key: 'malformed', opId: 7 })).toMatchObject({ type: 'CLOCK_ACK', opId: 7 });
     raw.close();
   });
 

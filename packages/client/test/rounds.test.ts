@@ -11,7 +11,9 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import {
   CLUSTER_ID_LENGTH,
   clusterConfig,
+  decodeBundle,
   decodeMessage,
+  isBundle,
   encodeMessage,
   encodePublicKey,
   Server,
@@ -85,7 +87,11 @@ async function startCluster(): Promise<TestCluster> {
         if ((await scripts[index]?.(request, connection)) === true) return;
         ws.send((await protocol.handleFrame(frame)).reply);
       };
-      ws.on('message', (data: Buffer) => void onMessage(data));
+      // A client's bundle: each frame handled, and answered, on its own (as a server may).
+      ws.on('message', (data: Buffer) => {
+        const message = new Uint8Array(data);
+        for (const frame of (isBundle(message) && decodeBundle(message)) || [message]) void onMessage(Buffer.from(frame));
+      });
     });
     servers.push(wss);
     const address = wss.address();

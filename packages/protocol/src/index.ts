@@ -116,6 +116,15 @@ export {
   type StoreRequest,
 } from './wire/messages.js';
 export { decodeHeader, decodeMessage, encodeMessage, frameType, MAX_KEY_LENGTH, WIRE_VERSION } from './wire/codec.js';
+export {
+  BundleOutbox,
+  decodeBundle,
+  encodeBundle,
+  isBundle,
+  MAX_BUNDLE_BYTES,
+  MAX_BUNDLE_FRAMES,
+  MAX_BUNDLED_FRAME_BYTES,
+} from './wire/bundle.js';
 export { MAX_LIST_LIMIT, MAX_LIST_REPLY_BYTES, MAX_LIST_SCAN } from './wire/list-bounds.js';
 
 // storage: records, the storage interface and the base every backend extends.

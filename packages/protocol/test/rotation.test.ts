@@ -149,7 +149,7 @@ describe('key epochs: replacing a server', () => {
     expect(sha(receiptMessage(crypto, id, 'k', ts, cert, 1))).toBe('b7cafc5d20a82f815e9d82bd2ab6bebd8f1db25b24d939ed770b70239e561156');
     const candidate = { ts, nonce: b(5), cert, proof: [{ server: 1, signature: b(6, 64) }] };
     const frame = encodeMessage({ type: 'COMPLETE', key: 'k', opId: 1, candidate });
-    expect(WIRE_VERSION).toBe(6);
+    expect(WIRE_VERSION).toBe(7);
     // The body after the header (which gained the epoch in version 5) is unchanged but for
     // the receipt's empty batch field (version 6): two zero bytes at its end.
     expect(sha(frame.subarray(1 + 1 + 2 + 1 + 8 + 4, -2))).toBe('5fcea496ecd7cc6be2a92b0d57dffd5e8c3b81b1aba491f38789fda06f66500b');

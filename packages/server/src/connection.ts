@@ -13,8 +13,12 @@
  * replies make no progress for `sendTimeoutMs` (it stopped reading), when a frame takes
  * longer than `frameTimeoutMs` to arrive whole (slowloris), or when it sends nothing for
  * `idleTimeoutMs` while nothing is pending.
+ *
+ * A bundle (`bundle.ts`) is split into its frames, each a request of its own in every count
+ * above; their replies leave bundled when several are ready in the same turn.
  */
 import type { Socket } from 'node:net';
+import { BundleOutbox, decodeBundle, isBundle } from '@powerstore/protocol';
 import type { RawData, WebSocket } from 'ws';
 import type { BudgetUser, ListSlots, MemoryBudget } from './budgets.js';
 import type { ServerLimits } from './limits.js';
@@ -38,6 +42,8 @@ export interface ConnectionHost {
   handle(frame: Uint8Array, isBinary: boolean): Promise<Uint8Array>;
   /** A reply `handle` gave is with the socket (or was dropped): its memory may be reused. */
   replySent?(reply: Uint8Array): void;
+  /** A bundle of `frames` frames arrived (`received`) or was sent (`sent`). */
+  onBundle?(direction: 'received' | 'sent', frames: number): void;
   /** Called when the server closes the connection for `reason`, before the close event. */
   onEnforced(reason: CloseReason): void;
   /** Called once all this connection's requests are answered and sent. */
@@ -48,6 +54,8 @@ export interface ConnectionHost {
 interface Pending {
   readonly frame: Uint8Array;
   readonly isBinary: boolean;
+  /** It came in a bundle: its reply may leave in one. */
+  readonly bundled?: boolean;
 }
 
 export class ClientConnection implements BudgetUser {
@@ -74,6 +82,11 @@ export class ClientConnection implements BudgetUser {
   #sendProgressAt = 0;
   /** Heartbeat: a pong arrived since the last ping. */
   alive = true;
+  /** Replies to bundled requests, leaving together when ready in the same turn. */
+  readonly #replies = new BundleOutbox(
+    (message, replies) => this.#send(message, replies),
+    (run) => setImmediate(run),
+  );
 
   constructor(ws: WebSocket, socket: Socket, address: string, host: ConnectionHost) {
     this.ws = ws;
@@ -164,7 +177,14 @@ export class ClientConnection implements BudgetUser {
   #onMessage(frame: Uint8Array, isBinary: boolean): void {
     if (this.#closed) return;
     this.#lastMessageAt = Date.now();
-    this.#pending.push({ frame, isBinary });
+    const frames = isBinary && isBundle(frame) ? decodeBundle(frame) : undefined;
+    if (frames) {
+      this.#host.onBundle?.('received', frames.length);
+      for (const f of frames) this.#pending.push({ frame: f, isBinary, bundled: true });
+    } else {
+      // A malformed bundle is one frame the handler cannot decode, and answers as such.
+      this.#pending.push({ frame, isBinary });
+    }
     this.#releasePartial();
     this.#pump();
   }
@@ -240,10 +260,19 @@ export class ClientConnection implements BudgetUser {
     if (this.#unsent === 0) this.#sendProgressAt = Date.now();
     this.#unsent += reply.length;
     if (this.ws.readyState !== this.ws.OPEN) return; // the close event releases everything
-    this.ws.send(reply, { binary: true }, () => {
+    if (request.bundled) this.#replies.add(reply);
+    else this.#send(reply, [reply]);
+  }
+
+  /** Sends one message: a reply, or a bundle of `replies`. */
+  #send(message: Uint8Array, replies: readonly Uint8Array[]): void {
+    if (replies.length > 1) this.#host.onBundle?.('sent', replies.length);
+    this.ws.send(message, { binary: true }, () => {
       // ws calls back once the socket has taken the frame (or failed): nothing reads it after.
-      this.#host.replySent?.(reply);
-      this.#sent(reply.length);
+      for (const reply of replies) {
+        this.#host.replySent?.(reply);
+        this.#sent(reply.length);
+      }
     });
   }
 

@@ -57,6 +57,8 @@ export interface ServerMetrics {
   /** Receipts signed, and the signatures made for them (one per batch): their ratio is the mean batch. */
   readonly receiptsSigned: Counter;
   readonly receiptSignatures: Counter;
+  readonly bundles: Counter<'direction'>;
+  readonly bundledFrames: Counter<'direction'>;
   /** History entries deleted by garbage collection. */
   readonly collected: Counter;
   readonly bytesIn: Counter;
@@ -261,6 +263,18 @@ export function createMetrics(sources: MetricSources): ServerMetrics {
     receiptSignatures: new Counter({
       name: 'powerstore_receipt_signatures_total',
       help: 'Ed25519 signatures made for STORE receipts: one per batch of STOREs made durable together',
+      registers,
+    }),
+    bundles: new Counter({
+      name: 'powerstore_bundles_total',
+      help: 'WebSocket messages carrying several frames (bundles), received from clients and sent to them',
+      labelNames: ['direction'],
+      registers,
+    }),
+    bundledFrames: new Counter({
+      name: 'powerstore_bundled_frames_total',
+      help: 'Frames carried in bundles (their ratio to powerstore_bundles_total is the mean bundle)',
+      labelNames: ['direction'],
       registers,
     }),
     conflicts: new Counter({

@@ -289,6 +289,10 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     replySent(reply) {
       frames.give(reply);
     },
+    onBundle(direction, count) {
+      metrics.bundles.inc({ direction });
+      metrics.bundledFrames.inc({ direction }, count);
+    },
     onEnforced(reason) {
       metrics.connectionsClosed.inc({ reason });
     },

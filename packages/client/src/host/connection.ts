@@ -1,7 +1,9 @@
 /**
  * One storage server as the client sees it: a WebSocket that reconnects with backoff,
- * bounded send buffering, and what we know of the server's health.
+ * bounded send buffering, frames sent in the same turn bundled into one message
+ * (`bundle.ts`), and what we know of the server's health.
  */
+import { BundleOutbox, decodeBundle, isBundle } from '@powerstore/protocol';
 import { openSocket } from '#websocket';
 import type { Link, ServerState, ServerStatus } from './link.js';
 import type { Socket } from './socket.js';
@@ -66,6 +68,8 @@ export class ServerConnection implements Link {
   #buffered = 0;
   #watchdog: ReturnType<typeof setTimeout> | undefined;
   #refusals = 0;
+  /** Frames sent in this turn, leaving together once it ends. */
+  readonly #outbox = new BundleOutbox((message) => this.#socket?.send(message));
 
   constructor(index: number, url: string, maxFrameBytes: number, events: ConnectionEvents, liveness: Liveness = DEFAULT_LIVENESS) {
     this.index = index;
@@ -86,7 +90,7 @@ export class ServerConnection implements Link {
 
   /** Bytes queued to this server and not yet sent. */
   get bufferedBytes(): number {
-    return this.#socket?.bufferedAmount ?? 0;
+    return (this.#socket?.bufferedAmount ?? 0) + this.#outbox.queuedBytes;
   }
 
   status(): ServerStatus {
@@ -109,8 +113,9 @@ export class ServerConnection implements Link {
   send(frame: Uint8Array, highWaterBytes: number): boolean {
     const socket = this.#socket;
     if (this.#state !== 'open' || !socket) return false;
-    if (socket.bufferedAmount > 0 && socket.bufferedAmount + frame.length > highWaterBytes) return false;
-    socket.send(frame);
+    const queued = this.bufferedBytes;
+    if (queued > 0 && queued + frame.length > highWaterBytes) return false;
+    this.#outbox.add(frame);
     if (this.#unanswered++ === 0) {
       this.#aliveAt = performance.now();
       this.#buffered = socket.bufferedAmount;
@@ -133,8 +138,10 @@ export class ServerConnection implements Link {
     this.#closed = true;
     if (this.#timer) clearTimeout(this.#timer);
     if (this.#watchdog) clearTimeout(this.#watchdog);
+    this.#outbox.flush();
     this.#socket?.close();
     this.#socket = undefined;
+    this.#outbox.clear();
     this.#setState('closed');
   }
 
@@ -154,11 +161,16 @@ export class ServerConnection implements Link {
             this.#setState('open');
             this.#events.onOpen(this.index);
           },
-          onMessage: (frame) => {
+          onMessage: (message) => {
             if (this.#socket !== socket) return;
-            this.#unanswered = Math.max(0, this.#unanswered - 1);
             this.#aliveAt = performance.now();
-            this.#events.onFrame(this.index, frame);
+            // A malformed bundle goes on as one frame, which the host finds undecodable.
+            const frames = (isBundle(message) && decodeBundle(message)) || [message];
+            for (const frame of frames) {
+              if (this.#socket !== socket) return;
+              this.#unanswered = Math.max(0, this.#unanswered - 1);
+              this.#events.onFrame(this.index, frame);
+            }
           },
           onError: (reason) => {
             if (this.#socket !== socket) return;
@@ -177,6 +189,7 @@ export class ServerConnection implements Link {
           onClose: (reason) => {
             if (this.#socket !== socket) return;
             this.#socket = undefined;
+            this.#outbox.clear();
             this.#unanswered = 0;
             this.#lastError ??= reason;
             this.#scheduleReconnect();
@@ -230,6 +243,7 @@ export class ServerConnection implements Link {
   /** Drops a connection that stopped answering, and reopens it (the host resends what it owes on open). */
   #presumeDead(socket: Socket, reason: string): void {
     this.#socket = undefined;
+    this.#outbox.clear();
     this.#unanswered = 0;
     this.#lastError = reason;
     socket.abort();
