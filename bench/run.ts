@@ -26,7 +26,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ROOT, SYSTEMS, TSX_EXEC_ARGV, startSystem, type RunningSystem, type SystemName } from './lib/clusters.js';
 import { createNetwork, measureTcp, netProfile, type NetHost, type Network, type QdiscStat, type TcpRate } from './lib/netns.js';
-import { writeReports, type BenchResults, type Cell, type Row } from './lib/report.js';
+import { connect } from '@powerstore/client';
+import { writeReports, type BenchResults, type Cell, type ManyResult, type Row } from './lib/report.js';
 import { median, percentile, round } from './lib/stats.js';
 import { runProfile } from './profile/profile.js';
 import type { KeyPattern, Op, RunRequest, RunResult } from './load/worker.js';
@@ -54,6 +55,8 @@ const { values: flags } = parseArgs({
     'no-profile': { type: 'boolean', default: false },
     /** PowerStore keys in the writer's namespace: values encrypted by the client (default: outside, as given). */
     encrypt: { type: 'boolean', default: false },
+    /** putMany of this many 4 KiB values (0: none); by default 1000 in a run with a 4 KiB write cell at t = 1, fsync on. */
+    many: { type: 'string' },
     /** What-if: clients send unmasked-equivalent frames (see bench/load/worker.ts). */
     'ws-zero-mask': { type: 'boolean', default: false },
     /**
@@ -77,6 +80,11 @@ const warmupMs = Number(flags['warmup-ms'] ?? (quick ? 300 : 500));
 const measureMs = Number(flags['measure-ms'] ?? (quick ? 1500 : 2000));
 const systems = (list(flags.systems) ?? SYSTEMS) as SystemName[];
 const netName = netProfile(flags.net).name; // fails on an unknown name before anything starts
+/** The putMany row's values, and how many keys fly at once (putMany's bound is 1024). */
+const MANY_VALUE_BYTES = 4096;
+const MANY_CONCURRENCY = 64;
+const MANY_REPEATS = 3;
+const manyKeys = Number(flags.many ?? 1000);
 
 /**
  * The matrix. The full cross product (3 t × 5 sizes × 3 mixes × 2 key patterns × 2 fsync
@@ -257,6 +265,7 @@ for (const c of cells) {
 }
 
 let cellNo = 0;
+let many: ManyResult | undefined;
 try {
   if (net.tbf) {
     console.log(
@@ -331,12 +340,15 @@ try {
           }
         }
       }
+      const ps = running.get('powerstore');
+      if (ps && t === 1 && fsync && manyKeys > 0 && group.some((c) => c.valueBytes === MANY_VALUE_BYTES && c.op === 'write'))
+        many = await measureMany(ps, manyKeys);
     } finally {
       for (const w of workers) for (const sys of running.values()) w.send({ type: 'drop', pool: sys.urls[0] });
       await Promise.all([...running.values()].map((s) => s.stop()));
     }
     // Partial results after every group, so an interrupted run still leaves its data.
-    writeReports(join(ROOT, 'bench/results'), out, { meta: { ...meta(), partial: true }, rows });
+    writeReports(join(ROOT, 'bench/results'), out, { meta: { ...meta(), partial: true }, rows, ...(many ? { many } : {}) });
   }
 
   let profile: BenchResults['profile'];
@@ -349,6 +361,7 @@ try {
     meta: meta(),
     rows,
     ...(profile ? { profile } : {}),
+    ...(many ? { many } : {}),
   };
   const written = writeReports(join(ROOT, 'bench/results'), out, results);
   console.log(`\nwrote ${written.join(', ')} in ${fmtTime(Date.now() - started)}`);
@@ -361,6 +374,44 @@ try {
   // Workers leave their namespaces before those go (bounded: they exit on 'exit' or disconnect).
   await Promise.race([Promise.all(exited), new Promise((r) => setTimeout(r, 5000))]);
   net.close();
+}
+
+/**
+ * One client's putMany of `keys` fresh 4 KiB values, from this process (host `bench`, a
+ * client host), three times after a warm-up of a tenth as many: the keys/s of each.
+ */
+async function measureMany(sys: RunningSystem, keys: number): Promise<ManyResult> {
+  console.log(`\n== putMany: ${keys} values of ${fmtSize(MANY_VALUE_BYTES)}, ${MANY_CONCURRENCY} in flight, t = ${sys.t}`);
+  const store = await connect({ cluster: sys.writer!.cluster, identity: sys.writer!.identity, allowInsecure: true });
+  try {
+    const value = new Uint8Array(MANY_VALUE_BYTES).fill(7);
+    const entries = (round: string, count: number) => Array.from({ length: count }, (_, i) => [`bench-many/${round}/${i}`, value] as const);
+    await store.putMany(entries('warm-up', Math.ceil(keys / 10)), { concurrency: MANY_CONCURRENCY });
+    const repKeysPerSec: number[] = [];
+    let failed = 0;
+    for (let rep = 1; rep <= MANY_REPEATS; rep++) {
+      const t0 = performance.now();
+      const r = await store.putMany(entries(String(rep), keys), { concurrency: MANY_CONCURRENCY });
+      const perSec = round(keys / ((performance.now() - t0) / 1000), 1);
+      repKeysPerSec.push(perSec);
+      failed += r.failed.length;
+      console.log(
+        `putMany rep ${rep}/${MANY_REPEATS}: ${perSec} keys/s${r.failed.length ? `, ${r.failed.length} failed (${r.failed[0]!.error.message})` : ''}`,
+      );
+    }
+    return {
+      net: netName,
+      t: sys.t,
+      keys,
+      valueBytes: MANY_VALUE_BYTES,
+      concurrency: MANY_CONCURRENCY,
+      repKeysPerSec,
+      keysPerSec: round(median(repKeysPerSec), 1),
+      failed,
+    };
+  } finally {
+    store.close();
+  }
 }
 
 function meta(): Record<string, unknown> {

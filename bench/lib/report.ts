@@ -41,6 +41,33 @@ export interface BenchResults {
   readonly rows: Row[];
   readonly peaks?: Peak[];
   readonly profile?: ProfileResult;
+  readonly many?: ManyResult;
+}
+
+/**
+ * One client's `putMany` of many small values (run.ts, beside the ladder's 4 KiB cells): keys
+ * per second, set against M-ABD's single-key write peak at that size in the same run.
+ */
+export interface ManyResult {
+  readonly net: NetProfileName;
+  readonly t: number;
+  readonly keys: number;
+  readonly valueBytes: number;
+  readonly concurrency: number;
+  /** Keys per second of each repetition (each a fresh set of keys). */
+  readonly repKeysPerSec: number[];
+  /** Their median. */
+  readonly keysPerSec: number;
+  /** Keys that failed, over every repetition. */
+  readonly failed: number;
+}
+
+/** The `putMany` row's ratio: its median keys/s over M-ABD's single-key write peak at its size and t, when the run measured it. */
+export function manyVsAbd(many: ManyResult, ps: readonly Peak[]): number | undefined {
+  const abd = ps.find(
+    (p) => p.system === 'm-abd' && p.op === 'write' && p.t === many.t && p.valueBytes === many.valueBytes && p.net === many.net && p.fsync,
+  );
+  return abd ? round(many.keysPerSec / abd.opsPerSec, 2) : undefined;
 }
 
 /** A system's peak in one cell: medians over repetitions of each repetition's best step. */
@@ -277,6 +304,18 @@ function markdown(results: BenchResults, ps: Peak[], svgName: string): string {
       lines.push(
         `| ${r.net} | ${r.t} | ${size(r.valueBytes)} | ${r.op} | ${r.vs} | ${r.ratio} | ≥ ${r.atLeast} | ${r.met ? 'yes' : 'no'} |`,
       );
+  }
+  if (results.many) {
+    const m = results.many;
+    const abd = manyVsAbd(m, ps);
+    lines.push('', `## Many keys: \`putMany\` (t = ${m.t}, ${m.keys} values of ${size(m.valueBytes)}, fsync on)`, '');
+    lines.push(
+      `One client's \`store.putMany\` of ${m.keys} values, ${m.concurrency} keys in flight, each repetition a fresh set of keys, against M-ABD's single-key write peak at ${size(m.valueBytes)} in this run (the issue's target: ≥ 3×).`,
+      '',
+    );
+    lines.push('| net | keys/s (median) | reps (keys/s) | failed keys | × M-ABD write peak |');
+    lines.push('|---|---:|---|---:|---:|');
+    lines.push(`| ${m.net} | ${m.keysPerSec} | ${m.repKeysPerSec.join(', ')} | ${m.failed} | ${abd ?? 'not measured'} |`);
   }
   if (results.profile) {
     lines.push(

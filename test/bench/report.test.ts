@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { serversOf } from '../../bench/lib/clusters.js';
-import { cpuBudget, peaks, targetRows, writeReports, type Row } from '../../bench/lib/report.js';
+import { cpuBudget, manyVsAbd, peaks, targetRows, writeReports, type ManyResult, type Row } from '../../bench/lib/report.js';
 import type { ProfileResult } from '../../bench/profile/profile.js';
 import type { SystemName } from '../../bench/lib/clusters.js';
 import type { Op } from '../../bench/load/worker.js';
@@ -95,6 +95,34 @@ describe('reports of several sizes (pnpm bench:quick)', () => {
       for (const size of ['4 KiB', '64 KiB', '256 KiB'])
         for (const op of ['read', 'write']) expect(svg).toContain(`${op}, t=1, ${size}, fsync on, net 1gbit`);
       expect(svg).toMatch(/height="984"/); // three rows of 320 px panels and the legend
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('sets the putMany row against M-ABD’s single-key write peak at its size, and says when that was not measured', () => {
+    const rows = [
+      row('m-abd', 'write', 1, 1, 100, 1, 4096),
+      row('m-abd', 'write', 1, 2, 160, 1, 4096),
+      row('m-abd', 'read', 1, 2, 900, 1, 4096),
+    ];
+    const many: ManyResult = {
+      net: '1gbit',
+      t: 1,
+      keys: 1000,
+      valueBytes: 4096,
+      concurrency: 64,
+      repKeysPerSec: [300, 400, 500],
+      keysPerSec: 400,
+      failed: 0,
+    };
+    expect(manyVsAbd(many, peaks(rows))).toBe(2.5);
+    expect(manyVsAbd({ ...many, valueBytes: 65536 }, peaks(rows))).toBeUndefined();
+    expect(manyVsAbd({ ...many, net: 'loopback' }, peaks(rows))).toBeUndefined();
+    const dir = mkdtempSync(join(tmpdir(), 'bench-report-'));
+    try {
+      writeReports(dir, 'quick', { meta: { net: { profile: '1gbit' } }, rows, many });
+      expect(readFileSync(join(dir, 'quick.md'), 'utf8')).toContain('| 1gbit | 400 | 300, 400, 500 | 0 | 2.5 |');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
