@@ -106,6 +106,9 @@ async function withStores(
   }
 }
 
+/** A failure's code, for messages. */
+const codeOf = (e: Error) => (e instanceof PowerStoreError ? e.code : e.message);
+
 /** The case whose server 2 sends frames over the limit (its proxy's work is checked by the runner). */
 export const OVERSIZED_CASE = 'a server sending frames over the size limit is flagged and reads go on from the others';
 
@@ -410,6 +413,36 @@ export const clientSuite: Record<string, SuiteCase> = {
       equalBytes(await store.get(key), value, 'read after the server was caught');
       const stat = await store.stat(key);
       assert(stat.size === value.length, `stat size ${stat.size}`);
+    });
+  },
+
+  async 'putMany, getMany and deleteMany past a Byzantine server: per-key results, a key outside the namespace fails alone'(env) {
+    await withStores(env, async (open, keyOf) => {
+      const store = await open({ cluster: env.byzantineCluster });
+      const entries = new Map<string, Uint8Array>();
+      for (let i = 0; i < 40; i++) entries.set(keyOf(`many/${i}`), bytes(3000 + i * 101, i + 1));
+      const outside = `${env.prefix}/not-my-namespace`;
+      const put = await store.putMany([...entries, [outside, bytes(10, 1)]], { concurrency: 16 });
+      assert(put.results.length === 41, `putMany results: ${put.results.length}`);
+      assert(
+        put.failed.length === 1 && put.failed[0]!.key === outside && codeOf(put.failed[0]!.error) === 'NOT_AUTHORIZED',
+        `putMany failed: ${JSON.stringify(put.failed.map((f) => [f.key, codeOf(f.error)]))}`,
+      );
+      const keys = [...entries.keys()];
+      const got = await store.getMany(keys, { concurrency: 16 });
+      assert(got.failed.length === 0, `getMany failed: ${JSON.stringify(got.failed.map((f) => [f.key, codeOf(f.error)]))}`);
+      got.results.forEach((r, i) => {
+        assert(r.ok && r.key === keys[i], `getMany result ${i}: ${JSON.stringify(r)}`);
+        equalBytes(r.value, entries.get(keys[i]!)!, `getMany ${keys[i]}`);
+      });
+      const gone = keys.slice(0, 10);
+      const deleted = await store.deleteMany(gone);
+      assert(deleted.failed.length === 0, `deleteMany failed: ${deleted.failed.length}`);
+      const after = await store.getMany(keys.slice(0, 12));
+      assert(
+        after.results.every((r, i) => r.ok && (i < 10 ? r.value === undefined : r.value !== undefined)),
+        'deleted keys read as undefined, the others as written',
+      );
     });
   },
 
