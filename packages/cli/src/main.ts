@@ -2,16 +2,23 @@
  * `powerstore`: put, get, rm, stat, ls, id, grant and share against a PowerStore cluster from the shell.
  *
  *   powerstore put <key> [file|-] [--public]   powerstore get <key> [file|-] [--range START:END] [--cap <capability>]
- *   powerstore rm <key>                        powerstore stat <key> [--json]
- *   powerstore ls [prefix] [--json]            powerstore share <key|prefix/>
- *   powerstore id [--new]                      powerstore grant <publicKey> <prefix> --expires <when>
+ *   powerstore rm <key>                        powerstore stat <key>
+ *   powerstore ls [prefix] [--limit N]         powerstore share <key|prefix/>
+ *   powerstore id [--new]                      powerstore grant <publicKey> <prefix> --expires <when> [--out <file>]
  *   powerstore put --recursive <key> <dir> [--concurrency N]
+ *   powerstore completion bash|zsh|fish
  *
  * Values in namespaces are encrypted at the client (put --public stores plaintext); reading
  * someone else's needs a capability (`share` prints one, `--cap` uses it). put and get stream:
  * a value of any size goes through with bounded memory (putStream and getStream), from a
- * file or standard input and to a file or standard output. put --recursive stores every file
- * under a directory through putMany, each key on its own, and lists the files that failed.
+ * file or standard input and to a file or standard output, with a progress bar (and ETA)
+ * on standard error for large ones. put --recursive stores every file under a directory
+ * through putMany, each key on its own, and lists the files that failed.
+ *
+ * Every command but completion takes --json: standard output then gets one JSON object of
+ * what the command did (ls: one per key and line), and a failure is one line of JSON there
+ * instead of a line on standard error, {"error":{"code","message","exitCode",…}}, with the
+ * same exit code (see {@link main}). get --json needs a file: standard output is the value's.
  *
  * The cluster file comes from --cluster, $POWERSTORE_CLUSTER or .powerstore/cluster.json
  * (what `powerstore-server dev` creates); the identity from --identity,
@@ -650,6 +657,8 @@ export function program({ json = false }: { json?: boolean } = {}): Command {
         `Identity: --identity, else $POWERSTORE_IDENTITY, else your own (${userIdentityPath()}, made by 'powerstore id').\n` +
         `A ${DEFAULT_DIR}/identity.json in the current directory is someone's, who can read what is written with it: it is used\n` +
         `only if you have no identity of your own and the cluster file is ${DEFAULT_DIR}/cluster.json beside it, and then with a warning.\n` +
+        `--json (every command but completion): standard output gets one JSON object of what was done, and a failure\n` +
+        `is one line there, {"error":{"code","message","exitCode",...}}, with the same exit code.\n` +
         `Exit codes: ${EXIT.OK} ok, ${EXIT.FAILED} failed, ${EXIT.USAGE} usage error, ${EXIT.NOT_FOUND} key not found (get, stat),\n` +
         `            ${EXIT.UNREACHABLE} quorum of servers unreachable, ${EXIT.CONFIG} cluster or identity file problem (or an outdated cluster file),\n` +
         `            ${EXIT.NOT_AUTHORIZED} not allowed to write the key (no grant, grant expired, revoked, owner not admitted) or no key to decrypt it (no --cap covering it),\n` +
