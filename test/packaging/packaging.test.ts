@@ -301,7 +301,14 @@ import { conect } from '@powerstore/client';
 
 export async function roundTrip(cluster: ClusterFile): Promise<string | undefined> {
   const identity: Identity = await Identity.generate();
-  const store: Store = await connect({ cluster, identity });
+  // With an identity, connect's store has a namespace for sure; a reader's may have none.
+  const store = await connect({ cluster, identity });
+  const ns: string = store.namespace;
+  const reader: Store = await connect({ cluster });
+  // @ts-expect-error: a store without an identity has no namespace for sure.
+  const none: string = reader.namespace;
+  void [ns, none];
+  reader.close();
   try {
     await store.put(\`\${store.namespace}k\`, 'v');
     const stat: KeyStat = await store.stat(\`\${store.namespace}k\`);

@@ -13,13 +13,22 @@ import { checkKeyEpoch, KeyRing } from './identity/keyring.js';
 import { PowerStore } from './store.js';
 import { DEFAULT_LIVENESS } from './host/connection.js';
 import { checkTransport } from './transport.js';
-import { DEFAULT_MAX_VALUE_BYTES, DEFAULT_TIMEOUT_MS, STRIPE_BYTES, type ConnectOptions, type Store } from './types.js';
+import {
+  DEFAULT_MAX_VALUE_BYTES,
+  DEFAULT_TIMEOUT_MS,
+  STRIPE_BYTES,
+  type ConnectOptions,
+  type IdentifiedStore,
+  type Store,
+} from './types.js';
 
 /**
  * Connects to a cluster: opens a WebSocket to every server and resolves once `n − t`
  * are connected (the quorum every operation needs), or fails with
  * `QUORUM_UNREACHABLE` saying which servers could not be reached and why.
  */
+export async function connect(options: ConnectOptions & { readonly identity: Identity | object }): Promise<IdentifiedStore>;
+export async function connect(options: ConnectOptions): Promise<Store>;
 export async function connect(options: ConnectOptions): Promise<Store> {
   if (typeof options !== 'object' || options === null) throw invalid('connect() needs { cluster, identity? }');
   const cluster = parseCluster(options.cluster);

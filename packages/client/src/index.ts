@@ -37,6 +37,7 @@ export type {
   KeyRead,
   KeyStat,
   ListedKey,
+  IdentifiedStore,
   ListOptions,
   ListResult,
   OperationOptions,

@@ -343,7 +343,10 @@ export interface Store {
   readonly publicKey: string | undefined;
   /** The identity's owner id, if any. */
   readonly ownerId: string | undefined;
-  /** `~<ownerId>/`: the prefix of the keys this identity owns, if any. */
+  /**
+   * `~<ownerId>/`: the prefix of the keys this identity owns, if any. `connect` with an
+   * `identity` returns an {@link IdentifiedStore}, whose `namespace` is a `string`.
+   */
   readonly namespace: string | undefined;
   /**
    * Writes `value`. In a namespace (`~<ownerId>/…`) it is encrypted at the client unless
@@ -423,4 +426,11 @@ export interface Store {
   servers(): ServerStatus[];
   /** Closes every connection; pending operations fail with `CLOSED`. */
   close(): void;
+}
+
+/** A {@link Store} opened with an identity: it has a namespace, its owner id and public key. */
+export interface IdentifiedStore extends Store {
+  readonly namespace: string;
+  readonly ownerId: string;
+  readonly publicKey: string;
 }

@@ -115,6 +115,7 @@ describe('WriterSession', () => {
       { kind: 'value', value: text('v') },
       41,
     );
+    expect(op.waiting()).toBeUndefined();
     const clocks = (await op.start()).send!;
     const ack = (i: number) => c.servers[i]!.handle(clocks[i]!.message);
     const first = await ack(0);
@@ -136,12 +137,15 @@ describe('WriterSession', () => {
     expect(evidence).toEqual([[0, 'acknowledged a STORE with a receipt that does not verify']]);
     expect(await op.onReply(1, await storeAck(1))).toEqual({});
     expect(await op.onReply(2, await storeAck(2))).toEqual({});
+    // Were s4 silent, the write's timeout would say why three answers were not enough.
+    expect(op.waiting()).toBe('the STORE needs 3 receipts that verify: s2, s3 sent one; s1 sent one that fails verification');
     const completes = (await op.onReply(3, await storeAck(3))).send!;
     const proof = completes[0]!.message.type === 'COMPLETE' ? completes[0]!.message.candidate.proof.map((r) => r.server) : [];
     expect(proof).toEqual([1, 2, 3]);
     let step: Step<unknown> = {};
     for (const i of [0, 1, 2]) step = await op.onReply(i, await c.servers[i]!.handle(completes[i]!.message));
     expect(step.result).toMatchObject({ ts: { num: 1 }, rounds: 3 });
+    expect(op.waiting()).toBeUndefined();
     // After the end, nothing counts.
     expect(await op.onReply(3, await c.servers[3]!.handle(completes[3]!.message))).toEqual({});
   });

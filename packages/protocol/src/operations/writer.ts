@@ -260,6 +260,8 @@ export class WriteOperation implements ClientOperation<WriteResult> {
   readonly #acked = new Set<number>();
   /** Valid STORE receipts, by server. */
   readonly #receipts = new Map<number, ReceiptSignature>();
+  /** Servers whose STORE acknowledgement carried a receipt that does not verify. */
+  readonly #badReceipts = new Set<number>();
   readonly #rejections = new Rejections();
   /** Highest valid timestamp seen in CLOCK, and its candidate: the basis of this write's timestamp. */
   #highest: Timestamp = TS0;
@@ -371,7 +373,10 @@ export class WriteOperation implements ClientOperation<WriteResult> {
         const { ts, cert } = this.#candidate!;
         const receipt = ackReceipt(reply);
         if (await this.options.session.verifier.receiptValid(this.key, ts, cert, from, receipt)) this.#receipts.set(from, receipt);
-        else this.options.onEvidence?.(from, 'acknowledged a STORE with a receipt that does not verify');
+        else {
+          this.#badReceipts.add(from);
+          this.options.onEvidence?.(from, 'acknowledged a STORE with a receipt that does not verify');
+        }
         if (this.#receipts.size >= quorum(config)) return this.#complete();
         return this.#storeStalled() ? this.#restart() : {};
       }
@@ -386,6 +391,27 @@ export class WriteOperation implements ClientOperation<WriteResult> {
       default:
         return {};
     }
+  }
+
+  /**
+   * Why the write has not finished while it waits in STORE, server by server (1-based),
+   * for the error of a write that times out although servers answered: "the STORE needs 3
+   * receipts that verify: s1, s3 sent one; s2 sent one that fails verification". Who did
+   * not answer at all the host says itself; `undefined` outside STORE, or when no answer
+   * failed verification.
+   */
+  waiting(): string | undefined {
+    if (this.#phase !== 'store' || this.#badReceipts.size === 0) return undefined;
+    const names = (ids: Iterable<number>) =>
+      [...ids]
+        .sort((a, b) => a - b)
+        .map((i) => `s${i + 1}`)
+        .join(', ');
+    const parts = [
+      ...(this.#receipts.size > 0 ? [`${names(this.#receipts.keys())} sent one`] : []),
+      `${names(this.#badReceipts)} sent one that fails verification`,
+    ];
+    return `the STORE needs ${quorum(this.options.config)} receipts that verify: ${parts.join('; ')}`;
   }
 
   /** Adopt a higher timestamp only if its candidate is valid, so a Byzantine server cannot make writers skip timestamps. */
@@ -569,6 +595,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
   #restart(): Step<WriteResult> {
     this.#restarts++;
     this.#receipts.clear();
+    this.#badReceipts.clear();
     this.#superseded.clear();
     this.#clockAnswers.clear();
     this.#pending = 0;
