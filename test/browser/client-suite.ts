@@ -433,7 +433,7 @@ export const clientSuite: Record<string, SuiteCase> = {
       assert(got.failed.length === 0, `getMany failed: ${JSON.stringify(got.failed.map((f) => [f.key, codeOf(f.error)]))}`);
       got.results.forEach((r, i) => {
         assert(r.ok && r.key === keys[i], `getMany result ${i}: ${JSON.stringify(r)}`);
-        equalBytes(r.value, entries.get(keys[i]!)!, `getMany ${keys[i]}`);
+        equalBytes(r.value, entries.get(keys[i])!, `getMany ${keys[i]}`);
       });
       const gone = keys.slice(0, 10);
       const deleted = await store.deleteMany(gone);
