@@ -304,34 +304,30 @@ export function writersEdit(writers: 'open' | 'owners'): PolicyEdit {
     p.writers === writers ? { none: `writers is already ${writers}` } : { policy: { ...p, writers }, change: `writers: ${writers}` };
 }
 
-/** The latest policy known: the local cluster.json's or a verified server document of a higher version. */
+/** The latest policy known: the local cluster file's, or a verified signed document a server holds. */
 export interface PolicyBase {
   readonly version: number;
   readonly policy: PolicyJson;
-  readonly from: 'cluster-file' | 'server';
-  /** The highest version any server reported, verified or not: the new version must pass it to be accepted there. */
-  readonly highestSeen: number;
-  /** The signed document of `version`, when the base came from a server. */
+  /** The signed document of `version`, when the base is one a server holds. */
   readonly signed?: SignedPolicy;
 }
 
-/** Picks the base of a change from the local cluster file and the servers' reports. */
+/**
+ * Picks the base of a change: the verified signed document of the highest version any
+ * server shows, or the local cluster file's policy when its version is higher. At equal
+ * versions the signed document wins, since it is what servers enforce. Versions a server
+ * claims without the admin's signature are not believed: one lying server could otherwise
+ * make the admin's next document carry the largest version there is, and no change could
+ * follow it. (A correct server whose own cluster.json is newer refuses the push with
+ * `STALE_VERSION` and its version; `--policy-version` then goes past it.)
+ */
 export function policyBase(cluster: Cluster, views: readonly PolicyView[]): PolicyBase {
-  let base: PolicyBase = {
-    version: cluster.file.policy.version ?? 0,
-    policy: withoutVersion(cluster.file.policy),
-    from: 'cluster-file',
-    highestSeen: 0,
-  };
-  let highestSeen = base.version;
+  let base: PolicyBase = { version: cluster.file.policy.version ?? 0, policy: withoutVersion(cluster.file.policy) };
   for (const v of views) {
-    if (!('version' in v)) continue;
-    // Unverified versions only raise the number used, never the content built on.
-    highestSeen = Math.max(highestSeen, Math.min(v.version, Number.MAX_SAFE_INTEGER - 1));
-    if (v.signed && v.signed.version > base.version)
-      base = { version: v.signed.version, policy: v.signed.policy, from: 'server', highestSeen: 0, signed: v.signed };
+    if ('signed' in v && v.signed && (v.signed.version > base.version || (v.signed.version === base.version && !base.signed)))
+      base = { version: v.signed.version, policy: v.signed.policy, signed: v.signed };
   }
-  return { ...base, highestSeen };
+  return base;
 }
 
 /** Writes `policy` as version `version` into the cluster file, atomically (the rest as it was). */
@@ -435,7 +431,9 @@ export async function runPolicyShow(o: { readonly cluster: string; readonly json
         `s${v.id}      ${String(v.version).padEnd(7)}  ${v.source.padEnd(12)}  ${v.signature.padEnd(9)}  ${v.digest.slice(0, 16)}`,
       );
   }
-  lines.push(`local   ${String(local.version).padEnd(7)}  ${o.cluster}  ${local.digest.slice(0, 16)}`);
+  lines.push(
+    `local   ${String(local.version).padEnd(7)}  ${'cluster file'.padEnd(12)}  ${'-'.padEnd(9)}  ${local.digest.slice(0, 16)}  (${o.cluster})`,
+  );
   const n = cluster.config.n;
   if (agreed.servers.length === 0) lines.push('no server answered');
   else {
@@ -482,9 +480,11 @@ export async function runPolicyChange(o: PolicyCommandOptions, edit: PolicyEdit 
   const base = policyBase(cluster, views);
   let doc: SignedPolicy;
   if (edit === 'sync') {
-    if (base.signed && base.version >= base.highestSeen) doc = base.signed;
+    if (base.signed && o.version === undefined) doc = base.signed;
     else {
-      const version = o.version ?? (base.version >= base.highestSeen && base.version > 0 ? base.version : base.highestSeen + 1);
+      // The local file's policy, newer than any signed one: signed at its own version, so
+      // servers that started with this same file answer `unchanged`.
+      const version = o.version ?? Math.max(base.version, 1);
       doc = await signPolicy(admin.signer, cluster.file.id, version, base.policy, {
         change: `sync: the policy of ${basename(o.cluster)}`,
         issuedAt: new Date().toISOString(),
@@ -497,7 +497,7 @@ export async function runPolicyChange(o: PolicyCommandOptions, edit: PolicyEdit 
       else out(`no change: ${r.none} (policy version ${base.version})\n`);
       return;
     }
-    const version = o.version ?? Math.max(base.version, base.highestSeen) + 1;
+    const version = o.version ?? base.version + 1;
     if (version <= base.version)
       throw new ServerError(
         'CONFIG_INVALID',
@@ -538,7 +538,13 @@ export async function runPolicyChange(o: PolicyCommandOptions, edit: PolicyEdit 
   for (const r of results) {
     if (r.result === 'applied') lines.push(`  s${r.id}  applied (was version ${r.previous})`);
     else if (r.result === 'unchanged') lines.push(`  s${r.id}  already held it`);
-    else if (r.result === 'refused') lines.push(`  s${r.id}  REFUSED (${r.status} ${r.code}): ${r.message}`);
+    else if (r.result === 'refused')
+      lines.push(
+        `  s${r.id}  REFUSED (${r.status} ${r.code}): ${r.message}` +
+          (r.current !== undefined && r.current >= doc.version
+            ? ` (if its version ${r.current} is one you set by hand, run again with --policy-version ${r.current + 1})`
+            : ''),
+      );
     else if (r.result === 'unreachable') lines.push(`  s${r.id}  UNREACHABLE: ${r.error}`);
   }
   const n = cluster.config.n;
