@@ -128,7 +128,7 @@ function buildCli(): Command {
   program
     .command('start')
     .description(
-      'Run one server: WebSocket endpoint plus GET /healthz, /metrics and /usage on the same port. SIGHUP reloads the cluster file: the write policy, and a new key epoch (rotate-key).',
+      'Run one server: WebSocket endpoint plus GET /healthz, /metrics, /usage, /status and GET/PUT /policy on the same port. SIGHUP reloads the cluster file: the write policy (unless a signed policy of a higher version is in force), and a new key epoch (rotate-key).',
     )
     .requiredOption('--config <file>', 'the server-<id>.json written by init')
     .option('--cluster <file>', 'the cluster file (default: the one the server file names, normally cluster.json beside it)')
@@ -391,7 +391,7 @@ function addPolicyCommands(program: Command): void {
         'go on when fewer than n - t servers say which policy they hold (the change may then undo a newer one where it applies)',
         false,
       )
-      .option('--policy-version <n>', 'the new version (default: one above every version seen)', integer(1));
+      .option('--policy-version <n>', 'the new version (default: one above the latest signed or local version)', integer(1));
   const run = (o: PolicyFlags, edit: PolicyEdit | 'sync') => {
     const options: PolicyCommandOptions = {
       cluster: o.cluster,

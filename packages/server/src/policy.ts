@@ -123,6 +123,7 @@ export class PolicyRefusal extends Error {
 export type PolicyRefusalCode =
   | 'MALFORMED'
   | 'TOO_LARGE'
+  | 'TIMEOUT'
   | 'WRONG_CLUSTER'
   | 'BAD_SIGNATURE'
   | 'STALE_VERSION'

@@ -100,7 +100,7 @@ export function httpRoutes(ctx: RouteContext): (req: IncomingMessage, res: Serve
           }
           if (body === 'timeout') {
             refuseUnread(res);
-            return refuse(new PolicyRefusal(400, 'MALFORMED', `the body did not arrive within ${POLICY_BODY_TIMEOUT_MS / 1000} s`));
+            return refuse(new PolicyRefusal(408, 'TIMEOUT', `the body did not arrive within ${POLICY_BODY_TIMEOUT_MS / 1000} s`));
           }
           try {
             const r = await policy.offer(body, req.socket.remoteAddress ?? 'unknown');
