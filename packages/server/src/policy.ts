@@ -438,6 +438,15 @@ export class PolicyKeeper {
     } catch (err) {
       throw new PolicyRefusal(500, 'PERSIST_FAILED', `cannot keep the policy: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
     }
+    // A SIGHUP while the file was written may have brought a cluster.json of a higher
+    // version: it stays (and outranks the kept document at the next start too).
+    if (this.#current !== previous && doc.version <= this.#current.version)
+      throw new PolicyRefusal(
+        409,
+        'STALE_VERSION',
+        `version ${doc.version} is not above the version this server took from cluster.json meanwhile (${this.#current.version})`,
+        this.#current.version,
+      );
     const current: PolicyInForce = { version: doc.version, json, policy, source: 'signed', digest, signed: doc };
     this.#current = current;
     apply(current, previous);

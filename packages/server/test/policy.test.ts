@@ -18,11 +18,13 @@ import {
   POLICY_FILE,
   PolicyKeeper,
   PolicyRefusal,
+  rotateServerKey,
   ServerError,
   signPolicy,
   verifySignedPolicy,
   type SignedPolicy,
 } from '../src/index.js';
+import { writeClusterPolicy } from '../src/policy-admin.js';
 
 const crypto = createCryptoProvider();
 const root = mkdtempSync(join(tmpdir(), 'powerstore-policy-'));
@@ -58,6 +60,14 @@ describe('the signed document', () => {
     expect((await verifySignedPolicy(crypto, cluster, reordered)).json.owners).toEqual([OWNER]);
     await expect(verifySignedPolicy(crypto, cluster, { ...doc, change: 'admit!' })).rejects.toMatchObject({ code: 'BAD_SIGNATURE' });
     await expect(verifySignedPolicy(crypto, cluster, { ...doc, version: 4 })).rejects.toMatchObject({ code: 'BAD_SIGNATURE' });
+  });
+
+  it('a policy version written into cluster.json survives rotate-key, which rewrites the file', async () => {
+    const { dir } = await freshCluster();
+    const file = join(dir, 'cluster.json');
+    writeClusterPolicy(file, { ...loadClusterFile(file).file.policy, owners: [OWNER] }, 3);
+    await rotateServerKey({ dir, id: 2 });
+    expect(loadClusterFile(file).file.policy).toMatchObject({ version: 3, owners: [OWNER] });
   });
 
   it('cluster.json keeps a policy version; a bad one names its field', () => {
