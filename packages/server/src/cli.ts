@@ -1,14 +1,15 @@
 #!/usr/bin/env node
 /**
- * `powerstore-server init | start | rotate-key | dev | usage | status`. A thin layer over
- * the library: parses flags, turns configuration errors into one readable line (file and
- * field) and exit code 2, maps SIGINT/SIGTERM to a graceful shutdown and SIGHUP to a
- * reload of the cluster file (policy, and new key epochs).
+ * `powerstore-server init | start | rotate-key | policy | dev | usage | status`. A thin
+ * layer over the library: parses flags, turns configuration errors into one readable line
+ * (file and field) and exit code 2, maps SIGINT/SIGTERM to a graceful shutdown and SIGHUP
+ * to a reload of the cluster file (policy, and new key epochs).
  */
 import { readFileSync } from 'node:fs';
-import { Command, Help, InvalidArgumentError, Option } from 'commander';
+import { Argument, Command, Help, InvalidArgumentError, Option } from 'commander';
 import { pino } from 'pino';
 import { DEFAULT_HISTORY } from '@powerstore/protocol';
+import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import {
   DEFAULT_QUOTA,
   initCluster,
@@ -24,6 +25,19 @@ import { DEFAULT_CATCH_UP } from './heal.js';
 import { DEFAULT_LIMITS, type ServerLimits } from './limits.js';
 import { DEFAULT_ERASE_WITHIN_MS } from './level-storage.js';
 import { DEFAULT_SCRUB } from './scrub.js';
+import {
+  ownerArgument,
+  ownerEdit,
+  parseCount,
+  parseSize,
+  revocationEdit,
+  runPolicyChange,
+  runPolicyShow,
+  setQuotaEdit,
+  writersEdit,
+  type PolicyCommandOptions,
+  type PolicyEdit,
+} from './policy-admin.js';
 import { startServer } from './server.js';
 import { runStatus } from './status.js';
 import { packageVersion } from './version.js';
@@ -114,7 +128,7 @@ function buildCli(): Command {
   program
     .command('start')
     .description(
-      'Run one server: WebSocket endpoint plus GET /healthz, /metrics and /usage on the same port. SIGHUP reloads the cluster file: the write policy, and a new key epoch (rotate-key).',
+      'Run one server: WebSocket endpoint plus GET /healthz, /metrics, /usage, /status and GET/PUT /policy on the same port. SIGHUP reloads the cluster file: the write policy (unless a signed policy of a higher version is in force), and a new key epoch (rotate-key).',
     )
     .requiredOption('--config <file>', 'the server-<id>.json written by init')
     .option('--cluster <file>', 'the cluster file (default: the one the server file names, normally cluster.json beside it)')
@@ -287,6 +301,8 @@ function buildCli(): Command {
       );
     });
 
+  addPolicyCommands(program);
+
   program
     .command('usage')
     .description("Bytes and keys each owner stores on each server (from the running servers' GET /usage), with quotas.")
@@ -327,6 +343,124 @@ function buildCli(): Command {
     });
 
   return program;
+}
+
+/** Flags every changing `policy` command takes. */
+interface PolicyFlags {
+  cluster: string;
+  identity?: string;
+  json: boolean;
+  force: boolean;
+  policyVersion?: number;
+}
+
+/**
+ * `policy show | set-quota | revoke | unrevoke | admit | remove | writers | sync`: the write
+ * policy of the running servers, changed by documents the admin signs and pushes to each
+ * (`PUT /policy`, `policy.ts`), instead of editing cluster.json on every host.
+ */
+function addPolicyCommands(program: Command): void {
+  const crypto = createCryptoProvider();
+  const policy = program
+    .command('policy')
+    .description(
+      'Show or change the write policy (admitted owners, revocations, quotas) of the running servers: each change is signed with the admin identity, ' +
+        'pushed to every server (PUT /policy) and written into the cluster file. Changing commands exit 0 when all n servers hold the new policy, ' +
+        '1 when at least n - t do (the cluster enforces it), 2 when fewer do.',
+    );
+  policy
+    .command('show')
+    .description(
+      "The policy each server enforces (GET /policy: version, where it came from, whether its signature is the admin's) and whether they agree. " +
+        'Exits 0 when all n agree, 1 when n - t do, 2 otherwise.',
+    )
+    .requiredOption('--cluster <file>', 'the cluster file')
+    .option('--json', 'print JSON', false)
+    .action(async (o: { cluster: string; json: boolean }) => {
+      await runPolicyShow(o, crypto);
+    });
+  const changing = (name: string, description: string) =>
+    policy
+      .command(name)
+      .description(description)
+      .requiredOption('--cluster <file>', 'the cluster file (its policy is updated too)')
+      .option('--identity <file>', 'the admin identity (default: admin.json beside the cluster file)')
+      .option('--json', 'print JSON', false)
+      .option(
+        '--force',
+        'go on when fewer than n - t servers say which policy they hold (the change may then undo a newer one where it applies)',
+        false,
+      )
+      .option('--policy-version <n>', 'the new version (default: one above the latest signed or local version)', integer(1));
+  const run = (o: PolicyFlags, edit: PolicyEdit | 'sync') => {
+    const options: PolicyCommandOptions = {
+      cluster: o.cluster,
+      json: o.json,
+      force: o.force,
+      ...(o.identity !== undefined ? { identity: o.identity } : {}),
+      ...(o.policyVersion !== undefined ? { version: o.policyVersion } : {}),
+    };
+    return runPolicyChange(options, edit, crypto);
+  };
+  changing(
+    'set-quota',
+    "Set the default quota per owner and server, or one owner's (merged over the default field by field: a field left out keeps its value).",
+  )
+    .argument('<owner>', 'an owner id or public key, or "default"')
+    .option('--keys <n>', 'keys the owner may hold on each server, or "unlimited"')
+    .option('--bytes <size>', 'bytes the owner may store on each server (1073741824, 500MB, 1GiB), or "unlimited"')
+    .option('--reset', "drop the owner's own quota: the default applies", false)
+    .action(async (owner: string, o: PolicyFlags & { keys?: string; bytes?: string; reset: boolean }) => {
+      if (o.keys === undefined && o.bytes === undefined && !o.reset)
+        throw new ServerError('CONFIG_INVALID', 'set-quota needs --keys, --bytes or --reset');
+      const target = owner === 'default' ? 'default' : ownerArgument(crypto, owner);
+      const fields = {
+        ...(o.keys !== undefined ? { keys: parseCount(o.keys) } : {}),
+        ...(o.bytes !== undefined ? { bytes: parseSize(o.bytes) } : {}),
+      };
+      await run(o, setQuotaEdit(target, fields, o.reset));
+    });
+  changing(
+    'revoke',
+    'Revoke a public key (its new writes are refused, and grants it issued are no longer honoured) or, with --grant, a grant id. Writes it completed stay readable.',
+  )
+    .argument('<key>', 'a public key (43 base64url characters), or a grant id with --grant')
+    .option('--grant', 'the argument is a grant id', false)
+    .option('--reason <text>', 'why, recorded in the signed document and logged by every server')
+    .action(async (key: string, o: PolicyFlags & { grant: boolean; reason?: string }) => {
+      await run(o, revocationEdit(key, { grant: o.grant, revoke: true, ...(o.reason ? { reason: o.reason } : {}) }));
+    });
+  changing('unrevoke', 'Take a public key or (--grant) a grant id off the revocation lists.')
+    .argument('<key>', 'a public key, or a grant id with --grant')
+    .option('--grant', 'the argument is a grant id', false)
+    .option('--reason <text>', 'why, recorded in the signed document')
+    .action(async (key: string, o: PolicyFlags & { grant: boolean; reason?: string }) => {
+      await run(o, revocationEdit(key, { grant: o.grant, revoke: false, ...(o.reason ? { reason: o.reason } : {}) }));
+    });
+  changing('admit', 'Admit an owner: with writers "owners", it may then write its namespace.')
+    .argument('<owner>', 'an owner id or public key')
+    .option('--reason <text>', 'why, recorded in the signed document')
+    .action(async (owner: string, o: PolicyFlags & { reason?: string }) => {
+      await run(o, ownerEdit(ownerArgument(crypto, owner), true, o.reason));
+    });
+  changing('remove', 'Remove an owner from the admitted ones: with writers "owners", its new writes are refused.')
+    .argument('<owner>', 'an owner id or public key')
+    .option('--reason <text>', 'why, recorded in the signed document')
+    .action(async (owner: string, o: PolicyFlags & { reason?: string }) => {
+      await run(o, ownerEdit(ownerArgument(crypto, owner), false, o.reason));
+    });
+  changing('writers', 'Who may write: "owners" (the admitted owners and the admin) or "open" (any identity, its own namespace).')
+    .addArgument(new Argument('<who>', 'owners or open').choices(['owners', 'open']))
+    .action(async (who: 'open' | 'owners', o: PolicyFlags) => {
+      if (who === 'open') process.stderr.write(`powerstore-server: warning: ${openWritersWarning()}\n`);
+      await run(o, writersEdit(who));
+    });
+  changing(
+    'sync',
+    "Push the latest policy again to every server (those that were down or missed it): the latest signed document as it is, or the cluster file's policy, signed, when it is newer.",
+  ).action(async (o: PolicyFlags) => {
+    await run(o, 'sync');
+  });
 }
 
 interface StartFlags {

@@ -54,5 +54,25 @@ export { startHealing, statusReport, type Healing, type HealingOptions, type Hea
 export { PeerSet, PeerTimeout, type PeerSetOptions, type PeerStatus, type RunOptions } from './peers.js';
 export { DEFAULT_SCRUB, Scrubber, type ScrubSettings, type ScrubStatus } from './scrub.js';
 export { fetchStatuses, formatStatuses, type ServerStatusLine } from './status.js';
+export {
+  canonicalJson,
+  MAX_POLICY_BYTES,
+  POLICY_FILE,
+  POLICY_SIGNATURE_DOMAIN,
+  PolicyKeeper,
+  PolicyRefusal,
+  policyDigest,
+  policySigningBytes,
+  SIGNED_POLICY_KIND,
+  signPolicy,
+  verifySignedPolicy,
+  type PolicyInForce,
+  type PolicyKeeperOptions,
+  type PolicyOffer,
+  type PolicyRefusalCode,
+  type PolicyReport,
+  type SignedPolicy,
+} from './policy.js';
+export { fetchPolicies, policyBase, pushPolicy, type PolicyBase, type PolicyView, type PushResult } from './policy-admin.js';
 export { startServer, type RunningServer, type StartServerOptions } from './server.js';
 export { startStaticServer, type StaticServer } from './static.js';

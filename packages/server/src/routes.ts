@@ -1,7 +1,9 @@
 /**
  * The plain HTTP side of a server's port: `GET /healthz`, `GET /metrics` (Prometheus),
- * `GET /usage` (bytes and keys per owner) and `GET /status` (data held, catch-up and scrub). Everything else is 404; WebSocket upgrades are
- * handled by the server itself.
+ * `GET /usage` (bytes and keys per owner), `GET /status` (data held, catch-up and scrub),
+ * and `GET /policy` / `PUT /policy` (the write policy in force, and a new one signed by the
+ * admin: `policy.ts`). Everything else is 404; WebSocket upgrades are handled by the server
+ * itself.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
@@ -9,6 +11,17 @@ import type { Server } from '@powerstore/protocol';
 import type { ServerStorage } from '@powerstore/protocol';
 import type { ServerMetrics } from './metrics.js';
 import type { DiskHealth } from './level-storage.js';
+import { MAX_POLICY_BYTES, PolicyRefusal, type PolicyOffer, type PolicyRefusalCode } from './policy.js';
+
+/**
+ * `PUT /policy` bodies read at once. Each may hold up to {@link MAX_POLICY_BYTES} while it
+ * arrives: without a bound, anyone reaching the port could make the server buffer that much
+ * per connection they open.
+ */
+export const MAX_POLICY_UPLOADS = 4;
+
+/** How long a `PUT /policy` body may take to arrive whole. */
+export const POLICY_BODY_TIMEOUT_MS = 10_000;
 
 /** What `GET /usage` answers: every owner's bytes and keys on this server, with its quota. */
 export interface UsageReport {
@@ -39,13 +52,83 @@ export interface RouteContext {
   catchUp?(): string | undefined;
   /** The storage's disk (`level-storage.ts`): `/healthz` answers 503 unless it is `ok`. */
   disk?(): DiskHealth;
+  /** The write policy: `GET /policy` and `PUT /policy` (`policy.ts`), and its version in `/healthz`. */
+  policy?: PolicyRoutes;
+}
+
+/** What the `/policy` routes read and offer. */
+export interface PolicyRoutes {
+  /** The version of the policy in force. */
+  version(): number;
+  /** `GET /policy`'s answer. */
+  report(): object;
+  /** Judges and applies a `PUT /policy` body; rejects with {@link PolicyRefusal}. */
+  offer(body: Buffer, address: string): Promise<PolicyOffer>;
+  /** Counts a `PUT /policy` by outcome (`applied`, `unchanged`, or a refusal code). */
+  count(result: PolicyOffer['status'] | PolicyRefusalCode): void;
 }
 
 /** The request listener for the HTTP (or HTTPS) server. */
 export function httpRoutes(ctx: RouteContext): (req: IncomingMessage, res: ServerResponse) => void {
+  let uploads = 0;
+  const putPolicy = (policy: PolicyRoutes, req: IncomingMessage, res: ServerResponse) => {
+    const refuse = (refusal: PolicyRefusal) => {
+      policy.count(refusal.code);
+      sendJson(res, refusal.status, {
+        error: refusal.code,
+        message: refusal.message,
+        ...(refusal.current !== undefined ? { current: refusal.current } : {}),
+      });
+    };
+    if (ctx.shuttingDown()) return refuse(new PolicyRefusal(503, 'SHUTTING_DOWN', 'the server is shutting down'));
+    const declared = Number(req.headers['content-length'] ?? 0);
+    if (declared > MAX_POLICY_BYTES) {
+      refuseUnread(res);
+      return refuse(new PolicyRefusal(413, 'TOO_LARGE', `a policy document is at most ${MAX_POLICY_BYTES} bytes`));
+    }
+    if (uploads >= MAX_POLICY_UPLOADS) {
+      refuseUnread(res);
+      return refuse(new PolicyRefusal(503, 'BUSY', 'too many policy uploads at once; retry'));
+    }
+    uploads++;
+    readBody(req, MAX_POLICY_BYTES, POLICY_BODY_TIMEOUT_MS)
+      .then(
+        async (body) => {
+          if (body === 'too-large') {
+            refuseUnread(res);
+            return refuse(new PolicyRefusal(413, 'TOO_LARGE', `a policy document is at most ${MAX_POLICY_BYTES} bytes`));
+          }
+          if (body === 'timeout') {
+            refuseUnread(res);
+            return refuse(new PolicyRefusal(408, 'TIMEOUT', `the body did not arrive within ${POLICY_BODY_TIMEOUT_MS / 1000} s`));
+          }
+          try {
+            const r = await policy.offer(body, req.socket.remoteAddress ?? 'unknown');
+            policy.count(r.status);
+            sendJson(res, 200, { ...r, server: ctx.id });
+          } catch (err) {
+            if (err instanceof PolicyRefusal) return refuse(err);
+            throw err;
+          }
+        },
+        (err: unknown) => {
+          // The client went away mid-body: nobody to answer.
+          ctx.log.debug({ err }, 'policy upload aborted');
+        },
+      )
+      .catch((err: unknown) => {
+        ctx.log.error({ err }, 'policy upload failed');
+        if (!res.headersSent) sendJson(res, 500, { error: 'INTERNAL', message: 'internal error' });
+      })
+      .finally(() => uploads--);
+  };
   return (req, res) => {
     const path = (req.url ?? '/').split('?')[0];
-    if (req.method !== 'GET' && req.method !== 'HEAD') {
+    if (path === '/policy' && ctx.policy && req.method === 'PUT') {
+      putPolicy(ctx.policy, req, res);
+    } else if (path === '/policy' && ctx.policy && req.method !== 'GET' && req.method !== 'HEAD') {
+      res.writeHead(405, { allow: 'GET, HEAD, PUT' }).end();
+    } else if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405, { allow: 'GET, HEAD' }).end();
     } else if (path === '/healthz') {
       const disk = ctx.disk?.();
@@ -60,6 +143,7 @@ export function httpRoutes(ctx: RouteContext): (req: IncomingMessage, res: Serve
           id: ctx.id,
           cluster: ctx.cluster,
           epoch: ctx.protocol.epoch,
+          ...(ctx.policy ? { policyVersion: ctx.policy.version() } : {}),
           connections: ctx.connections(),
           ...(catchUp ? { catchUp } : {}),
         }),
@@ -67,6 +151,8 @@ export function httpRoutes(ctx: RouteContext): (req: IncomingMessage, res: Serve
     } else if (path === '/status' && ctx.status) {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify(ctx.status()));
+    } else if (path === '/policy' && ctx.policy) {
+      sendJson(res, 200, ctx.policy.report());
     } else if (path === '/usage') {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify(usageReport(ctx)));
@@ -89,4 +175,54 @@ function usageReport(ctx: RouteContext): UsageReport {
     .map(([owner, u]) => ({ owner, bytes: u.bytes, keys: u.keys, quota: ctx.protocol.quotaFor(owner) }))
     .sort((a, b) => b.bytes - a.bytes || a.owner.localeCompare(b.owner));
   return { server: ctx.id, owners };
+}
+
+function sendJson(res: ServerResponse, status: number, body: object): void {
+  if (res.headersSent) return;
+  res.writeHead(status, { 'content-type': 'application/json' }).end(`${JSON.stringify(body)}\n`);
+}
+
+/**
+ * Answers without reading the rest of the body: the connection closes once the answer is
+ * out, instead of the server taking in (and discarding) whatever the client keeps sending.
+ */
+function refuseUnread(res: ServerResponse): void {
+  res.shouldKeepAlive = false;
+  res.once('finish', () => res.req.destroy());
+}
+
+/**
+ * The request's body, or `too-large` once it passes `max` bytes (what came is dropped), or
+ * `timeout` when it is not whole within `timeoutMs`; rejects when the client aborts.
+ */
+function readBody(req: IncomingMessage, max: number, timeoutMs: number): Promise<Buffer | 'too-large' | 'timeout'> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let length = 0;
+    const done = (result: Buffer | 'too-large' | 'timeout') => {
+      clearTimeout(timer);
+      req.removeAllListeners('data');
+      resolve(result);
+    };
+    const timer = setTimeout(() => done('timeout'), timeoutMs);
+    req.on('data', (chunk: Buffer) => {
+      length += chunk.length;
+      if (length > max) {
+        chunks.length = 0;
+        req.pause();
+        done('too-large');
+      } else chunks.push(chunk);
+    });
+    req.once('end', () => done(Buffer.concat(chunks)));
+    req.once('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    req.once('close', () => {
+      if (!req.complete) {
+        clearTimeout(timer);
+        reject(new Error('the client closed the connection mid-body'));
+      }
+    });
+  });
 }

@@ -14,8 +14,10 @@
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
+import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { pino, type Logger } from 'pino';
+import { Counter, Gauge } from 'prom-client';
 import { WebSocketServer, type WebSocket } from 'ws';
 import {
   bytesEqual,
@@ -44,6 +46,7 @@ import { KnownVerifier } from './catalog.js';
 import { checkHealingOptions, protocolServer, startHealing, statusReport, type Healing, type HealingOptions } from './healing.js';
 import { FRAME_OVERHEAD_BYTES, resolveLimits, type ServerLimits } from './limits.js';
 import { createMetrics, type ServerMetrics } from './metrics.js';
+import { POLICY_FILE, PolicyKeeper, type PolicyInForce } from './policy.js';
 import { httpRoutes } from './routes.js';
 
 /** The longest LIST frame that can decode: header, prefix and `after` of the longest keys, and the limit. */
@@ -98,6 +101,12 @@ export interface StartServerOptions {
   readonly diskProbeMs?: number;
   /** See {@link LevelStorageOptions.diskProbeFreeBytes}. */
   readonly diskProbeFreeBytes?: number;
+  /**
+   * Where the last signed policy accepted by `PUT /policy` is kept (`policy.ts`). Default
+   * `<dataDir>/powerstore-policy.json`; without either, `PUT /policy` is refused, since an
+   * accepted policy must outlive a restart.
+   */
+  readonly policyFile?: string;
 }
 
 /** A listening server. */
@@ -110,14 +119,20 @@ export interface RunningServer {
   readonly limits: ServerLimits;
   /** Self-healing, when started with `heal`. */
   readonly healing: Healing | undefined;
-  /** Replaces the write policy (after the operator edited the cluster file); affects new STOREs only. */
+  /**
+   * Replaces the write policy, leaving its version as it is (tests, embedders); affects new
+   * STOREs only. The CLI changes it by `PUT /policy` (signed) or SIGHUP ({@link setCluster}).
+   */
   setPolicy(policy: WritePolicy): void;
+  /** The policy in force: its version, source and digest (`GET /policy`). */
+  readonly policy: PolicyInForce;
   /**
    * Applies a reloaded cluster file (see `reloadClusterFile`): its policy and, when it adds
    * key epochs (a server was replaced), the new current epoch, whose requests alone the
    * server then answers (recorded in its data directory first, so it never starts at an
    * older one again). Rejects with `INVALID_ARGUMENT` when this server's own key is not its
-   * key in the new epoch (it was replaced: stop it); nothing changes then.
+   * key in the new epoch (it was replaced: stop it); nothing changes then. The file's policy
+   * takes effect unless a signed policy of a higher version is in force (`policy.ts`).
    */
   setCluster(cluster: Cluster): Promise<void>;
   /**
@@ -161,6 +176,23 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   }
   if (!options.storage && options.dataDir === undefined)
     throw new ServerError('CONFIG_INVALID', 'startServer needs a dataDir or a storage');
+  // Before the storage opens: a kept policy that does not verify stops the start with nothing to close.
+  const policyFile = options.policyFile ?? (options.dataDir !== undefined ? join(options.dataDir, POLICY_FILE) : undefined);
+  const policies = await PolicyKeeper.open({ cluster: options.cluster, crypto, ...(policyFile !== undefined ? { file: policyFile } : {}) });
+  new Gauge({
+    name: 'powerstore_policy_version',
+    help: "Version of the write policy in force (cluster.json's policy.version, or the last signed policy accepted)",
+    registers: [metrics.registry],
+    collect() {
+      this.set(policies.current.version);
+    },
+  });
+  const policyUpdates = new Counter({
+    name: 'powerstore_policy_updates_total',
+    help: 'PUT /policy requests, by result: applied, unchanged, or the refusal (bad_signature, stale_version, wrong_cluster, malformed, too_large, …)',
+    labelNames: ['result'],
+    registers: [metrics.registry],
+  });
   if (options.heal) checkHealingOptions(options.cluster, options.index, options.heal);
   const store =
     options.storage ??
@@ -235,7 +267,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     storage: store,
     cluster: options.cluster.identity,
     signer,
-    policy: options.cluster.policy,
+    policy: policies.current.policy,
     now: options.now ?? Date.now,
     onInvalidCandidate: () => metrics.invalidCandidates.inc(),
     onConflict: () => metrics.conflicts.inc(),
@@ -373,6 +405,30 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
       }),
     catchUp: () => healing?.status().catchUp.state,
     disk: diskHealth,
+    policy: {
+      version: () => policies.current.version,
+      report: () => policies.report(options.index + 1),
+      offer: (body, address) =>
+        policies.offer(body, (current, previous) => {
+          protocol.setPolicy(current.policy);
+          // The one line an audit needs: who changed what, from which version to which.
+          log.info(
+            {
+              version: current.version,
+              previous: previous.version,
+              digest: current.digest,
+              change: current.signed?.change,
+              issuedAt: current.signed?.issuedAt,
+              from: address,
+              writers: current.policy.writers,
+              owners: current.policy.owners.length,
+              revoked: current.policy.revokedKeys.length + current.policy.revokedGrants.length,
+            },
+            'signed write policy applied',
+          );
+        }),
+      count: (result) => policyUpdates.inc({ result: result.toLowerCase() }),
+    },
   });
   try {
     http = options.tls ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, routes) : createHttpServer(routes);
@@ -525,7 +581,16 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   const urlHost = options.host.includes(':') ? `[${options.host}]` : options.host;
   const url = `${options.tls ? 'wss' : 'ws'}://${urlHost}:${port}`;
   log.info(
-    { url, id: options.index + 1, t: config.t, n: config.n, cluster: options.cluster.file.id, sync: options.sync ?? true, limits },
+    {
+      url,
+      id: options.index + 1,
+      t: config.t,
+      n: config.n,
+      cluster: options.cluster.file.id,
+      sync: options.sync ?? true,
+      limits,
+      policy: { version: policies.current.version, source: policies.current.source },
+    },
     'listening',
   );
   async function shutdown(): Promise<void> {
@@ -555,7 +620,10 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
 
   const setPolicy = (policy: WritePolicy) => {
     protocol.setPolicy(policy);
-    log.info({ writers: policy.writers, revoked: policy.revokedKeys.length + policy.revokedGrants.length }, 'write policy reloaded');
+    log.info(
+      { version: policies.current.version, writers: policy.writers, revoked: policy.revokedKeys.length + policy.revokedGrants.length },
+      'write policy reloaded',
+    );
   };
   return {
     url,
@@ -567,6 +635,9 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
       return healing;
     },
     setPolicy,
+    get policy() {
+      return policies.current;
+    },
     async setCluster(cluster) {
       const before = protocol.epoch;
       const next = currentEpoch(cluster.identity);
@@ -580,7 +651,14 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
       validity?.update(cluster.identity);
       healing?.setCluster(cluster);
       if (next !== before) log.info({ epoch: next, previous: before }, 'key epoch changed: answering requests of the new epoch only');
-      setPolicy(cluster.policy);
+      const reloaded = policies.reload(cluster);
+      if (reloaded.ignored !== undefined) {
+        log.warn(
+          { version: reloaded.current.version, clusterFileVersion: reloaded.ignored },
+          `cluster.json's policy (version ${reloaded.ignored}) is older than the signed policy in force (version ${reloaded.current.version}) and was not applied; ` +
+            `to change the policy by hand, give cluster.json's policy a "version" of at least ${reloaded.current.version}, or use powerstore-server policy`,
+        );
+      } else setPolicy(reloaded.current.policy);
     },
     close() {
       closing ??= shutdown();

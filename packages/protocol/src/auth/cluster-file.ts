@@ -61,6 +61,13 @@ export interface ServerKeyJson {
 
 /** The policy as written in the file. */
 export interface PolicyJson {
+  /**
+   * The policy's sequence number: 0 (or left out) for a policy never pushed. `powerstore-server
+   * policy …` raises it with every signed change it pushes to the servers (and writes it here),
+   * and a server keeps whichever policy it holds of the highest version (the server README,
+   * "Changing the policy"). It does not change what the policy admits.
+   */
+  readonly version?: number;
   readonly writers: 'open' | 'owners';
   readonly owners?: readonly string[];
   readonly revoked?: { readonly keys?: readonly string[]; readonly grants?: readonly string[] };
@@ -142,6 +149,7 @@ const ownerIdCheck = (s: string, field: string) => {
 /** Checks the `policy` object. */
 export function parsePolicy(x: unknown, field = 'policy'): { policy: WritePolicy; json: PolicyJson } {
   const o = object(x, field);
+  const version = o.version === undefined ? undefined : int(o.version, `${field}.version`, 0, Number.MAX_SAFE_INTEGER);
   if (o.writers !== 'open' && o.writers !== 'owners')
     fail(`${field}.writers`, `must be "open" or "owners", got ${JSON.stringify(o.writers)}`);
   const owners = strings(o.owners, `${field}.owners`, ownerIdCheck);
@@ -167,7 +175,13 @@ export function parsePolicy(x: unknown, field = 'policy'): { policy: WritePolicy
   }
   const quotas = { ...(defaultQuota ? { default: defaultQuota } : {}), owners: ownerQuotas };
   const policy: WritePolicy = { writers: o.writers, owners, revokedKeys, revokedGrants, quotas };
-  const json: PolicyJson = { writers: o.writers, owners, revoked: { keys: revokedKeys, grants: revokedGrants }, quotas };
+  const json: PolicyJson = {
+    ...(version !== undefined ? { version } : {}),
+    writers: o.writers,
+    owners,
+    revoked: { keys: revokedKeys, grants: revokedGrants },
+    quotas,
+  };
   return { policy, json };
 }
 

@@ -42,6 +42,7 @@ export function acceptedClusterFiles(): [name: string, file: unknown][] {
     ['as init writes it', f],
     ['n and policy left out (n is implied, the policy is open)', bare],
     ['wss:// URLs and host names', { ...f, servers: f.servers.map((s, i) => ({ ...s, url: `wss://store-${i}.example.com:443` })) }],
+    ['a policy version (the `powerstore-server policy` commands write it)', { ...f, policy: { ...f.policy, version: 12 } }],
     [
       'server 2 replaced in key epoch 1',
       {
@@ -117,6 +118,7 @@ export function refusedClusterFiles(): [name: string, file: unknown, field: stri
     ['an admitted owner that is not an owner id', { ...f, policy: { writers: 'owners', owners: ['alice'] } }, 'policy.owners[0]'],
     ['a revoked key of 31 bytes', { ...f, policy: { writers: 'open', revoked: { keys: [key(1, 31)] } } }, 'policy.revoked.keys[0]'],
     ['a negative quota', { ...f, policy: { writers: 'open', quotas: { default: { bytes: -1 } } } }, 'policy.quotas.default.bytes'],
+    ['a policy version that is not an integer', { ...f, policy: { writers: 'open', version: 1.5 } }, 'policy.version'],
   ];
 }
 
