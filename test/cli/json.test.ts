@@ -13,7 +13,7 @@ import { DEFAULT_BATCH_CONCURRENCY, Identity } from '@powerstore/client';
 import { CliCluster, ensureBuiltProjects, OPEN_WRITERS } from '../server/harness.js';
 import { runCli, type CliRun } from './run.js';
 
-const { barFormat, formatEta, program } = await import('../../packages/cli/src/main.js');
+const { barFormat, formatEta, program, shieldDashedKeys } = await import('../../packages/cli/src/main.js');
 const { completionScript } = await import('../../packages/cli/src/completion.js');
 
 let cluster: CliCluster;
@@ -53,6 +53,24 @@ afterAll(async () => {
 });
 
 describe('--json', () => {
+  it('a grantee whose public key begins with "-" (one in 64 do) is the argument, not an unknown option (CI found it)', async () => {
+    let key = '';
+    while (!key.startsWith('-')) key = (await Identity.generate()).publicKey;
+    const grant = await run([...admin(), 'grant', key, '@/dashed/', '--expires', '1h', '--json']);
+    expect(grant.code, grant.stderr).toBe(0);
+    expect(json(grant)).toMatchObject({ kind: 'powerstore-grant', grantee: key });
+    // Only that shape, and only before a `--`.
+    expect(shieldDashedKeys(['grant', key, '--expires', '1h', '--', key])).toEqual([
+      'grant',
+      `ed25519:${key}`,
+      '--expires',
+      '1h',
+      '--',
+      key,
+    ]);
+    expect(shieldDashedKeys(['-z', '--json', `-${key}`])).toEqual(['-z', '--json', `-${key}`]);
+  });
+
   it('put, get to a file, rm, share and grant print one JSON object of what they did; large values show an ETA', async () => {
     const value = randomBytes(2 * 1024 * 1024 + 5);
     writeFileSync(join(cluster.dir, 'big.bin'), value);

@@ -300,6 +300,15 @@ describe('restarts, older cluster files and servers that missed a change', () =>
     expect(policy('show')).toMatchObject({ status: 0, json: { agree: true, version: 5 } });
     expect(await storeEach(alice, key('h'))).toEqual(['STORE_ACK', 'STORE_ACK', 'STORE_ACK', 'STORE_ACK']);
   });
+
+  it('a public key that begins with "-" (one in 64 do) is the argument of revoke, not an unknown option', async () => {
+    let dashed = '';
+    while (!dashed.startsWith('-')) dashed = encodePublicKey((await crypto.signerFromSeed(rand(32))).publicKey);
+    const r = policy('revoke', dashed);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.json).toMatchObject({ version: 6, change: `revoke key ${dashed}` });
+    expect((await report(1)).policy.revoked.keys).toContain(dashed);
+  });
 });
 
 /** The signed document of version `version`, kept from when it was pushed. */

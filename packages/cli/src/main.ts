@@ -887,7 +887,7 @@ export function program({ json = false }: { json?: boolean } = {}): Command {
     .description(
       "let another identity write keys starting with <prefix> (inside your namespace, or anywhere for the cluster's admin); prints the grant to give it",
     )
-    .argument('<publicKey>', "the grantee's public key (`powerstore id` prints it)")
+    .argument('<publicKey>', "the grantee's public key (`powerstore id` prints it)", unshieldKey)
     .argument('<prefix>', 'key prefix, e.g. @/photos/ or ~<owner id>/photos/')
     .addOption(
       new Option('--expires <when>', 'a date (2027-01-01), a duration (30d, 12h, 90m) or never')
@@ -962,6 +962,26 @@ function positiveInt(v: string): number {
   return n;
 }
 
+/**
+ * A public key is 43 base64url characters, and one in 64 begins with '-', which commander
+ * would take for an unknown option (`grant -z5u… @/shared/` failed with "unknown option").
+ * Such tokens (that exact shape: no option looks like it) reach the parser behind
+ * {@link SHIELD}, which the arguments that take public keys remove ({@link unshieldKey}).
+ */
+const DASHED_KEY = /^-[A-Za-z0-9_-]{42}$/;
+const SHIELD = 'ed25519:';
+
+/** `argv` with every dashed public key before a `--` shielded. */
+export function shieldDashedKeys(argv: readonly string[]): string[] {
+  const end = argv.indexOf('--');
+  return argv.map((a, i) => ((end === -1 || i < end) && DASHED_KEY.test(a) ? `${SHIELD}${a}` : a));
+}
+
+/** A public-key argument as given: without the shield `main` put on a dashed one. */
+function unshieldKey(value: string): string {
+  return value.startsWith(SHIELD) ? value.slice(SHIELD.length) : value;
+}
+
 /** Whether the command line asks for JSON: `--json` anywhere before a `--` (which ends the options). */
 function wantsJson(argv: readonly string[]): boolean {
   const end = argv.indexOf('--');
@@ -1023,7 +1043,7 @@ function failure(e: unknown): Failure {
 export async function main(argv: readonly string[]): Promise<number> {
   const json = wantsJson(argv);
   try {
-    await program({ json }).parseAsync(argv, { from: 'user' });
+    await program({ json }).parseAsync(shieldDashedKeys(argv), { from: 'user' });
     return Number(process.exitCode ?? EXIT.OK);
   } catch (e) {
     const f = failure(e);

@@ -406,7 +406,7 @@ function addPolicyCommands(program: Command): void {
     'set-quota',
     "Set the default quota per owner and server, or one owner's (merged over the default field by field: a field left out keeps its value).",
   )
-    .argument('<owner>', 'an owner id or public key, or "default"')
+    .argument('<owner>', 'an owner id or public key, or "default"', unshieldKey)
     .option('--keys <n>', 'keys the owner may hold on each server, or "unlimited"')
     .option('--bytes <size>', 'bytes the owner may store on each server (1073741824, 500MB, 1GiB), or "unlimited"')
     .option('--reset', "drop the owner's own quota: the default applies", false)
@@ -424,27 +424,27 @@ function addPolicyCommands(program: Command): void {
     'revoke',
     'Revoke a public key (its new writes are refused, and grants it issued are no longer honoured) or, with --grant, a grant id. Writes it completed stay readable.',
   )
-    .argument('<key>', 'a public key (43 base64url characters), or a grant id with --grant')
+    .argument('<key>', 'a public key (43 base64url characters), or a grant id with --grant', unshieldKey)
     .option('--grant', 'the argument is a grant id', false)
     .option('--reason <text>', 'why, recorded in the signed document and logged by every server')
     .action(async (key: string, o: PolicyFlags & { grant: boolean; reason?: string }) => {
       await run(o, revocationEdit(key, { grant: o.grant, revoke: true, ...(o.reason ? { reason: o.reason } : {}) }));
     });
   changing('unrevoke', 'Take a public key or (--grant) a grant id off the revocation lists.')
-    .argument('<key>', 'a public key, or a grant id with --grant')
+    .argument('<key>', 'a public key, or a grant id with --grant', unshieldKey)
     .option('--grant', 'the argument is a grant id', false)
     .option('--reason <text>', 'why, recorded in the signed document')
     .action(async (key: string, o: PolicyFlags & { grant: boolean; reason?: string }) => {
       await run(o, revocationEdit(key, { grant: o.grant, revoke: false, ...(o.reason ? { reason: o.reason } : {}) }));
     });
   changing('admit', 'Admit an owner: with writers "owners", it may then write its namespace.')
-    .argument('<owner>', 'an owner id or public key')
+    .argument('<owner>', 'an owner id or public key', unshieldKey)
     .option('--reason <text>', 'why, recorded in the signed document')
     .action(async (owner: string, o: PolicyFlags & { reason?: string }) => {
       await run(o, ownerEdit(ownerArgument(crypto, owner), true, o.reason));
     });
   changing('remove', 'Remove an owner from the admitted ones: with writers "owners", its new writes are refused.')
-    .argument('<owner>', 'an owner id or public key')
+    .argument('<owner>', 'an owner id or public key', unshieldKey)
     .option('--reason <text>', 'why, recorded in the signed document')
     .action(async (owner: string, o: PolicyFlags & { reason?: string }) => {
       await run(o, ownerEdit(ownerArgument(crypto, owner), false, o.reason));
@@ -662,11 +662,26 @@ async function runUsage(o: { cluster: string; owner?: string; json: boolean }): 
   if (filtered.some((r) => !('owners' in r))) process.exitCode = 1;
 }
 
+/**
+ * One public key in 64 begins with '-' (43 base64url characters), and commander would take
+ * it for an unknown option (`policy revoke -z5u…`): such tokens before a `--` reach the
+ * parser behind a prefix the key arguments remove ({@link unshieldKey}).
+ */
+const DASHED_KEY = /^-[A-Za-z0-9_-]{42}$/;
+const KEY_SHIELD = 'ed25519:';
+function shieldDashedKeys(argv: readonly string[]): string[] {
+  const end = argv.indexOf('--');
+  return argv.map((a, i) => ((end === -1 || i < end) && DASHED_KEY.test(a) ? KEY_SHIELD + a : a));
+}
+function unshieldKey(value: string): string {
+  return value.startsWith(KEY_SHIELD) ? value.slice(KEY_SHIELD.length) : value;
+}
+
 /** Runs the CLI with `argv` (as `process.argv`). */
 async function main(argv: readonly string[]): Promise<void> {
   const program = buildCli();
   try {
-    await program.parseAsync(argv);
+    await program.parseAsync(shieldDashedKeys(argv));
   } catch (err) {
     const e = err as { code?: string; exitCode?: number; message?: string };
     if (typeof e.code === 'string' && e.code.startsWith('commander.')) {
