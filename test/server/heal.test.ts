@@ -243,7 +243,7 @@ describe('rebuild', () => {
     expect(shown.status, shown.stderr).toBe(0);
     // Rebuilt: caught up, or already in its next periodic pass (every 3 s here), which a
     // slow CLI start can reach; not rebuilding, not behind.
-    expect(shown.stdout).toMatch(/^s2\s+up\s+ok\s+\S+ \S+\s+\S+\s+(caught-up|catching-up)\s/m);
+    expect(shown.stdout).toMatch(/^s2\s+up\s+ok\s+\S+ \S+\s+\S+\s+v\d+\s+(caught-up|catching-up)\s/m);
     expect(shown.stdout).toContain('4 of 4 servers healthy');
 
     // Server 1 down: reads need server 2's fragments as much as anyone's.

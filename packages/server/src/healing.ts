@@ -238,6 +238,8 @@ export interface StatusReport {
   readonly keys: number;
   readonly entries: number;
   readonly bytes: number;
+  /** The version of the write policy in force (0: cluster.json's, never signed; see `policy.ts`). */
+  readonly policyVersion?: number;
   /** Absent when self-healing is not running (a library host that did not ask for it). */
   readonly heal?: HealingStatus;
 }
@@ -252,6 +254,7 @@ export function statusReport(ctx: {
   readonly disk: 'ok' | 'full' | 'failed';
   /** The data directory, for its free space. */
   readonly dataDir?: string;
+  readonly policyVersion?: number;
 }): StatusReport {
   const { storage, healing } = ctx;
   const free = ctx.dataDir === undefined ? undefined : freeBytes(ctx.dataDir);
@@ -265,6 +268,7 @@ export function statusReport(ctx: {
     keys: storage.keyCount,
     entries: storage.historyEntryCount,
     bytes: [...storage.owners().values()].reduce((sum, u) => sum + u.bytes, 0),
+    ...(ctx.policyVersion === undefined ? {} : { policyVersion: ctx.policyVersion }),
     ...(healing ? { heal: healing.status() } : {}),
   };
 }

@@ -402,6 +402,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
         shuttingDown: closing !== undefined,
         disk: diskHealth().state,
         ...(options.dataDir !== undefined ? { dataDir: options.dataDir } : {}),
+        policyVersion: policies.current.version,
       }),
     catchUp: () => healing?.status().catchUp.state,
     disk: diskHealth,

@@ -54,11 +54,25 @@ function ago(iso: string | undefined, now: number): string {
 /** The table `status` prints. */
 export function formatStatuses(lines: readonly ServerStatusLine[], now = Date.now()): string {
   const rows: string[][] = [
-    ['server', 'up', 'disk', 'free', 'version', 'catch-up', 'last complete pass', 'progress', 'keys', 'entries', 'bytes', 'scrub'],
+    [
+      'server',
+      'up',
+      'disk',
+      'free',
+      'version',
+      'policy',
+      'catch-up',
+      'last complete pass',
+      'progress',
+      'keys',
+      'entries',
+      'bytes',
+      'scrub',
+    ],
   ];
   for (const l of lines) {
     if ('error' in l) {
-      rows.push([`s${l.id}`, 'DOWN', `(${l.error})`, '', '', '', '', '', '', '', '', '']);
+      rows.push([`s${l.id}`, 'DOWN', `(${l.error})`, '', '', '', '', '', '', '', '', '', '']);
       continue;
     }
     const r = l.report;
@@ -86,6 +100,7 @@ export function formatStatuses(lines: readonly ServerStatusLine[], now = Date.no
       r.disk === 'ok' ? 'ok' : r.disk.toUpperCase(),
       r.freeBytes === undefined ? '-' : humanBytes(r.freeBytes),
       r.version,
+      r.policyVersion === undefined ? '-' : `v${r.policyVersion}`,
       c ? c.state : 'off',
       ago(c?.lastCompletePass, now),
       progress,
@@ -120,6 +135,20 @@ export function statusExitCode(lines: readonly ServerStatusLine[], need: number)
   return ok === lines.length ? 0 : ok >= need ? 1 : 2;
 }
 
+/**
+ * A line when the servers that answered hold different write policies (a change some
+ * missed while down), naming who holds which version; `undefined` when they agree.
+ */
+export function policyDisagreement(lines: readonly ServerStatusLine[]): string | undefined {
+  const byVersion = new Map<number, string[]>();
+  for (const l of lines)
+    if ('report' in l && l.report.policyVersion !== undefined)
+      byVersion.set(l.report.policyVersion, [...(byVersion.get(l.report.policyVersion) ?? []), `s${l.id}`]);
+  if (byVersion.size < 2) return undefined;
+  const held = [...byVersion].sort(([a], [b]) => b - a).map(([v, ids]) => `v${v} on ${ids.join(', ')}`);
+  return `the servers hold different write policies (${held.join('; ')}): \`powerstore-server policy sync\` gives every server the latest`;
+}
+
 /** `powerstore-server status`: prints the table (or JSON); the exit code is {@link statusExitCode}'s. */
 export async function runStatus(cluster: Cluster, json: boolean): Promise<void> {
   const lines = await fetchStatuses(cluster);
@@ -133,6 +162,8 @@ export async function runStatus(cluster: Cluster, json: boolean): Promise<void> 
         ok === lines.length ? 'all well' : ok >= need ? 'the quorum holds, with less room for faults' : 'NO QUORUM: reads and writes fail'
       }\n`,
     );
+    const policies = policyDisagreement(lines);
+    if (policies) process.stdout.write(`\n${policies}.\n`);
     const rebuilding = lines.filter((l) => 'report' in l && l.report.heal?.catchUp.rebuilding).map((l) => `s${l.id}`);
     if (rebuilding.length > 0) {
       process.stdout.write(
