@@ -15,16 +15,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
-import {
-  Server,
-  decodeBundle,
-  decodeMessage,
-  encodeMessage,
-  isBundle,
-  type KeyRecord,
-  type Request,
-  type ServerStorage,
-} from '@powerstore/protocol';
+import { Server, decodeMessage, encodeMessage, framesOf, type KeyRecord, type Request, type ServerStorage } from '@powerstore/protocol';
 import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { DEFAULT_MAX_FRAME_BYTES, LevelStorage, loadServerConfig } from 'powerstore-server';
 import { add, timedCrypto, type Clock } from './timed.js';
@@ -130,11 +121,8 @@ async function onMessage(ws: WebSocket, data: RawData, isBinary: boolean): Promi
     ws.send(JSON.stringify({ requests, cpuMs: cpuMs(), ...clock }));
     return;
   }
-  const bytes = new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
   // A real client's bundle: each frame answered on its own, as a server may.
-  const frames = isBundle(bytes) ? decodeBundle(bytes) : undefined;
-  if (frames) for (const f of frames) void onFrame(ws, f);
-  else await onFrame(ws, bytes);
+  for (const frame of framesOf(new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength))) void onFrame(ws, frame);
 }
 
 async function onFrame(ws: WebSocket, frame: Uint8Array): Promise<void> {

@@ -20,7 +20,6 @@ import {
   decodeMessage,
   encodeBundle,
   encodeMessage,
-  isBundle,
   WIRE_VERSION,
   encodePublicKey,
   makeWriterId,
@@ -77,7 +76,7 @@ class Raw {
     this.ws = ws;
     ws.on('message', (data: Buffer) => {
       const message = new Uint8Array(data);
-      const frames = isBundle(message) ? decodeBundle(message) : undefined;
+      const frames = decodeBundle(message);
       if (frames) {
         this.bundles++;
         this.bundledFrames += frames.length;

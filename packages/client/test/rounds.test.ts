@@ -11,9 +11,8 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import {
   CLUSTER_ID_LENGTH,
   clusterConfig,
-  decodeBundle,
   decodeMessage,
-  isBundle,
+  framesOf,
   encodeMessage,
   encodePublicKey,
   Server,
@@ -90,7 +89,7 @@ async function startCluster(): Promise<TestCluster> {
       // A client's bundle: each frame handled, and answered, on its own (as a server may).
       ws.on('message', (data: Buffer) => {
         const message = new Uint8Array(data);
-        for (const frame of (isBundle(message) && decodeBundle(message)) || [message]) void onMessage(Buffer.from(frame));
+        for (const frame of framesOf(message)) void onMessage(Buffer.from(frame));
       });
     });
     servers.push(wss);

@@ -120,6 +120,7 @@ export {
   BundleOutbox,
   decodeBundle,
   encodeBundle,
+  framesOf,
   isBundle,
   MAX_BUNDLE_BYTES,
   MAX_BUNDLE_FRAMES,

@@ -18,7 +18,7 @@
  * above; their replies leave bundled when several are ready in the same turn.
  */
 import type { Socket } from 'node:net';
-import { BundleOutbox, decodeBundle, isBundle } from '@powerstore/protocol';
+import { BundleOutbox, decodeBundle } from '@powerstore/protocol';
 import type { RawData, WebSocket } from 'ws';
 import type { BudgetUser, ListSlots, MemoryBudget } from './budgets.js';
 import type { ServerLimits } from './limits.js';
@@ -177,7 +177,7 @@ export class ClientConnection implements BudgetUser {
   #onMessage(frame: Uint8Array, isBinary: boolean): void {
     if (this.#closed) return;
     this.#lastMessageAt = Date.now();
-    const frames = isBinary && isBundle(frame) ? decodeBundle(frame) : undefined;
+    const frames = isBinary ? decodeBundle(frame) : undefined;
     if (frames) {
       this.#host.onBundle?.('received', frames.length);
       for (const f of frames) this.#pending.push({ frame: f, isBinary, bundled: true });

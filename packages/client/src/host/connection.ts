@@ -3,7 +3,7 @@
  * bounded send buffering, frames sent in the same turn bundled into one message
  * (`bundle.ts`), and what we know of the server's health.
  */
-import { BundleOutbox, decodeBundle, isBundle } from '@powerstore/protocol';
+import { BundleOutbox, framesOf } from '@powerstore/protocol';
 import { openSocket } from '#websocket';
 import type { Link, ServerState, ServerStatus } from './link.js';
 import type { Socket } from './socket.js';
@@ -141,7 +141,6 @@ export class ServerConnection implements Link {
     this.#outbox.flush();
     this.#socket?.close();
     this.#socket = undefined;
-    this.#outbox.clear();
     this.#setState('closed');
   }
 
@@ -165,8 +164,7 @@ export class ServerConnection implements Link {
             if (this.#socket !== socket) return;
             this.#aliveAt = performance.now();
             // A malformed bundle goes on as one frame, which the host finds undecodable.
-            const frames = (isBundle(message) && decodeBundle(message)) || [message];
-            for (const frame of frames) {
+            for (const frame of framesOf(message)) {
               if (this.#socket !== socket) return;
               this.#unanswered = Math.max(0, this.#unanswered - 1);
               this.#events.onFrame(this.index, frame);

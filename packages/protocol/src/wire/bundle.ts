@@ -88,6 +88,11 @@ export function decodeBundle(bundle: Uint8Array): Uint8Array[] | undefined {
   return at === bundle.length ? frames : undefined;
 }
 
+/** The frames a message carries: a well-formed bundle's, or else the message itself as one frame. */
+export function framesOf(message: Uint8Array): Uint8Array[] {
+  return decodeBundle(message) ?? [message];
+}
+
 /**
  * Gathers frames for one peer and sends them as one message when several are ready in the
  * same turn: `add` queues a frame (a frame too large to bundle, or one that would overflow
