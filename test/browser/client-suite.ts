@@ -156,9 +156,9 @@ export const clientSuite: Record<string, SuiteCase> = {
       const first = await store.list(keyOf('list/'), { limit: 1 });
       assert(first.keys.length === 1 && first.keys[0]!.key === keyOf('list/a') && first.cursor !== undefined, 'first page');
       const rest = await store.list(keyOf('list/'), { cursor: first.cursor });
-      const names = rest.keys.map((k) => `${k.key}:${k.size}`).join();
-      // The stored size: an encrypted value's envelope is 64 bytes over its plaintext.
-      assert(names === `${keyOf('list/b')}:${6 + 64}` && rest.cursor === undefined, `second page: ${names}`);
+      const names = rest.keys.map((k) => `${k.key}:${k.size}:${k.storedSize}`).join();
+      // The plaintext's size, and the stored one: an encrypted value's envelope is 64 bytes over it.
+      assert(names === `${keyOf('list/b')}:6:${6 + 64}` && rest.cursor === undefined, `second page: ${names}`);
     });
   },
 

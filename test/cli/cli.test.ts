@@ -197,9 +197,9 @@ it('lists keys with ls: a prefix, @/ for your namespace, --json, --limit', async
       .split('\n')
       .map((l) => l.trim().split(/ +/)),
   ).toEqual([
-    // Stored sizes: values are encrypted, 64 bytes over their plaintext.
-    ['65', expect.stringMatching(/\/ls\/a$/)],
-    ['66', expect.stringMatching(/\/ls\/b$/)],
+    // Plaintext sizes, as stat reports them (values are stored encrypted, 64 bytes longer).
+    ['1', expect.stringMatching(/\/ls\/a$/)],
+    ['2', expect.stringMatching(/\/ls\/b$/)],
   ]);
   expect(human.stderr).toContain('2 keys');
   const json = await run([...cl, 'ls', '@/', '--json', '--limit', '2']);
@@ -207,10 +207,10 @@ it('lists keys with ls: a prefix, @/ for your namespace, --json, --limit', async
     .toString()
     .trim()
     .split('\n')
-    .map((l) => JSON.parse(l) as { key: string; size: number });
-  expect(lines.map((l) => [l.key.slice(l.key.indexOf('/') + 1), l.size])).toEqual([
-    ['ls/a', 65],
-    ['ls/b', 66],
+    .map((l) => JSON.parse(l) as { key: string; size: number; storedSize: number; encrypted: boolean });
+  expect(lines.map((l) => [l.key.slice(l.key.indexOf('/') + 1), l.size, l.storedSize, l.encrypted])).toEqual([
+    ['ls/a', 1, 65, true],
+    ['ls/b', 2, 66, true],
   ]);
   const zero = await run([...cl, 'ls', '@/', '--limit', '0']);
   expect(zero.code).toBe(2);

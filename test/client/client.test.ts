@@ -343,14 +343,23 @@ describe('listing keys', () => {
     await Promise.all(names.map((n, i) => store.put(k(store, n), 'x'.repeat(i + 1))));
     await store.delete(k(store, 'photos/d/e.jpg'));
     const all = await store.list(k(store, 'photos/'));
-    // Sizes are what servers store: the encrypted envelope, 64 bytes over the plaintext.
+    // Sizes are the plaintext's, as stat reports them; servers store the envelope too, 64 bytes more.
+    const ts = { num: 1, writerId: expect.any(String) as string };
     expect(all).toEqual({
       keys: [
-        { key: k(store, 'photos/a.jpg'), size: 2 + 64, timestamp: { num: 1, writerId: expect.any(String) as string } },
-        { key: k(store, 'photos/b.jpg'), size: 1 + 64, timestamp: { num: 1, writerId: expect.any(String) as string } },
+        { key: k(store, 'photos/a.jpg'), size: 2, storedSize: 2 + 64, encrypted: true, timestamp: ts },
+        { key: k(store, 'photos/b.jpg'), size: 1, storedSize: 1 + 64, encrypted: true, timestamp: ts },
       ],
       cursor: undefined,
     });
+    expect((await store.stat(k(store, 'photos/a.jpg'))).size).toBe(2);
+    // A public value's envelope is 4 bytes; a raw one is stored as given.
+    await store.put(k(store, 'open/p'), 'public', { public: true });
+    await store.put(k(store, 'open/r'), 'raw bytes', { raw: true });
+    expect((await store.list(k(store, 'open/'))).keys).toEqual([
+      { key: k(store, 'open/p'), size: 6, storedSize: 6 + 4, encrypted: false, timestamp: ts },
+      { key: k(store, 'open/r'), size: 9, storedSize: 9, encrypted: false, timestamp: ts },
+    ]);
     const reader = await open({ identity: false });
     const seen: string[] = [];
     let cursor: string | undefined;
@@ -360,14 +369,14 @@ describe('listing keys', () => {
       seen.push(...page.keys.map((x) => x.key));
       cursor = page.cursor;
     } while (cursor);
-    expect(seen).toEqual(['notes/x', 'photos/a.jpg', 'photos/b.jpg', 'photos2/c.jpg'].map((n) => k(store, n)));
+    expect(seen).toEqual(['notes/x', 'open/p', 'open/r', 'photos/a.jpg', 'photos/b.jpg', 'photos2/c.jpg'].map((n) => k(store, n)));
     // The same, page after page, as an async iterator; breaking off asks for no more pages.
     const iterated: string[] = [];
     for await (const { key } of reader.keys(k(store, ''), { limit: 2 })) iterated.push(key);
     expect(iterated).toEqual(seen);
     const first: string[] = [];
-    for await (const { key, size } of store.keys(k(store, 'photos'), { limit: 1 })) {
-      expect(size).toBeGreaterThan(64);
+    for await (const { key, storedSize } of store.keys(k(store, 'photos'), { limit: 1 })) {
+      expect(storedSize).toBeGreaterThan(64);
       first.push(key);
       if (first.length === 2) break;
     }

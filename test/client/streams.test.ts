@@ -95,9 +95,9 @@ describe('streamed values', () => {
       Buffer.compare(Buffer.from((await store.get(key, { range: { start: size - 10 } }))!), Buffer.from(value.subarray(size - 10))),
     ).toBe(0);
     expect(await store.stat(key)).toMatchObject({ exists: true, size, encrypted: true });
-    // Listed at its stored size: 64 bytes of envelope per stripe.
+    // Listed at its plaintext size; stored with 64 bytes of envelope per stripe.
     const listed = await store.list(store.namespace!);
-    expect(listed.keys).toEqual([expect.objectContaining({ key, size: size + 4 * 64 })]);
+    expect(listed.keys).toEqual([expect.objectContaining({ key, size, storedSize: size + 4 * 64, encrypted: true })]);
     // Servers hold stripes of it, never the plaintext (the first 64 bytes are not in any frame sent).
     await store.delete(key);
     expect(await store.getStream(key)).toBeUndefined();

@@ -438,8 +438,9 @@ export class ByzantineServer {
   }
 
   #corruptCert(cert: WriteCertificate): WriteCertificate {
-    const field = this.prng.pick(['signature', 'ccDigest', 'nonceHash', 'signer', 'tombstone'] as const);
+    const field = this.prng.pick(['signature', 'ccDigest', 'nonceHash', 'signer', 'tombstone', 'envelope'] as const);
     if (field === 'tombstone') return { ...cert, tombstone: !cert.tombstone };
+    if (field === 'envelope') return { ...cert, envelope: cert.envelope === 'encrypted' ? 'public' : 'encrypted' };
     return { ...cert, [field]: flip(cert[field], this.prng) };
   }
 

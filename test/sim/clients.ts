@@ -349,7 +349,9 @@ export class HonestClients {
         const pad = prng.bytes(prng.range(0, 3 * (t + 1) + 2)).map((b) => 0x61 + (b % 26));
         valueBytes = new Uint8Array([...new TextEncoder().encode(`${name}:`), ...pad]);
       }
-      let value: WriteValue = valueBytes ? { kind: 'value', value: valueBytes } : { kind: 'tombstone' };
+      // Some writes name an envelope, chosen from the value (no draw: schedules stay as they were).
+      const envelope = valueBytes ? ([undefined, 'encrypted', 'public'] as const)[valueBytes.length % 3] : undefined;
+      let value: WriteValue = valueBytes ? { kind: 'value', value: valueBytes, ...(envelope ? { envelope } : {}) } : { kind: 'tombstone' };
       if (valueBytes && !client.fence && streams.stripes.chance(this.#stripedShare)) {
         stripes = streams.stripes.range(2, 4);
         const parts = stripedValue(name, stripes, streams.stripes.range(1, MIN_STRIPE_SIZE));

@@ -11,13 +11,14 @@ import {
   toHex,
   type CryptoProvider,
   type ListPage,
+  type ListPageKey,
   type ReadOperation,
   type ReadResult,
 } from '@powerstore/protocol';
 import { invalid } from './errors.js';
 import { checkKeyText } from './key-names.js';
 import type { KeyStat, ListOptions, ListResult } from './types.js';
-import { parseEnvelope, plaintextSize } from './values/encryption.js';
+import { ENCRYPTED_OVERHEAD, parseEnvelope, plaintextSize, PUBLIC_OVERHEAD } from './values/encryption.js';
 import { overheadOf, stripedSize } from './values/envelopes.js';
 
 /** What `stat` reports of the read `read` of `key`: the operation, what it returned, and the evidence it found. */
@@ -77,9 +78,24 @@ export function listResultOf(page: ListPage): ListResult {
   return {
     keys: page.keys.map((k) => ({
       key: k.key,
-      size: k.size,
+      size: listedPlaintextSize(k),
+      storedSize: k.size,
+      encrypted: k.candidate.cert.envelope === 'encrypted',
       timestamp: { num: k.candidate.ts.num, writerId: toHex(k.candidate.ts.writerId) },
     })),
     cursor: page.cursor,
   };
+}
+
+/**
+ * The plaintext size of a listed value: its stored size less the envelope its write
+ * certificate names, once per stripe. The writer signed the envelope; one whose value is
+ * too short for it (only a writer of the key could sign that) has no plaintext size.
+ */
+function listedPlaintextSize(k: ListPageKey): number | undefined {
+  if (k.size === undefined || k.stripes === undefined) return undefined;
+  const envelope = k.candidate.cert.envelope;
+  const overhead = envelope === 'encrypted' ? ENCRYPTED_OVERHEAD : envelope === 'public' ? PUBLIC_OVERHEAD : 0;
+  const size = k.size - k.stripes * overhead;
+  return size >= 0 ? size : undefined;
 }

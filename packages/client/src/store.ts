@@ -180,7 +180,7 @@ export class PowerStore implements Store {
       throw invalid(`value of ${bytes.length} bytes exceeds the maximum of ${this.#parts.maxValueBytes} (connect's maxValueBytes)`);
     }
     this.#writerFor(key);
-    await this.#write(key, { kind: 'value', value: await sealValue(this.#parts, key, bytes, options) }, options);
+    await this.#write(key, { kind: 'value', ...(await sealValue(this.#parts, key, bytes, options)) }, options);
   }
 
   /**
@@ -202,12 +202,14 @@ export class PowerStore implements Store {
   async putStream(key: string, source: ByteSource, options: PutStreamOptions = {}): Promise<{ readonly size: number }> {
     this.#writerFor(key);
     const expected = announcedSize(source, options.size);
-    const stripes = new SealedStripes(source, await sealerFor(this.#parts, key, options), this.#parts.stripeBytes, expected);
+    const sealer = await sealerFor(this.#parts, key, options);
+    const stripes = new SealedStripes(source, sealer, this.#parts.stripeBytes, expected);
     const report = options.onProgress;
     const progressOf = (op: WriteOperation) =>
       report && (() => report({ bytesDone: stripes.plaintextOf(op.bytesStored), bytesTotal: expected }));
     try {
-      await this.#write(key, { kind: 'stripes', source: stripes }, { signal: options.signal, timeoutMs: options.timeoutMs }, progressOf);
+      const value = { kind: 'stripes', source: stripes, ...(sealer.envelope ? { envelope: sealer.envelope } : {}) } as const;
+      await this.#write(key, value, { signal: options.signal, timeoutMs: options.timeoutMs }, progressOf);
     } finally {
       stripes.close();
     }

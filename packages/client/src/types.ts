@@ -209,11 +209,20 @@ export interface KeyStat {
 export interface ListedKey {
   readonly key: string;
   /**
-   * Bytes the servers store for the value (`stat` tells the plaintext's): in a namespace,
-   * the envelope, 64 bytes over an encrypted value's plaintext and 4 over a public one's.
-   * `undefined` only for a write that completed while the listing ran.
+   * Bytes in the value: an encrypted or public value's plaintext, as `stat` reports it (the
+   * stored size less the envelope the write's certificate names). `undefined` for a write
+   * that completed while the listing ran, and for one whose signed envelope is longer than
+   * its value (only a writer of the key could sign that).
    */
   readonly size: number | undefined;
+  /**
+   * Bytes the servers store for the value, before erasure coding: in a namespace the
+   * envelope too, 64 bytes per 2 MiB stripe over an encrypted value's plaintext and 4 over a
+   * public one's. `undefined` for a write that completed while the listing ran.
+   */
+  readonly storedSize: number | undefined;
+  /** Whether the value is encrypted, as its writer signed it (false for `{ public: true }` values, raw ones and keys outside namespaces). */
+  readonly encrypted: boolean;
   /** Timestamp of the latest completed write: its number and writer id (hex). */
   readonly timestamp: { readonly num: number; readonly writerId: string };
 }

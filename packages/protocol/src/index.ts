@@ -72,6 +72,7 @@ export {
   type CertificateCheck,
   type StoreProof,
   type StoreReceipt,
+  type ValueEnvelope,
   type WriteCertificate,
 } from './auth/certificate.js';
 export {
@@ -162,7 +163,7 @@ export {
   type WriteValue,
 } from './operations/writer.js';
 export { ReadOperation, type ReaderOptions, type ReadResult, type ReadTarget } from './operations/reader.js';
-export { ListOperation, type ListOperationOptions, type ListPage } from './operations/listing.js';
+export { ListOperation, type ListOperationOptions, type ListPage, type ListPageKey } from './operations/listing.js';
 export { RepairOperation, type RepairOptions, type RepairResult } from './operations/repair.js';
 export { mustRepair, PendingListOperation, PendingWrites, type PendingPage, type PendingWrite } from './operations/pending.js';
 

@@ -37,6 +37,7 @@ export const certificate = (): fc.Arbitrary<WriteCertificate> =>
     signer: bytes(32),
     signature: bytes(64),
     tombstone: fc.boolean(),
+    envelope: fc.option(fc.constantFrom('encrypted' as const, 'public' as const), { nil: undefined }),
     grant: fc.option(grant(), { nil: undefined }),
     epoch: keyEpoch,
   });

@@ -160,6 +160,33 @@ describe('wire codec', () => {
     }
   });
 
+  it("names a value's envelope in the certificate's flags byte, at most one of the two", () => {
+    const frame = (envelope?: 'encrypted' | 'public') =>
+      encodeMessage({
+        type: 'COMPLETE',
+        key: 'k',
+        opId: 1,
+        candidate: { ts, nonce: new Uint8Array(32), cert: { ...cert, ...(envelope ? { envelope } : {}) }, proof: [] },
+      });
+    const [plain, encrypted, open] = [frame(), frame('encrypted'), frame('public')];
+    for (const [f, envelope] of [
+      [plain, undefined],
+      [encrypted, 'encrypted'],
+      [open, 'public'],
+    ] as const) {
+      const m = decodeMessage(f, { n: N });
+      expect(m.type === 'COMPLETE' ? m.candidate.cert.envelope : 'not COMPLETE').toBe(envelope);
+      expect(f.length).toBe(plain.length);
+    }
+    const at = [...plain.keys()].find((i) => plain[i] !== encrypted[i])!;
+    expect(encrypted[at]! ^ plain[at]!).toBe(16);
+    expect(open[at]! ^ plain[at]!).toBe(32);
+    const both = plain.slice();
+    both[at]! |= 16 | 32;
+    expect(() => decodeMessage(both, { n: N })).toThrow(/two envelopes/);
+    expect(() => decodeMessage(both, { n: N })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
+  });
+
   it('FILTER says whether it wants the fragment and the layout, FILTER_ACK whether it carries a fragment; other values are INVALID_FRAME', () => {
     const cc_ = { tombstone: false, valueLength: 10, hashes: hashes() };
     for (const fragment of [true, false]) {

@@ -149,7 +149,7 @@ describe('key epochs: replacing a server', () => {
     expect(sha(receiptMessage(crypto, id, 'k', ts, cert, 1))).toBe('b7cafc5d20a82f815e9d82bd2ab6bebd8f1db25b24d939ed770b70239e561156');
     const candidate = { ts, nonce: b(5), cert, proof: [{ server: 1, signature: b(6, 64) }] };
     const frame = encodeMessage({ type: 'COMPLETE', key: 'k', opId: 1, candidate });
-    expect(WIRE_VERSION).toBe(7);
+    expect(WIRE_VERSION).toBe(8);
     // The body after the header (which gained the epoch in version 5) is unchanged but for
     // the receipt's empty batch field (version 6): two zero bytes at its end.
     expect(sha(frame.subarray(1 + 1 + 2 + 1 + 8 + 4, -2))).toBe('5fcea496ecd7cc6be2a92b0d57dffd5e8c3b81b1aba491f38789fda06f66500b');
@@ -171,11 +171,22 @@ describe('key epochs: replacing a server', () => {
     const withZero = Uint8Array.from([...bent.subarray(0, flags), 4, 0, 0, 0, 0, ...bent.subarray(flags + 1)]);
     expect(() => decodeMessage(withZero, { n: 4 })).toThrow(expect.objectContaining({ code: 'INVALID_FRAME' }));
 
+    // The envelope a certificate names is signed and hashed, and changes nothing when absent.
+    for (const envelope of ['encrypted', 'public'] as const) {
+      const named = { ...cert, envelope };
+      expect(certificateMessage(crypto, id, 'k', ts, named)).not.toEqual(certificateMessage(crypto, id, 'k', ts, cert));
+      expect(certificateDigest(crypto, named)).not.toEqual(certificateDigest(crypto, cert));
+    }
+    expect(certificateMessage(crypto, id, 'k', ts, { ...cert, envelope: 'public' })).not.toEqual(
+      certificateMessage(crypto, id, 'k', ts, { ...cert, envelope: 'encrypted' }),
+    );
+
     // Records: version 6 may hold an epoch; a version-5 record (epoch 0) reads as before
-    // (version 7 changed only key records' receipts: receipt-batch.test.ts).
+    // (version 7 changed only key records' receipts: receipt-batch.test.ts; 8 only lets
+    // certificates name an envelope: codec.test.ts).
     const entry = { ts, stripe: 0, fragment: b(1, 3), cc: { tombstone: false, valueLength: 5, hashes: [b(1), b(2), b(3), b(4)] } };
     const record = encodeEntryMetaRecord('k', { ...entry, cert });
-    expect(RECORD_VERSION).toBe(7);
+    expect(RECORD_VERSION).toBe(8);
     const v5 = record.slice();
     v5[0] = 5;
     expect(decodeEntryMetaRecord(v5, 4).meta).toEqual(decodeEntryMetaRecord(record, 4).meta);

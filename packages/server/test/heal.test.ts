@@ -167,7 +167,7 @@ describe('catalog', () => {
         ]),
       ],
       {
-        keys: [{ key: 'c', candidate: cand(1), size: 5 }],
+        keys: [{ key: 'c', candidate: cand(1), size: 5, stripes: 1 }],
         cursor: 'c',
       },
     );

@@ -5,7 +5,7 @@
  * is `encryption.ts`'s; this module decides which one applies and turns what opening finds
  * into the client's errors.
  */
-import { encodePublicKey, namespaceOf, type ReadResult, type StripeLayout } from '@powerstore/protocol';
+import { encodePublicKey, namespaceOf, type ReadResult, type StripeLayout, type ValueEnvelope } from '@powerstore/protocol';
 import { PowerStoreError, invalid } from '../errors.js';
 import type { Identity } from '../identity/identity.js';
 import type { KeyRing } from '../identity/keyring.js';
@@ -25,6 +25,8 @@ import {
 /** How a key's values are stored: the envelope's bytes per stripe, and the function that seals a stripe. */
 export interface Sealer {
   readonly overhead: number;
+  /** The envelope, as the write certificate names it (listings tell plaintext sizes by it); none for a value stored as given. */
+  readonly envelope: ValueEnvelope | undefined;
   /** Seals `value`: one stripe of a streamed value at `position`, or (without) a value written whole. */
   seal(value: Uint8Array, position?: StripePosition): Promise<Uint8Array>;
 }
@@ -37,23 +39,25 @@ export interface SealingKeys {
   readonly identity: Identity | undefined;
 }
 
-/** What is stored for `value` of `key`: see `encryption.ts`. */
+/** What is stored for `value` of `key` (see `encryption.ts`), and the envelope it is in. */
 export async function sealValue(
   sealing: SealingKeys,
   key: string,
   value: Uint8Array,
   options: Pick<PutOptions, 'raw' | 'public'> | undefined,
-): Promise<Uint8Array> {
+): Promise<{ readonly value: Uint8Array; readonly envelope?: ValueEnvelope }> {
   if (options?.raw && options.public) throw invalid('put: { raw } and { public } exclude each other');
-  if (options?.raw) return value;
-  return (await sealerFor(sealing, key, options)).seal(value);
+  if (options?.raw) return { value };
+  const sealer = await sealerFor(sealing, key, options);
+  const sealed = await sealer.seal(value);
+  return sealer.envelope ? { value: sealed, envelope: sealer.envelope } : { value: sealed };
 }
 
 /** How values of `key` are stored: the envelope's overhead per stripe and the function that makes it. */
 export async function sealerFor(sealing: SealingKeys, key: string, options: { readonly public?: boolean } | undefined): Promise<Sealer> {
   // Keys outside every namespace are the admin's (cluster-wide settings, not anyone's data): stored as given.
-  if (namespaceOf(key) === undefined) return { overhead: 0, seal: async (value) => value };
-  if (options?.public) return { overhead: PUBLIC_OVERHEAD, seal: async (value) => sealPublic(value) };
+  if (namespaceOf(key) === undefined) return { overhead: 0, envelope: undefined, seal: async (value) => value };
+  if (options?.public) return { overhead: PUBLIC_OVERHEAD, envelope: 'public', seal: async (value) => sealPublic(value) };
   const { keys, keyEpoch, identity } = sealing;
   if (identity && !identity.encryptionRoot && key.startsWith(identity.namespace)) {
     throw new PowerStoreError(
@@ -69,7 +73,11 @@ export async function sealerFor(sealing: SealingKeys, key: string, options: { re
     );
   }
   const leaf = found.leaf;
-  return { overhead: ENCRYPTED_OVERHEAD, seal: (value, position) => sealEncrypted(key, value, leaf, keyEpoch, position) };
+  return {
+    overhead: ENCRYPTED_OVERHEAD,
+    envelope: 'encrypted',
+    seal: (value, position) => sealEncrypted(key, value, leaf, keyEpoch, position),
+  };
 }
 
 /** The plaintext of what a read returned for `key` (a value written whole): see `encryption.ts`. */

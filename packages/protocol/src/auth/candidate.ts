@@ -43,6 +43,7 @@ export function certificatesEqual(a: WriteCertificate, b: WriteCertificate): boo
     bytesEqual(a.nonceHash, b.nonceHash) &&
     bytesEqual(a.ccDigest, b.ccDigest) &&
     a.tombstone === b.tombstone &&
+    a.envelope === b.envelope &&
     (a.epoch ?? 0) === (b.epoch ?? 0) &&
     grantsEqual(a.grant, b.grant)
   );
@@ -62,7 +63,7 @@ export function candidatesEqual(a: Candidate, b: Candidate): boolean {
 export function certificateId(c: WriteCertificate): string {
   const g = c.grant;
   const grant = g ? `${toHex(g.issuer)}.${toHex(g.grantee)}.${g.expiresAt}.${toHex(g.signature)}.${JSON.stringify(g.prefix)}` : '-';
-  return `${toHex(c.signer)}/${toHex(c.nonceHash)}/${toHex(c.ccDigest)}/${c.tombstone ? 'delete' : 'value'}/${toHex(c.signature)}/${grant}/${c.epoch ?? 0}`;
+  return `${toHex(c.signer)}/${toHex(c.nonceHash)}/${toHex(c.ccDigest)}/${c.tombstone ? 'delete' : (c.envelope ?? 'value')}/${toHex(c.signature)}/${grant}/${c.epoch ?? 0}`;
 }
 
 /**

@@ -39,6 +39,18 @@ import { signedMessage, SignatureBatcher, type BatchedSignature, type BatchKind,
 import { ProtocolError, type ProtocolErrorCode } from '../core/errors.js';
 import { writerTagPart, type Timestamp } from './timestamp.js';
 
+/** The client envelope a value is stored in, as a certificate names it (see {@link WriteCertificate.envelope}). */
+export type ValueEnvelope = 'encrypted' | 'public';
+
+/**
+ * The byte that signs a certificate's delete flag and envelope: bit 0 the delete, bit 1 an
+ * encrypted envelope, bit 2 a public one; a value stored as given signs exactly the byte
+ * it did before envelopes were named.
+ */
+function kindByte(cert: { readonly tombstone: boolean; readonly envelope?: ValueEnvelope }): Uint8Array {
+  return Uint8Array.of((cert.tombstone ? 1 : 0) | (cert.envelope === 'encrypted' ? 2 : cert.envelope === 'public' ? 4 : 0));
+}
+
 /** What a writer signs for one write, and the signature. */
 export interface WriteCertificate {
   /** `Nbar = H(N)`: the commitment revealed by COMPLETE. */
@@ -56,6 +68,14 @@ export interface WriteCertificate {
    * cross-checksum says otherwise, so every valid candidate's flag tells the truth.
    */
   readonly tombstone: boolean;
+  /**
+   * How the writer's client wrapped the value before erasure coding it (the client's
+   * envelope: `'encrypted'` or `'public'`); absent for a value stored as given. Servers do
+   * not interpret it: it is the writer's signed word, so that a listing can tell the
+   * plaintext's size without reading the value. Readers open the value itself and never
+   * rely on it.
+   */
+  readonly envelope?: ValueEnvelope;
   /**
    * The key epoch the writer wrote under (`epochs.ts`); absent is 0. Receipts for the write
    * are checked against this epoch's server keys, and correct servers admit only their
@@ -120,7 +140,7 @@ export function certificateMessage(
     ...(stripe > 0 ? [u32(stripe)] : []),
     cert.nonceHash,
     cert.ccDigest,
-    Uint8Array.of(cert.tombstone ? 1 : 0),
+    kindByte(cert),
     cert.signer,
     cert.grant ? grantDigest(crypto, cert.grant) : NO_GRANT,
     ...epochField(cert.epoch),
@@ -138,7 +158,7 @@ export function certificateDigest(crypto: CryptoProvider, cert: WriteCertificate
     ...domain(DOMAIN.certificateDigest),
     cert.nonceHash,
     cert.ccDigest,
-    Uint8Array.of(cert.tombstone ? 1 : 0),
+    kindByte(cert),
     cert.signer,
     cert.signature,
     cert.grant ? grantDigest(crypto, cert.grant) : NO_GRANT,
@@ -217,6 +237,8 @@ export async function signCertificate(
     readonly nonceHash: Uint8Array;
     readonly ccDigest: Uint8Array;
     readonly tombstone: boolean;
+    /** The client envelope the value is stored in (see {@link WriteCertificate.envelope}). */
+    readonly envelope?: ValueEnvelope;
     readonly grant: Grant | undefined;
     readonly stripe?: number;
     /** The key epoch written under (the cluster file's current one); absent or 0 for epoch 0. */
@@ -231,6 +253,7 @@ export async function signCertificate(
     tombstone: write.tombstone,
     signer: signer.publicKey,
     grant: write.grant,
+    ...(write.envelope ? { envelope: write.envelope } : {}),
     ...(write.epoch ? { epoch: write.epoch } : {}),
   };
   const message = certificateMessage(crypto, clusterId, write.key, write.ts, unsigned, write.stripe);
@@ -467,9 +490,9 @@ function candidateFields(key: string, c: CandidateFields): Uint8Array[] {
     c.nonce,
     c.cert.nonceHash,
     c.cert.ccDigest,
-    // The signature covers the flag: without it here, a candidate with the flag flipped
-    // would pass as the valid one it was copied from.
-    Uint8Array.of(c.cert.tombstone ? 1 : 0),
+    // The signature covers the flag (and the envelope): without it here, a candidate with
+    // the flag flipped would pass as the valid one it was copied from.
+    kindByte(c.cert),
     c.cert.signer,
     c.cert.signature,
     g ? Uint8Array.of(1) : Uint8Array.of(0),

@@ -46,7 +46,7 @@ import { candidateId, type Candidate } from '../auth/candidate.js';
 import type { CertificateVerifier } from '../auth/certificate.js';
 import { quorum, type ClusterConfig } from '../core/config.js';
 import { certificateCovers } from '../core/cross-checksum.js';
-import { layoutCovered } from '../core/stripes.js';
+import { layoutCovered, stripeCount } from '../core/stripes.js';
 import type { CryptoProvider } from '../core/crypto.js';
 import { currentEpoch, withEpoch } from '../auth/epochs.js';
 import { check } from '../core/errors.js';
@@ -63,6 +63,8 @@ export interface ListPageKey {
   readonly candidate: Candidate;
   /** Bytes in the value; `undefined` when no answering server sent that write's cross-checksum (it completed during the listing). */
   readonly size: number | undefined;
+  /** Stripes the value is stored in (1 for a value written whole), known when `size` is. */
+  readonly stripes: number | undefined;
 }
 
 /** A page of keys. */
@@ -224,14 +226,19 @@ export class ListOperation implements ClientOperation<ListPage> {
     const spare = this.answersSpared(this.#answers.size);
     const horizon = horizons[spare];
     const next = horizons[spare + 1];
-    const best = new Map<string, { candidate: Candidate; sizes: Map<string, number> }>();
+    const best = new Map<string, { candidate: Candidate; sizes: Map<string, { size: number; stripes: number }> }>();
     for (const a of this.#answers.values()) {
       for (const e of a.entries) {
         if (horizon !== undefined && compareKeys(e.key, horizon) > 0) continue;
         let b = best.get(e.key);
         if (!b) best.set(e.key, (b = { candidate: e.candidate, sizes: new Map() }));
         else if (compareTimestamps(e.candidate.ts, b.candidate.ts) > 0) b.candidate = e.candidate;
-        if (e.cc) b.sizes.set(candidateId(e.candidate), e.layout?.valueLength ?? e.cc.valueLength);
+        if (e.cc) {
+          b.sizes.set(candidateId(e.candidate), {
+            size: e.layout?.valueLength ?? e.cc.valueLength,
+            stripes: e.layout ? stripeCount(e.layout.valueLength, e.layout.stripeSize) : 1,
+          });
+        }
       }
     }
     const names = [...best.keys()].sort(compareKeys);
@@ -243,7 +250,8 @@ export class ListOperation implements ClientOperation<ListPage> {
     for (const key of taken) {
       const { candidate, sizes } = best.get(key)!;
       if (candidate.cert.tombstone) continue;
-      keys.push({ key, candidate, size: sizes.get(candidateId(candidate)) });
+      const sized = sizes.get(candidateId(candidate));
+      keys.push({ key, candidate, size: sized?.size, stripes: sized?.stripes });
     }
     const thin = cursor !== undefined && taken.length < Math.min(this.limit, MIN_LIST_PAGE);
     const reachable = horizon !== undefined && (next === undefined || compareKeys(next, horizon) > 0);

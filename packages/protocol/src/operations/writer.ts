@@ -11,6 +11,7 @@ import {
   CertificateVerifier,
   signCertificate,
   storeProof,
+  type ValueEnvelope,
   type WriteCertificate,
 } from '../auth/certificate.js';
 import { MAX_VALUE_LENGTH, quorum, type ClusterConfig } from '../core/config.js';
@@ -223,11 +224,14 @@ export interface StripeSource {
   next(): Promise<Uint8Array | undefined>;
 }
 
-/** What to write: bytes, a tombstone (delete), or stripes from a source. */
+/**
+ * What to write: bytes, a tombstone (delete), or stripes from a source; `envelope` names
+ * the client envelope the bytes are in, for the write certificate to sign.
+ */
 export type WriteValue =
-  | { readonly kind: 'value'; readonly value: Uint8Array }
+  | { readonly kind: 'value'; readonly value: Uint8Array; readonly envelope?: ValueEnvelope }
   | { readonly kind: 'tombstone' }
-  | { readonly kind: 'stripes'; readonly source: StripeSource };
+  | { readonly kind: 'stripes'; readonly source: StripeSource; readonly envelope?: ValueEnvelope };
 
 type Phase = 'idle' | 'clock' | 'stripes' | 'store' | 'complete' | 'done';
 
@@ -569,6 +573,7 @@ export class WriteOperation implements ClientOperation<WriteResult> {
         nonceHash: nonceHash(crypto, nonce),
         ccDigest: layout ? layoutDigest(crypto, layout) : crossChecksumDigest(crypto, cc),
         tombstone: cc.tombstone,
+        ...(this.#value.kind !== 'tombstone' && this.#value.envelope ? { envelope: this.#value.envelope } : {}),
         grant: this.#grant,
         epoch: this.#epoch,
       },

@@ -28,7 +28,9 @@ import {
 } from '../wire/fields.js';
 
 /**
- * Version of the record layouts below. Version 7 gives every receipt of a store proof a
+ * Version of the record layouts below. Version 8 may hold certificates that name their
+ * value's envelope (`WriteCertificate.envelope`), which older versions never hold and are
+ * otherwise read as before. Version 7 gives every receipt of a store proof a
  * batch field (`receipt-batch.ts`); older records' receipts are read as unbatched.
  * Version 6 may hold certificates of key epochs ≥ 1
  * (`epochs.ts`), which versions 3 to 5 never hold and are otherwise read as before.
@@ -39,7 +41,7 @@ import {
  * and its key records, like version 3's (values of one stripe), are still read. Version 1
  * (no entry index) and 2 (fragment inside the entry record) are refused.
  */
-export const RECORD_VERSION = 7;
+export const RECORD_VERSION = 8;
 /** The oldest record version still read. */
 const OLDEST_READ = 3;
 

@@ -33,14 +33,16 @@ import {
 } from './fields.js';
 
 /**
- * The only version this code speaks. Version 7 added bundles (`bundle.ts`: several frames
+ * The only version this code speaks. Version 8 lets a certificate name the client envelope
+ * its value is in (`WriteCertificate.envelope`), so listings can tell plaintext sizes.
+ * Version 7 added bundles (`bundle.ts`: several frames
  * in one message, type 0x09). Version 6 added batch paths to receipts
  * (`receipt-batch.ts`). Version 5 added the sender's key epoch to every
  * frame's header and certificates of epochs ≥ 1 (`epochs.ts`); 4 added the pending number
  * to CLOCK_ACK, the basis to STORE (the timestamp window, `window.ts`) and LIST_ACK's
- * resume key; 6, 5, 4, 3 (stripes), 2 and 1 (MAC vectors) are refused.
+ * resume key; 7, 6, 5, 4, 3 (stripes), 2 and 1 (MAC vectors) are refused.
  */
-export const WIRE_VERSION = 7;
+export const WIRE_VERSION = 8;
 /**
  * FILTER's flags byte: bit 0 asks for the entry's fragment, bit 1 for no layout, bit 2 for
  * the entry of a pending write (`FilterRequest.pending`); other bits are invalid.

@@ -195,19 +195,29 @@ export function readGrant(r: ByteReader): Grant {
 /**
  * Bits of a certificate's flags byte: a grant follows; the write is a delete; its key epoch
  * follows (a `u32` ≥ 1, after the grant; epoch 0 is the bit unset, so such a certificate is
- * encoded exactly as before key epochs existed).
+ * encoded exactly as before key epochs existed); a batch path follows; the value is in an
+ * encrypted or a public envelope (at most one of the two).
  */
 const CERT_GRANT = 1;
 const CERT_TOMBSTONE = 2;
 const CERT_EPOCH = 4;
 const CERT_BATCH = 8;
+const CERT_ENCRYPTED = 16;
+const CERT_PUBLIC = 32;
+const CERT_FLAGS = CERT_GRANT | CERT_TOMBSTONE | CERT_EPOCH | CERT_BATCH | CERT_ENCRYPTED | CERT_PUBLIC;
 
 export function writeCert(w: ByteWriter, c: WriteCertificate) {
   w.fixed(c.nonceHash, HASH_LENGTH, 'nonce hash');
   w.fixed(c.ccDigest, HASH_LENGTH, 'cross-checksum digest');
   w.fixed(c.signer, PUBLIC_KEY_LENGTH, 'signer');
   w.fixed(c.signature, SIGNATURE_LENGTH, 'signature');
-  w.u8((c.grant ? CERT_GRANT : 0) | (c.tombstone ? CERT_TOMBSTONE : 0) | (c.epoch ? CERT_EPOCH : 0) | (c.batch ? CERT_BATCH : 0));
+  w.u8(
+    (c.grant ? CERT_GRANT : 0) |
+      (c.tombstone ? CERT_TOMBSTONE : 0) |
+      (c.epoch ? CERT_EPOCH : 0) |
+      (c.batch ? CERT_BATCH : 0) |
+      (c.envelope === 'encrypted' ? CERT_ENCRYPTED : c.envelope === 'public' ? CERT_PUBLIC : 0),
+  );
   if (c.grant) writeGrant(w, c.grant);
   if (c.epoch) w.u32(c.epoch, 'certificate epoch');
   if (c.batch) writeSignatureBatch(w, c.batch);
@@ -219,7 +229,9 @@ export function readCert(r: ByteReader): WriteCertificate {
   const signer = r.fixed(PUBLIC_KEY_LENGTH, 'signer');
   const signature = r.fixed(SIGNATURE_LENGTH, 'signature');
   const flags = r.u8('certificate flags');
-  if (flags & ~(CERT_GRANT | CERT_TOMBSTONE | CERT_EPOCH | CERT_BATCH)) ByteReader.invalid(`unknown certificate flags ${flags}`);
+  if (flags & ~CERT_FLAGS) ByteReader.invalid(`unknown certificate flags ${flags}`);
+  if (flags & CERT_ENCRYPTED && flags & CERT_PUBLIC) ByteReader.invalid('a certificate names two envelopes');
+  const envelope = flags & CERT_ENCRYPTED ? 'encrypted' : flags & CERT_PUBLIC ? 'public' : undefined;
   const grant = flags & CERT_GRANT ? readGrant(r) : undefined;
   const tombstone = (flags & CERT_TOMBSTONE) !== 0;
   const epoch = flags & CERT_EPOCH ? r.u32('certificate epoch') : undefined;
@@ -228,7 +240,17 @@ export function readCert(r: ByteReader): WriteCertificate {
   const batch = flags & CERT_BATCH ? readSignatureBatch(r) : undefined;
   // The same for a batch: no path is the bit unset.
   if (flags & CERT_BATCH && !batch) ByteReader.invalid('a certificate batch of 0 is encoded without the batch flag');
-  return { nonceHash, ccDigest, signer, signature, grant, tombstone, ...(epoch ? { epoch } : {}), ...(batch ? { batch } : {}) };
+  return {
+    nonceHash,
+    ccDigest,
+    signer,
+    signature,
+    grant,
+    tombstone,
+    ...(envelope ? { envelope } : {}),
+    ...(epoch ? { epoch } : {}),
+    ...(batch ? { batch } : {}),
+  };
 }
 
 export function writeProof(w: ByteWriter, proof: StoreProof) {
