@@ -365,9 +365,9 @@ async function downloadFile(f: FileEntry): Promise<void> {
     }
   }
   setStatus(`Reading ${f.name}…`);
-  // The listed size is what the servers hold (with the encryption's overhead): the
-  // read tells the file's own size.
-  let progress: DownloadState = { state: 'reading', bytesDone: 0, bytesTotal: undefined };
+  // The listed size is the file's own (the listing subtracts the envelope its write
+  // certificate names); the read reports the size it finds as it goes.
+  let progress: DownloadState = { state: 'reading', bytesDone: 0, bytesTotal: f.size };
   setDownload(f.key, progress);
   try {
     const value = await openOwn(s, f.key, (p) => {
