@@ -237,6 +237,13 @@ describe('rebuild', () => {
     const log = readFileSync(join(c.dir, 'server-2.log'), 'utf8');
     expect(log).toContain('rebuilding from its peers');
     expect(log).toContain('rebuild complete');
+    // Its peers hold writes it lacks: that is worth a warning (a new cluster's servers get none), once.
+    const warned = log
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as { level: number; msg: string })
+      .filter((l) => l.level === 40 && /empty data directory .*peers hold writes it lacks/.test(l.msg));
+    expect(warned).toHaveLength(1);
     expect(metricValue(await c.metrics(2), 'powerstore_heal_rebuilding')).toBe(0);
 
     const shown = cli(['status', '--cluster', c.clusterFile]);
@@ -263,7 +270,17 @@ describe('rebuild', () => {
 
 describe('scrub', () => {
   it('finds fragments damaged on disk (in a table file, and in a record rewritten in place) and repairs them from the peers', async () => {
-    cluster = await CliCluster.create(1, ['--heal-interval-ms', '0', '--scrub-period-ms', '1000', '--scrub-bytes-per-sec', '100000000']);
+    // The start check off: scrub, not the check at start, is to find the damage.
+    cluster = await CliCluster.create(1, [
+      '--heal-interval-ms',
+      '0',
+      '--scrub-period-ms',
+      '1000',
+      '--scrub-bytes-per-sec',
+      '100000000',
+      '--start-check-bytes',
+      '0',
+    ]);
     const c = cluster;
     await c.startAll();
     const store = await open(c);

@@ -24,7 +24,7 @@ import { ServerError } from './errors.js';
 import { DEFAULT_CATCH_UP } from './heal.js';
 import { DEFAULT_LIMITS, type ServerLimits } from './limits.js';
 import { DEFAULT_ERASE_WITHIN_MS } from './level-storage.js';
-import { DEFAULT_SCRUB } from './scrub.js';
+import { DEFAULT_SCRUB, DEFAULT_START_CHECK } from './scrub.js';
 import {
   ownerArgument,
   ownerEdit,
@@ -264,6 +264,18 @@ function buildCli(): Command {
       integer(0),
       DEFAULT_SCRUB.bytesPerSec,
     )
+    .option(
+      '--start-check-bytes <n>',
+      "at start-up, before listening, re-hash up to this many bytes of stored fragments against their checksums (continuing where the last start's check stopped) and report damage in LevelDB's files; 0 disables",
+      integer(0),
+      DEFAULT_START_CHECK.maxBytes,
+    )
+    .option(
+      '--start-check-ms <ms>',
+      'the most time the start check takes (it logs its progress every 5 s)',
+      integer(0),
+      DEFAULT_START_CHECK.maxMs,
+    )
     .addOption(
       new Option(
         '--peer-url <id=url>',
@@ -494,6 +506,8 @@ interface StartFlags {
   healBytesPerSec: number;
   scrubPeriodMs: number;
   scrubBytesPerSec: number;
+  startCheckBytes: number;
+  startCheckMs: number;
   peerUrl: Record<number, string>;
   peerCa?: string;
   logLevel: string;
@@ -563,6 +577,7 @@ async function runStart(o: StartFlags): Promise<void> {
     heal: {
       catchUp: { intervalMs: o.healIntervalMs, concurrency: o.healConcurrency, bytesPerSec: o.healBytesPerSec },
       scrub: { periodMs: o.scrubPeriodMs, bytesPerSec: o.scrubBytesPerSec },
+      startCheck: { maxBytes: o.startCheckBytes, maxMs: o.startCheckMs },
       peerUrls: o.peerUrl,
       ...(o.peerCa ? { peerCa: readPem(o.peerCa, '--peer-ca') } : {}),
     },
@@ -693,7 +708,8 @@ async function main(argv: readonly string[]): Promise<void> {
     }
     if (err instanceof ServerError) {
       process.stderr.write(`powerstore-server: ${err.code}: ${err.message}\n`);
-      process.exitCode = err.code.startsWith('CONFIG') ? 2 : 1;
+      // 65 (EX_DATAERR): the data directory is damaged, and restarting on it will not help.
+      process.exitCode = err.code.startsWith('CONFIG') ? 2 : err.code === 'STORAGE_CORRUPT' ? 65 : 1;
       return;
     }
     process.stderr.write(`powerstore-server: ${(err as Error).stack ?? String(err)}\n`);

@@ -43,6 +43,14 @@ export interface HealMetrics {
   readonly scrubPasses: Counter;
   /** Fragments the running scrub pass has checked. */
   readonly scrubPassFragments: Gauge;
+  /** Fragments the start check (`Scrubber.checkAtStart`) re-hashed at this start. */
+  readonly startCheckFragments: Gauge;
+  /** 1 when the start check covered every stored entry, 0 when its budget ended it first. */
+  readonly startCheckComplete: Gauge;
+  /** What the start check found damaged, by kind: `lc`, `dropped`, `pending`, `unreadable`, `log` (bytes LevelDB dropped from its write-ahead log at open). */
+  readonly startCheckDamaged: Gauge<'kind'>;
+  /** Damage found at start not repaired yet (`lc` fragments still to repair, unreadable records): 0 when the storage is whole again. */
+  readonly storageDamaged: Gauge;
 }
 
 /** Registers the self-healing metrics on `registry`. */
@@ -127,6 +135,27 @@ export function createHealMetrics(registry: Registry): HealMetrics {
     scrubPasses: new Counter({
       name: 'powerstore_scrub_passes_total',
       help: 'Scrub passes over every stored fragment completed',
+      registers,
+    }),
+    startCheckFragments: new Gauge({
+      name: 'powerstore_start_check_fragments',
+      help: 'Stored fragments the start check re-hashed against their checksum at this start',
+      registers,
+    }),
+    startCheckComplete: new Gauge({
+      name: 'powerstore_start_check_complete',
+      help: 'Whether the start check covered every stored entry (1) or its budget ended it first (0)',
+      registers,
+    }),
+    startCheckDamaged: new Gauge({
+      name: 'powerstore_start_check_damaged',
+      help: 'What the start check found damaged, by kind: lc (latest write of a key: repaired from the peers), dropped (older version, deleted), pending (write under way, kept), unreadable (records LevelDB cannot read), log (bytes LevelDB dropped from its write-ahead log at open)',
+      labelNames: ['kind'],
+      registers,
+    }),
+    storageDamaged: new Gauge({
+      name: 'powerstore_storage_damaged',
+      help: 'Damage the start check found that is not repaired yet (fragments still to rebuild from the peers, unreadable records); 0 when the storage is whole again',
       registers,
     }),
     scrubPassFragments: new Gauge({

@@ -516,6 +516,8 @@ export class CatchUp {
   #missed = new Map<string, Candidate>();
   #missedTimer: ReturnType<typeof setTimeout> | undefined;
   #missedRun: Promise<void> | undefined;
+  /** Whether a rebuilding pass found a write this server lacks, and said so (once per process). */
+  #warnedLacking = false;
 
   constructor(options: CatchUpOptions) {
     this.#o = options;
@@ -525,6 +527,21 @@ export class CatchUp {
 
   get rebuilding(): boolean {
     return this.#rebuildingSince !== undefined;
+  }
+
+  /**
+   * A rebuilding pass is about to repair a write its peers hold and this server lacks: the
+   * directory that started empty was not a new cluster's (a lost disk, a wiped directory,
+   * a server added to a cluster holding data). Said once, as a warning: until the pass
+   * completes this server counts against t. A new cluster's servers never get here.
+   */
+  #lacking(key: string, candidate: Candidate): void {
+    if (!this.rebuilding || this.#warnedLacking) return;
+    this.#warnedLacking = true;
+    this.#o.log.warn(
+      { key, ...tsText(candidate), since: new Date(this.#rebuildingSince!).toISOString() },
+      'this server started on an empty data directory (a new server, or a lost disk) and its peers hold writes it lacks: it is rebuilding from its peers and counts against t until its first complete catch-up pass',
+    );
   }
 
   /** Starts the loop: a pass now, then one every interval (unless catch-up is off). */
@@ -718,7 +735,9 @@ export class CatchUp {
         await this.#o.rebuilt();
         this.#rebuildingSince = undefined;
         metrics.rebuilding.set(0);
-        log.info(summary, 'rebuild complete: this server holds its fragment of every completed write its peers list');
+        if (report.keysChecked === 0 && !report.pendingRepaired) {
+          log.info(summary, 'rebuild complete: the cluster holds no data yet, nothing to rebuild');
+        } else log.info(summary, 'rebuild complete: this server holds its fragment of every completed write its peers list');
       } else log.info(summary, 'catch-up pass complete');
     } else if (!signal.aborted) {
       log.warn({ ...summary, error: report.error }, 'catch-up pass incomplete; retrying soon');
@@ -796,6 +815,7 @@ export class CatchUp {
       }
       try {
         if (await this.#needsNoRepair(key, candidate)) return;
+        this.#lacking(key, candidate);
         const r = await repairer.repair(key, candidate, { sizeHint: w.size, signal, pending: true });
         if (r.outcome !== 'stored') return;
         report.pendingRepaired!++;
@@ -842,6 +862,7 @@ export class CatchUp {
           log.info({ key, ...tsText(target) }, 'catch-up: wrote back a completed write whose COMPLETE this server missed');
           return { kind: 'lc' };
         }
+        this.#lacking(key, target);
         const r = await repairer.repair(key, target, { sizeHint: size, signal });
         if (r.outcome === 'superseded') {
           // This server's lc moved past it meanwhile: look again.

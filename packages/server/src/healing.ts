@@ -23,13 +23,23 @@ import { createHealMetrics } from './heal-metrics.js';
 import { CatchUp, DEFAULT_CATCH_UP, Repairer, type CatchUpSettings, type CatchUpStatus } from './heal.js';
 import { freeBytes, LevelStorage } from './level-storage.js';
 import { PeerSet, type PeerStatus } from './peers.js';
-import { DEFAULT_SCRUB, Scrubber, type ScrubSettings, type ScrubStatus } from './scrub.js';
+import {
+  DEFAULT_SCRUB,
+  DEFAULT_START_CHECK,
+  Scrubber,
+  type ScrubSettings,
+  type ScrubStatus,
+  type StartCheckSettings,
+  type StartCheckStatus,
+} from './scrub.js';
 import { packageVersion } from './version.js';
 
 /** What `startServer({ heal })` takes: every field has a default. */
 export interface HealingOptions {
   readonly catchUp?: Partial<CatchUpSettings>;
   readonly scrub?: Partial<ScrubSettings>;
+  /** The start check's budget (`scrub.ts`); `maxBytes: 0` turns it off. */
+  readonly startCheck?: Partial<StartCheckSettings>;
   /**
    * The URL this server reaches a peer at, by 1-based server id, instead of the one
    * `cluster.json` lists (servers that reach each other on a private network; tests that
@@ -44,6 +54,8 @@ export interface HealingOptions {
 export interface HealingStatus {
   readonly catchUp: CatchUpStatus;
   readonly scrub: ScrubStatus | undefined;
+  /** What the start check found in the storage (LevelDB only). */
+  readonly startCheck?: StartCheckStatus;
   readonly peers: readonly PeerStatus[];
 }
 
@@ -52,6 +64,8 @@ export interface Healing {
   status(): HealingStatus;
   /** Whether this server is rebuilding (it counts against t until it is not). */
   readonly rebuilding: boolean;
+  /** Damage the start check found in the storage and not repaired yet (0: none). */
+  readonly storageDamaged: number;
   /** A reloaded cluster file: the peers' URLs may have changed (`--peer-url` still wins). */
   setCluster(cluster: Cluster): void;
   /** `lc` of `key` moved to `candidate`, whose entry this server does not hold: repaired soon (`CatchUp.missed`). */
@@ -170,12 +184,21 @@ export async function startHealing(ctx: HealingContext): Promise<Healing> {
     log,
   });
   const level = storage instanceof LevelStorage ? storage : undefined;
-  const fresh = (await level?.getMarker('fresh')) as { createdAt?: unknown } | undefined;
+  const fresh = (await level?.getMarker('fresh')) as { createdAt?: unknown; cause?: unknown } | undefined;
   const rebuildingSince = fresh ? (typeof fresh.createdAt === 'number' ? fresh.createdAt : Date.now()) : undefined;
-  if (rebuildingSince !== undefined) {
-    log.warn(
+  const recovery = level?.recovery ?? { droppedBytes: 0, messages: [] };
+  if (recovery.droppedBytes > 0) {
+    log.error(
+      { droppedBytes: recovery.droppedBytes, leveldb: recovery.messages },
+      `LevelDB dropped ${recovery.droppedBytes} bytes of its write-ahead log as damaged when it opened: the writes in them are lost here, acknowledged ones too. ` +
+        'This server rebuilds from its peers and counts against t until its first complete catch-up pass; if it recurs, check the disk (dmesg, SMART)',
+    );
+  } else if (rebuildingSince !== undefined) {
+    // Not a warning yet: every server of a new cluster starts this way. The first pass
+    // warns if the peers hold writes this one lacks (a lost disk), `CatchUp.#lacking`.
+    log.info(
       { since: new Date(rebuildingSince).toISOString() },
-      'this server started on an empty data directory (a new server, or a lost disk): it is rebuilding from its peers and counts against t until its first complete catch-up pass',
+      'this server started on an empty data directory: checking whether its peers hold data; until its first complete catch-up pass it counts against t',
     );
   }
   const catchUp = new CatchUp({
@@ -205,12 +228,23 @@ export async function startHealing(ctx: HealingContext): Promise<Healing> {
         storedBytes: () => [...storage.owners().values()].reduce((sum, u) => sum + u.bytes, 0),
       })
     : undefined;
+  // Before the server listens: what is damaged in the storage is reported at start.
+  await scrubber?.checkAtStart({ ...DEFAULT_START_CHECK, ...options.startCheck }, recovery.droppedBytes);
   catchUp.start();
   scrubber?.start();
+  scrubber?.repairFound();
   return {
-    status: () => ({ catchUp: catchUp.status(), scrub: scrubber?.status(), peers: peers.status() }),
+    status: () => ({
+      catchUp: catchUp.status(),
+      scrub: scrubber?.status(),
+      ...(scrubber?.startCheck ? { startCheck: scrubber.startCheck } : {}),
+      peers: peers.status(),
+    }),
     get rebuilding() {
       return catchUp.rebuilding;
+    },
+    get storageDamaged() {
+      return scrubber?.startCheck?.unrepaired ?? 0;
     },
     setCluster: (next) => peers.setUrls(urlsOf(next)),
     runPass: () => catchUp.runPass(),
@@ -229,8 +263,11 @@ export interface StatusReport {
   readonly status: 'ok' | 'shutting-down';
   /** The server's version (`@powerstore/server`'s). */
   readonly version: string;
-  /** Its storage's health: `full` (refusing writes until there is room) or `failed` (about to exit). */
-  readonly disk: 'ok' | 'full' | 'failed';
+  /**
+   * Its storage's health: `full` (refusing writes until there is room), `failed` (about to
+   * exit), or `damaged` (the start check found damage not repaired yet: `heal.startCheck`).
+   */
+  readonly disk: 'ok' | 'full' | 'failed' | 'damaged';
   /** Bytes free for it on its data directory's filesystem, when it can tell. */
   readonly freeBytes?: number;
   readonly connections: number;
@@ -262,7 +299,7 @@ export function statusReport(ctx: {
     server: ctx.id,
     status: ctx.shuttingDown ? 'shutting-down' : 'ok',
     version: packageVersion(),
-    disk: ctx.disk,
+    disk: ctx.disk === 'ok' && (healing?.storageDamaged ?? 0) > 0 ? 'damaged' : ctx.disk,
     ...(free === undefined ? {} : { freeBytes: free }),
     connections: ctx.connections,
     keys: storage.keyCount,

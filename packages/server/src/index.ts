@@ -40,6 +40,7 @@ export {
   type DiskHealth,
   type LevelStorageOptions,
   type LevelTuning,
+  type OpenRecovery,
   type Put,
   type StoredEntryRef,
 } from './level-storage.js';
@@ -52,7 +53,15 @@ export { CatchUp, DEFAULT_CATCH_UP, RateLimiter, Repairer, type CatchUpSettings,
 export { createHealMetrics, type HealMetrics } from './heal-metrics.js';
 export { startHealing, statusReport, type Healing, type HealingOptions, type HealingStatus, type StatusReport } from './healing.js';
 export { PeerSet, PeerTimeout, type PeerSetOptions, type PeerStatus, type RunOptions } from './peers.js';
-export { DEFAULT_SCRUB, Scrubber, type ScrubSettings, type ScrubStatus } from './scrub.js';
+export {
+  DEFAULT_SCRUB,
+  DEFAULT_START_CHECK,
+  Scrubber,
+  type ScrubSettings,
+  type ScrubStatus,
+  type StartCheckSettings,
+  type StartCheckStatus,
+} from './scrub.js';
 export { fetchStatuses, formatStatuses, type ServerStatusLine } from './status.js';
 export {
   canonicalJson,

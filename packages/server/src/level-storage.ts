@@ -41,7 +41,7 @@
  * is written from the request's bytes without being copied into a record first.
  */
 import { statfsSync } from 'node:fs';
-import { open as openFile, statfs, unlink } from 'node:fs/promises';
+import { access, open as openFile, readdir, readFile, statfs, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import {
@@ -369,6 +369,7 @@ export class LevelStorage extends AbstractStorage {
   #probe: NodeJS.Timeout | undefined;
   #recovering: Promise<void> | undefined;
   #closed = false;
+  #recovery: OpenRecovery = { droppedBytes: 0, messages: [] };
 
   private constructor(db: ClassicLevel<string, Uint8Array>, options: LevelStorageOptions) {
     super({ stateCacheKeys: options.stateCacheKeys ?? 10_000 });
@@ -571,6 +572,10 @@ export class LevelStorage extends AbstractStorage {
    * another server, or an older storage format.
    */
   static async open(options: LevelStorageOptions): Promise<LevelStorage> {
+    // LevelDB opened with createIfMissing on a directory whose CURRENT is gone makes a new,
+    // empty database and deletes the old tables as obsolete: refuse before it can.
+    const headless = await orphanedFiles(options.path);
+    if (headless) throw damagedDatabase(options.path, headless);
     const db = new ClassicLevel<string, Uint8Array>(options.path, {
       keyEncoding: 'utf8',
       valueEncoding: 'view',
@@ -582,6 +587,8 @@ export class LevelStorage extends AbstractStorage {
     } catch (err) {
       const cause = (err as { cause?: { message?: string } }).cause?.message ?? (err as Error).message;
       const locked = /lock/i.test(cause);
+      const damage = locked ? undefined : await openDamage(options.path, cause);
+      if (damage) throw damagedDatabase(options.path, damage, err);
       throw new ServerError(
         'STORAGE_FAILED',
         locked
@@ -593,7 +600,13 @@ export class LevelStorage extends AbstractStorage {
     let storage: LevelStorage | undefined;
     try {
       storage = new LevelStorage(db, options);
+      storage.#recovery = await readRecovery(options.path);
       await storage.#checkMeta(options);
+      if (storage.#recovery.droppedBytes > 0 && !storage.#created && (await db.get('m:fresh')) === undefined) {
+        // Records LevelDB dropped from its log may be writes this server acknowledged: it
+        // counts against t, and rebuilds what its peers hold, as after a lost disk.
+        await db.put('m:fresh', json({ createdAt: Date.now(), cause: 'log' }), { sync: true });
+      }
       await storage.#load(options.path);
       await storage.#eraser?.load();
       return storage;
@@ -602,6 +615,16 @@ export class LevelStorage extends AbstractStorage {
       await db.close();
       throw err;
     }
+  }
+
+  /**
+   * What LevelDB's recovery reported at this open (from its info log): bytes of its
+   * write-ahead log it dropped as damaged. Such records are lost, acknowledged or not, and
+   * the open still succeeds; the storage then marks itself fresh (`m:fresh` with
+   * `cause: "log"`) so the host rebuilds from its peers.
+   */
+  get recovery(): OpenRecovery {
+    return this.#recovery;
   }
 
   async #checkMeta(options: LevelStorageOptions): Promise<void> {
@@ -1032,4 +1055,97 @@ export function freeBytes(dir: string): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** What LevelDB's recovery reported when the database opened ({@link LevelStorage.recovery}). */
+export interface OpenRecovery {
+  /** Bytes of the write-ahead log (`*.log`) LevelDB dropped because they failed their checksum. */
+  readonly droppedBytes: number;
+  /** LevelDB's own lines about it (at most 10). */
+  readonly messages: readonly string[];
+}
+
+/**
+ * Reads what LevelDB logged while opening (its info log, `LOG`, which each open starts
+ * afresh): a damaged write-ahead log is not an open error, LevelDB drops the records that
+ * fail their checksum and says so only there ("…: dropping 4104 bytes; Corruption:
+ * checksum mismatch"). A crash's torn tail is not reported this way.
+ */
+async function readRecovery(path: string): Promise<OpenRecovery> {
+  let text: string;
+  try {
+    text = await readFile(join(path, 'LOG'), 'utf8');
+  } catch {
+    return { droppedBytes: 0, messages: [] };
+  }
+  let droppedBytes = 0;
+  const messages: string[] = [];
+  for (const line of text.split('\n')) {
+    const m = /dropping (\d+) bytes/.exec(line);
+    if (!m) continue;
+    droppedBytes += Number(m[1]);
+    if (messages.length < 10) messages.push(line.replace(/^\S+ \S+ /, '').trim());
+  }
+  return { droppedBytes, messages };
+}
+
+/**
+ * A data directory that holds LevelDB's files without the CURRENT that names its
+ * MANIFEST, or `undefined`: LevelDB would start a new database there and delete the old
+ * files.
+ */
+async function orphanedFiles(path: string): Promise<string | undefined> {
+  let files: string[];
+  try {
+    files = await readdir(path);
+  } catch {
+    return undefined;
+  }
+  if (files.includes('CURRENT')) return undefined;
+  const level = files.filter((f) => /^(\d+\.(ldb|sst|log)|MANIFEST-\d+)$/.test(f));
+  return level.length > 0
+    ? `CURRENT is missing, but the directory holds ${level.length} LevelDB files (${level.slice(0, 3).join(', ')}…)`
+    : undefined;
+}
+
+/**
+ * Why LevelDB could not open `path`, when its files are damaged (rather than unreadable for
+ * a passing reason): CURRENT not naming an existing MANIFEST, a MANIFEST that fails its
+ * checksum, table files the MANIFEST lists that are gone. `undefined` otherwise.
+ */
+async function openDamage(path: string, cause: string): Promise<string | undefined> {
+  let current: string | undefined;
+  try {
+    current = await readFile(join(path, 'CURRENT'), 'utf8');
+  } catch {
+    current = undefined;
+  }
+  if (current !== undefined) {
+    const name = /^(MANIFEST-\d+)\n$/.exec(current)?.[1];
+    if (!name) return `its CURRENT file is damaged (it must name a MANIFEST; it holds ${JSON.stringify(current.slice(0, 40))})`;
+    let present = true;
+    try {
+      await access(join(path, name));
+    } catch {
+      present = false;
+    }
+    if (!present) return `its CURRENT file names ${name}, which is missing`;
+  }
+  if (/\bCorruption\b/.test(cause)) {
+    return /missing files/.test(cause)
+      ? `table files its MANIFEST lists are missing (LevelDB: ${cause})`
+      : `its MANIFEST or another file is damaged (LevelDB: ${cause})`;
+  }
+  return undefined;
+}
+
+/** The error for a data directory whose files are damaged: one line, with what to do. */
+function damagedDatabase(path: string, what: string, cause?: unknown): ServerError {
+  return new ServerError(
+    'STORAGE_CORRUPT',
+    `cannot open LevelDB at ${path}: ${what}. The server cannot start on it: move the directory aside (keep it to inspect) ` +
+      'and start this server on an empty data directory, where it rebuilds from its peers (check first with ' +
+      '`powerstore-server status` that the others are healthy)',
+    cause === undefined ? undefined : { cause },
+  );
 }

@@ -50,6 +50,8 @@ export interface RouteContext {
   status?(): object;
   /** Catch-up's state (`rebuilding`, `caught-up`, …), shown by `/healthz` too, when self-healing runs. */
   catchUp?(): string | undefined;
+  /** What the start check found (`clean`, `damaged`: not all repaired yet, `repaired`, `off`), shown by `/healthz`. */
+  storageCheck?(): string | undefined;
   /** The storage's disk (`level-storage.ts`): `/healthz` answers 503 unless it is `ok`. */
   disk?(): DiskHealth;
   /** The write policy: `GET /policy` and `PUT /policy` (`policy.ts`), and its version in `/healthz`. */
@@ -136,6 +138,7 @@ export function httpRoutes(ctx: RouteContext): (req: IncomingMessage, res: Serve
       const ok = !ctx.shuttingDown() && diskOk;
       res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
       const catchUp = ctx.catchUp?.();
+      const storageCheck = ctx.storageCheck?.();
       res.end(
         JSON.stringify({
           status: ctx.shuttingDown() ? 'shutting-down' : diskOk ? 'ok' : `storage-${disk.state}`,
@@ -146,6 +149,7 @@ export function httpRoutes(ctx: RouteContext): (req: IncomingMessage, res: Serve
           ...(ctx.policy ? { policyVersion: ctx.policy.version() } : {}),
           connections: ctx.connections(),
           ...(catchUp ? { catchUp } : {}),
+          ...(storageCheck ? { storageCheck } : {}),
         }),
       );
     } else if (path === '/status' && ctx.status) {

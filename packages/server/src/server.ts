@@ -405,6 +405,14 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
         policyVersion: policies.current.version,
       }),
     catchUp: () => healing?.status().catchUp.state,
+    storageCheck: () => {
+      const found = healing?.status().startCheck;
+      if (!found) return undefined;
+      if (!found.enabled) return 'off';
+      if (found.unrepaired > 0) return 'damaged';
+      const { lc, pending, dropped, unreadable } = found.damaged;
+      return lc + pending + dropped + unreadable > 0 ? 'repaired' : 'clean';
+    },
     disk: diskHealth,
     policy: {
       version: () => policies.current.version,
