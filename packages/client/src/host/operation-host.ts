@@ -18,6 +18,7 @@ import {
   ListOperation,
   quorum,
   ReadOperation,
+  serverNames,
   type ClientOperation,
   type ClusterConfig,
   type Message,
@@ -366,7 +367,7 @@ export class OperationHost {
     round.oversized.set(index, reason);
     if (round.flight) this.#armFragmentTimer(round.flight);
     if (round.oversized.size > this.#config.t) {
-      const servers = [...round.oversized.keys()].map((i) => `s${i + 1}`).join(', ');
+      const servers = serverNames(round.oversized.keys());
       round.flight?.fail(
         new PowerStoreError(
           'VALUE_TOO_LARGE',
