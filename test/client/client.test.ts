@@ -422,6 +422,35 @@ describe('listing keys', () => {
   });
 });
 
+describe('a listing that cannot complete', () => {
+  it('fails at once, naming the server whose entries fail verification and the one that is down', async () => {
+    const writer = await open();
+    const prefix = k(writer, 'failing/');
+    await writer.put(`${prefix}1`, 'one');
+    const forged = `${prefix}0-forged`;
+    const inventor = await startListingLiar(clusterFile.servers[1]!.url, clusterFile.n, 'invent', forged);
+    try {
+      // Server 2 lists a key nobody wrote, server 3 refuses connections: two answers that
+      // count, of the three needed.
+      const servers = clusterFile.servers.map((s) =>
+        s.id === 2 ? { ...s, url: inventor.url } : s.id === 3 ? { ...s, url: 'ws://127.0.0.1:9' } : s,
+      );
+      const reader = await open({ identity: false, servers, timeoutMs: 20_000 });
+      const started = Date.now();
+      const err = await reader.list(prefix).catch((e: unknown) => e);
+      expect(err).toMatchObject({
+        code: 'QUORUM_UNREACHABLE',
+        message: `need 3 of 4 servers, 3 reachable: s3 refused; the LIST needs 3 answers that verify: s1, s4 sent one; s2 sent one that fails verification (listed ${JSON.stringify(forged)} with a candidate that is not valid)`,
+      });
+      // Within a reconnection attempt to server 3, not the 20 s timeout.
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect(inventor.corrupted).toBeGreaterThan(0);
+    } finally {
+      await inventor.close();
+    }
+  });
+});
+
 describe("values over a reader's maxValueBytes", () => {
   it('fail promptly with VALUE_TOO_LARGE, blame no server, and leave the store working', async () => {
     const writer = await open();

@@ -18,6 +18,7 @@ import {
   Server,
   toBase32,
   type ErrorReply,
+  type ListAck,
   type Request,
 } from '@powerstore/protocol';
 import { MemoryStorage } from '@powerstore/protocol/testing';
@@ -123,13 +124,17 @@ const text = (b: Uint8Array | undefined) => (b === undefined ? undefined : new T
 let cluster: TestCluster | undefined;
 const stores: Store[] = [];
 
-async function open(options: { maxValueBytes?: number; timeoutMs?: number } = {}): Promise<Store> {
+async function open(options: { maxValueBytes?: number; timeoutMs?: number; down?: number } = {}): Promise<Store> {
   cluster ??= await startCluster();
+  const { down, ...rest } = options;
+  const file = cluster.file as { servers: { url: string }[] };
+  // Server `down` (0-based) at an address where nothing listens: its connections are refused.
+  const servers = file.servers.map((s, i) => (i === down ? { ...s, url: 'ws://127.0.0.1:9' } : s));
   const store = await connect({
-    cluster: cluster.file,
+    cluster: { ...file, servers },
     identity: await Identity.generate(),
     timeoutMs: options.timeoutMs ?? 5_000,
-    ...options,
+    ...rest,
   });
   stores.push(store);
   return store;
@@ -173,6 +178,74 @@ describe('reads fetch t + 1 fragments', () => {
     }
     // Some read picked the silent server and asked the others too (a supplement: more FILTERs than n).
     expect(asked.some((round) => round.length > config.n)).toBe(true);
+  });
+});
+
+describe('a listing that cannot complete', () => {
+  /** s1 answers every LIST with a key its writer never wrote beside the real ones (its candidate is not valid for it). */
+  const forgeListings = (forged: string) => {
+    cluster!.scripts[0] = async (request, connection) => {
+      if (request.type !== 'LIST') return false;
+      const honest = decodeMessage(await connection.answer(request), { n: config.n }) as ListAck;
+      const first = honest.entries[0]!;
+      connection.send(encodeMessage({ ...honest, entries: [first, { ...first, key: forged }, ...honest.entries.slice(1)] }));
+      return true;
+    };
+  };
+
+  it('with an answer that fails verification and a refusal, fails at once naming what each server did', async () => {
+    const store = await open({ timeoutMs: 10_000 });
+    const prefix = `${store.namespace}dir/`;
+    await store.put(`${prefix}a`, 'value');
+    const forged = `${prefix}a-forged`;
+    forgeListings(forged);
+    cluster!.scripts[3] = (request, connection) => {
+      if (request.type !== 'LIST') return false;
+      connection.send(
+        encodeMessage({ type: 'ERROR', key: request.key, opId: request.opId, code: 'UNAVAILABLE', message: 'the disk is full' }),
+      );
+      return true;
+    };
+    const started = performance.now();
+    const err = await store.list(prefix).catch((e: unknown) => e);
+    expect(performance.now() - started).toBeLessThan(3_000);
+    expect(err).toMatchObject({
+      code: 'QUORUM_UNREACHABLE',
+      message: `need 3 of 4 servers, 4 reachable: s4 rejected (UNAVAILABLE: the disk is full); the LIST needs 3 answers that verify: s2, s3 sent one; s1 sent one that fails verification (listed ${JSON.stringify(forged)} with a candidate that is not valid)`,
+    });
+    expect(store.servers()[0]!.misbehaving).toMatch(/not valid/);
+  });
+
+  it('with an answer that fails verification and a server that refuses connections, fails at once naming both', async () => {
+    const store = await open({ timeoutMs: 10_000, down: 3 });
+    const prefix = `${store.namespace}dir/`;
+    await store.put(`${prefix}a`, 'value');
+    const forged = `${prefix}a-forged`;
+    forgeListings(forged);
+    const started = performance.now();
+    const err = await store.list(prefix).catch((e: unknown) => e);
+    // Within s4's next connection attempt (backoff doubles from 100 ms), not the 10 s timeout.
+    expect(performance.now() - started).toBeLessThan(6_000);
+    expect(err).toMatchObject({
+      code: 'QUORUM_UNREACHABLE',
+      message: `need 3 of 4 servers, 3 reachable: s4 refused; the LIST needs 3 answers that verify: s2, s3 sent one; s1 sent one that fails verification (listed ${JSON.stringify(forged)} with a candidate that is not valid)`,
+    });
+  });
+
+  it('with a server silent, one refusing connections and an answer that fails verification, fails at once: the silent one has not answered', async () => {
+    const store = await open({ timeoutMs: 10_000, down: 3 });
+    const prefix = `${store.namespace}dir/`;
+    await store.put(`${prefix}a`, 'value');
+    const forged = `${prefix}a-forged`;
+    forgeListings(forged);
+    cluster!.scripts[1] = (request) => request.type === 'LIST';
+    const started = performance.now();
+    const err = await store.list(prefix).catch((e: unknown) => e);
+    expect(performance.now() - started).toBeLessThan(6_000);
+    expect(err).toMatchObject({
+      code: 'QUORUM_UNREACHABLE',
+      message: `need 3 of 4 servers, 3 reachable: s2 has not answered, s4 refused; the LIST needs 3 answers that verify: s3 sent one; s1 sent one that fails verification (listed ${JSON.stringify(forged)} with a candidate that is not valid)`,
+    });
   });
 });
 

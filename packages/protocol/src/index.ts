@@ -164,6 +164,7 @@ export {
 } from './operations/writer.js';
 export { ReadOperation, type ReaderOptions, type ReadResult, type ReadTarget } from './operations/reader.js';
 export { ListOperation, type ListOperationOptions, type ListPage, type ListPageKey } from './operations/listing.js';
+export { serverName, serverNames, whoDidWhat } from './operations/server-names.js';
 export { RepairOperation, type RepairOptions, type RepairResult } from './operations/repair.js';
 export { mustRepair, PendingListOperation, PendingWrites, type PendingPage, type PendingWrite } from './operations/pending.js';
 

@@ -369,6 +369,70 @@ describe('ListOperation', () => {
     expect(sizes).toEqual([1, 1, 0, 0, 1]);
   });
 
+  it('says, server by server, why it waits when answers fail verification, and which servers can no longer count', async () => {
+    const c = await makeCluster(1);
+    const keys = Array.from({ length: 3 }, (_, i) => own(c.owner, `k${i}`));
+    await writeAll(c, keys);
+    const prefix = own(c.owner, '');
+    const op = c.listOp(prefix, '', 100);
+    expect(op.waiting()).toBeUndefined();
+    const sent = (await op.start()).send ?? [];
+    const answer = async (to: number, tamper?: (r: ListAck) => Reply) => {
+      const reply = (await c.servers[to]!.handle(sent.find((m) => m.to === to)!.message)) as ListAck;
+      return op.onReply(to, tamper ? tamper(reply) : reply);
+    };
+    // s3 answers in order; s1 lists a key its writer never wrote; s4 is silent so far.
+    expect(await answer(2)).toEqual({});
+    expect(op.waiting()).toBeUndefined(); // nothing failed verification: who did not answer says it all
+    const forged = own(c.owner, 'k0-forged');
+    expect(await answer(0, (r) => ({ ...r, entries: [r.entries[0]!, { ...r.entries[0]!, key: forged }, ...r.entries.slice(1)] }))).toEqual(
+      {},
+    );
+    expect(await answer(1)).toEqual({});
+    expect(op.waiting()).toBe(
+      `the LIST needs 3 answers that verify: s2, s3 sent one; s1 sent one that fails verification (listed ${JSON.stringify(forged)} with a candidate that is not valid)`,
+    );
+    expect([...op.unusable()]).toEqual([0]);
+    // s4 refuses: with s1's answer dropped, no third answer can come.
+    expect(await op.onReply(3, { type: 'ERROR', key: prefix, opId: op.opId, code: 'UNAVAILABLE', message: 'the disk is full' })).toEqual(
+      {},
+    );
+    expect([...op.unusable()].sort()).toEqual([0, 3]);
+  });
+
+  it('names each dropped answer with what was wrong with it, and nothing once the page is out', async () => {
+    const c = await makeCluster(1);
+    const keys = Array.from({ length: 3 }, (_, i) => own(c.owner, `k${i}`));
+    await writeAll(c, keys);
+    const op = c.listOp(own(c.owner, ''), '', 3);
+    const sent = (await op.start()).send ?? [];
+    const answer = async (to: number, tamper?: (r: ListAck) => Reply) => {
+      const reply = (await c.servers[to]!.handle(sent.find((m) => m.to === to)!.message)) as ListAck;
+      return op.onReply(to, tamper ? tamper(reply) : reply);
+    };
+    // (Writes complete at the first n − t servers: s4 may hold none, so s1 and s2 lie.)
+    await answer(1, (r) => ({ ...r, entries: r.entries.map((e) => ({ ...e, key: 'zzz' })) }));
+    await answer(0, (r) => ({ ...r, entries: [...r.entries].reverse() }));
+    await answer(2);
+    expect(op.waiting()).toBe(
+      'the LIST needs 3 answers that verify: s3 sent one; s1 sent one that fails verification (listed keys out of order); s2 sent one that fails verification (listed "zzz", outside the range asked for)',
+    );
+    expect([...op.unusable()].sort()).toEqual([0, 1]);
+    // One answer more finishes nothing (two of four dropped, t = 1): the page cannot come.
+    expect(await answer(3)).toEqual({});
+    expect(op.waiting()).toMatch(/^the LIST needs 3 answers that verify: s3, s4 sent one; s1 sent one/);
+
+    const fine = c.listOp(own(c.owner, ''), '', 3);
+    const out = (await fine.start()).send ?? [];
+    let step = {};
+    for (const to of [0, 1, 2, 3]) {
+      const reply = (await c.servers[to]!.handle(out.find((m) => m.to === to)!.message)) as ListAck;
+      step = await fine.onReply(to, to === 0 ? { ...reply, entries: [...reply.entries].reverse() } : reply);
+    }
+    expect(step).toMatchObject({ result: { keys: expect.any(Array) as unknown } });
+    expect(fine.waiting()).toBeUndefined();
+  });
+
   it('more than t refusals fail the listing with their code', async () => {
     const c = await makeCluster(1);
     const op = c.listOp('');

@@ -16,11 +16,26 @@ import {
   type Outgoing,
   type Reply,
   type Step,
+  whoDidWhat,
 } from '../src/index.js';
 import { MemoryStorage } from '../src/testing/memory-storage.js';
 import { crypto, identity, makeCluster, own, random } from '../src/testing/cluster.js';
 
 const text = (s: string) => new TextEncoder().encode(s);
+
+describe('whoDidWhat', () => {
+  it('names servers 1-based, grouped by what they did in the order given, each group in ascending order', () => {
+    expect(whoDidWhat([])).toBe('');
+    expect(
+      whoDidWhat([
+        [2, 'sent one'],
+        [1, 'sent one'],
+        [0, 'sent one that fails verification'],
+        [3, 'did not answer'],
+      ]),
+    ).toBe('s2, s3 sent one; s1 sent one that fails verification; s4 did not answer');
+  });
+});
 
 describe('WriterSession', () => {
   it('gives concurrent writes of one key distinct timestamps even when their CLOCK rounds see the same state', async () => {

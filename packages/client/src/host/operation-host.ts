@@ -18,6 +18,7 @@ import {
   ListOperation,
   quorum,
   ReadOperation,
+  serverNames,
   type ClientOperation,
   type ClusterConfig,
   type Message,
@@ -35,6 +36,8 @@ import { unreachable } from './unreachable.js';
 
 /** Bytes queued to one server beyond which a frame is dropped for it (the quorum goes on without it). */
 export const SEND_HIGH_WATER_BYTES = 64 * 1024 * 1024;
+/** What an operation that fails before its timeout says of a server it still waits for. */
+const NOT_ANSWERED = 'has not answered';
 /** Shortest wait for fragments a read asked for before it asks the other servers (see #armFragmentTimer). */
 export const FRAGMENT_WAIT_MIN_MS = 20;
 /**
@@ -250,11 +253,19 @@ export class OperationHost {
    * fails at once, naming them, instead of waiting out its timeout. Only refusals after
    * it began count: a server refused while it restarted, and listening again by now, gets
    * its next attempt first. (Browsers hide why a connection failed, so there they wait.)
+   * Servers whose answers the operation cannot count (a listing's that fail verification:
+   * `ClientOperation.unusable`) count against the quorum too, checked as each answer comes.
    */
   linksChanged(): void {
     for (const check of [...this.#quorumWaiters]) check();
-    for (const flight of [...this.#inFlight.values()])
-      if (this.#hopeless(flight)) flight.fail(unreachable(this.#config, this.#links, quorum(this.#config), flight.round, 'timed out'));
+    for (const flight of [...this.#inFlight.values()]) this.#failIfHopeless(flight);
+  }
+
+  /** Fails `flight` at once, saying server by server why, if its round can no longer gather a quorum. */
+  #failIfHopeless(flight: InFlight): boolean {
+    if (!this.#hopeless(flight)) return false;
+    flight.fail(unreachable(this.#config, this.#links, quorum(this.#config), flight.round, NOT_ANSWERED, flight.op.waiting?.()));
+    return true;
   }
 
   #refusals(): number[] {
@@ -263,16 +274,18 @@ export class OperationHost {
 
   /**
    * Whether a quorum can still be gathered: too few servers refused connections since the
-   * refusal counts `since` were taken (those in `acked` already answered, and count).
+   * refusal counts `since` were taken (those in `acked` already answered, and count, unless
+   * they are `unusable`: answers the operation cannot count).
    */
-  #canGather(since: readonly number[], acked?: ReadonlySet<number>): boolean {
+  #canGather(since: readonly number[], acked?: ReadonlySet<number>, unusable?: ReadonlySet<number>): boolean {
     const refused = (link: Link, i: number) => link.state !== 'open' && (link.refusals ?? 0) > since[i]!;
-    return this.#links.filter((link, i) => acked?.has(i) || !refused(link, i)).length >= quorum(this.#config);
+    const may = (link: Link, i: number) => !unusable?.has(i) && (acked?.has(i) || !refused(link, i));
+    return this.#links.filter(may).length >= quorum(this.#config);
   }
 
   /** Whether `flight`'s round can no longer gather a quorum. */
   #hopeless(flight: InFlight): boolean {
-    return !this.#canGather(flight.refusals, flight.round?.acked);
+    return !this.#canGather(flight.refusals, flight.round?.acked, flight.op.unusable?.());
   }
 
   /** A frame arrived from server `index`. */
@@ -366,7 +379,7 @@ export class OperationHost {
     round.oversized.set(index, reason);
     if (round.flight) this.#armFragmentTimer(round.flight);
     if (round.oversized.size > this.#config.t) {
-      const servers = [...round.oversized.keys()].map((i) => `s${i + 1}`).join(', ');
+      const servers = serverNames(round.oversized.keys());
       round.flight?.fail(
         new PowerStoreError(
           'VALUE_TOO_LARGE',
@@ -398,7 +411,7 @@ export class OperationHost {
       return;
     }
     if (!step.send) {
-      this.#armFragmentTimer(flight);
+      if (!this.#failIfHopeless(flight)) this.#armFragmentTimer(flight);
       return;
     }
     flight.stopFragmentTimer?.();

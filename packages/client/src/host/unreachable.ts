@@ -1,5 +1,5 @@
 /** The error of an operation that did not reach its quorum in time, saying server by server why. */
-import type { ClusterConfig, ErrorReply } from '@powerstore/protocol';
+import { serverName, type ClusterConfig, type ErrorReply } from '@powerstore/protocol';
 import { PowerStoreError } from '../errors.js';
 import type { Link } from './link.js';
 import type { Round } from './rounds.js';
@@ -22,7 +22,7 @@ export function unreachable(
   const reasons: string[] = [];
   let reachable = 0;
   links.forEach((c, i) => {
-    const name = `s${i + 1}`;
+    const name = serverName(i);
     if (c.state === 'open') reachable++;
     if (round?.acked.has(i)) return;
     const refusal: ErrorReply | undefined = round?.refused.get(i);

@@ -52,6 +52,7 @@ import { currentEpoch, withEpoch } from '../auth/epochs.js';
 import { check } from '../core/errors.js';
 import type { ClientOperation, ListAck, ListEntry, ListRequest, Outgoing, Reply, Step } from '../wire/messages.js';
 import { Rejections } from './rejections.js';
+import { whoDidWhat } from './server-names.js';
 import { compareTimestamps } from '../auth/timestamp.js';
 import { compareKeys, inListRange } from '../core/keys.js';
 import { MAX_LIST_LIMIT, MIN_LIST_PAGE } from '../wire/list-bounds.js';
@@ -91,6 +92,8 @@ export class ListOperation implements ClientOperation<ListPage> {
   readonly #rejections = new Rejections();
   /** Servers that answered, whether their answer was accepted, dropped or an ERROR. */
   readonly #heard = new Set<number>();
+  /** Servers whose answer was dropped, with what was wrong with it. */
+  readonly #dropped = new Map<number, string>();
   #done = false;
   #started = false;
   #waiting = false;
@@ -133,6 +136,7 @@ export class ListOperation implements ClientOperation<ListPage> {
     const problem = await this.problem(reply);
     if (problem) {
       // Dropped whole: n − t correct servers still answer.
+      this.#dropped.set(from, problem);
       this.options.onEvidence?.(from, problem);
       return this.#settle();
     }
@@ -157,6 +161,32 @@ export class ListOperation implements ClientOperation<ListPage> {
    */
   get awaitingAnswers(): boolean {
     return !this.#done && this.#waiting;
+  }
+
+  /**
+   * Why the page has not finished, server by server (1-based), for the error of a listing
+   * that cannot complete although servers answered: "the LIST needs 3 answers that verify:
+   * s2, s3 sent one; s1 sent one that fails verification (listed "a" with a candidate that
+   * is not valid)". Who refused or did not answer at all the host says itself; `undefined`
+   * once finished, or when no answer failed verification.
+   */
+  waiting(): string | undefined {
+    if (this.#done || this.#dropped.size === 0) return undefined;
+    const did = [
+      ...[...this.#answers.keys()].map((i) => [i, 'sent one'] as const),
+      ...[...this.#dropped].sort(([a], [b]) => a - b).map(([i, why]) => [i, `sent one that fails verification (${why})`] as const),
+    ];
+    return `the LIST needs ${this.answersNeeded()} answers that verify: ${whoDidWhat(did)}`;
+  }
+
+  /**
+   * Servers that answered this page and cannot count towards it: their answer failed
+   * verification, or was an ERROR (a second answer from either is not taken). Once all but
+   * fewer than `n − t` servers are among them, or cannot be reached, the page cannot finish,
+   * and the host fails it at once.
+   */
+  unusable(): ReadonlySet<number> {
+    return new Set([...this.#heard].filter((i) => !this.#answers.has(i)));
   }
 
   /** `n − t`: any such set shares `t + 1` servers, one of them correct, with the `n − t` that completed a write. */

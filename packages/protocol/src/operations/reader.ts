@@ -44,6 +44,7 @@ import { currentEpoch, withEpoch } from '../auth/epochs.js';
 import { check, ProtocolError } from '../core/errors.js';
 import type { ClientOperation, FilterAck, FilterRequest, Outgoing, Reply, Step } from '../wire/messages.js';
 import { Rejections } from './rejections.js';
+import { whoDidWhat } from './server-names.js';
 import { TS0, compareTimestamps, timestampsEqual, type Timestamp } from '../auth/timestamp.js';
 
 /** What a reader needs. */
@@ -336,19 +337,18 @@ export class ReadOperation implements ClientOperation<ReadResult> {
   waiting(): string | undefined {
     const high = this.#highest();
     if (this.#phase !== 'filter' || !high) return undefined;
-    const groups = new Map<string, number[]>();
-    const add = (what: string, i: number) => groups.set(what, [...(groups.get(what) ?? []), i + 1]);
+    const did: [number, string][] = [];
     for (const [i, w] of [...this.answers].sort(([a], [b]) => a - b)) {
       const same = timestampsEqual(w.ts, high.ts) && w.certId === certificateId(high.cert);
-      if (!same) add(compareTimestamps(w.ts, high.ts) < 0 ? 'answered with an older version only' : 'answered with another version', i);
-      else if (w.fragmentOk) add('sent one', i);
-      else if (w.entry?.fragment) add('sent a fragment that fails verification', i);
-      else add('answered without a fragment of it', i);
+      if (!same)
+        did.push([i, compareTimestamps(w.ts, high.ts) < 0 ? 'answered with an older version only' : 'answered with another version']);
+      else if (w.fragmentOk) did.push([i, 'sent one']);
+      else if (w.entry?.fragment) did.push([i, 'sent a fragment that fails verification']);
+      else did.push([i, 'answered without a fragment of it']);
     }
     const silent = [...this.#fragmentAsked].filter((i) => !this.answers.has(i));
-    for (const i of silent.sort((a, b) => a - b)) add('did not answer', i);
-    const parts = [...groups].map(([what, ids]) => `${ids.map((i) => `s${i}`).join(', ')} ${what}`);
-    return `the newest version (timestamp ${high.ts.num}) needs ${this.options.config.t + 1} fragments that verify: ${parts.join('; ') || 'no server answered'}`;
+    for (const i of silent.sort((a, b) => a - b)) did.push([i, 'did not answer']);
+    return `the newest version (timestamp ${high.ts.num}) needs ${this.options.config.t + 1} fragments that verify: ${whoDidWhat(did) || 'no server answered'}`;
   }
 
   /** Asks every server not yet asked for its fragment (at most once per round). */

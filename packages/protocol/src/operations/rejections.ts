@@ -7,6 +7,7 @@
 import type { ClusterConfig } from '../core/config.js';
 import { ProtocolError, type ProtocolErrorCode } from '../core/errors.js';
 import type { ErrorReply } from '../wire/messages.js';
+import { serverName } from './server-names.js';
 
 const SERVERS = { origin: 'servers' } as const;
 
@@ -24,7 +25,7 @@ export class Rejections {
     if (this.#byServer.size <= config.t) return undefined;
     const counts = new Map<ProtocolErrorCode, number>();
     for (const r of this.#byServer.values()) counts.set(r.code, (counts.get(r.code) ?? 0) + 1);
-    const summary = [...this.#byServer].map(([i, r]) => `s${i + 1}: ${r.code} (${r.message})`).join('; ');
+    const summary = [...this.#byServer].map(([i, r]) => `${serverName(i)}: ${r.code} (${r.message})`).join('; ');
     for (const [code, count] of counts) {
       if (count >= config.t + 1) return new ProtocolError(code, `${count} servers refused: ${summary}`, SERVERS);
     }

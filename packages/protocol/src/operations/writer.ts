@@ -27,6 +27,7 @@ import { writerTagOf } from '../auth/identity.js';
 import type { ClientOperation, Outgoing, Reply, Step } from '../wire/messages.js';
 import type { RandomBytes } from '../core/random.js';
 import { Rejections } from './rejections.js';
+import { whoDidWhat } from './server-names.js';
 import { INSTANCE_ID_LENGTH, TS0, compareTimestamps, makeWriterId, timestampsEqual, type Timestamp } from '../auth/timestamp.js';
 import { jumpTarget, writerRank, type WriterRank } from '../auth/window.js';
 
@@ -406,16 +407,11 @@ export class WriteOperation implements ClientOperation<WriteResult> {
    */
   waiting(): string | undefined {
     if (this.#phase !== 'store' || this.#badReceipts.size === 0) return undefined;
-    const names = (ids: Iterable<number>) =>
-      [...ids]
-        .sort((a, b) => a - b)
-        .map((i) => `s${i + 1}`)
-        .join(', ');
-    const parts = [
-      ...(this.#receipts.size > 0 ? [`${names(this.#receipts.keys())} sent one`] : []),
-      `${names(this.#badReceipts)} sent one that fails verification`,
+    const did = [
+      ...[...this.#receipts.keys()].map((i) => [i, 'sent one'] as const),
+      ...[...this.#badReceipts].map((i) => [i, 'sent one that fails verification'] as const),
     ];
-    return `the STORE needs ${quorum(this.options.config)} receipts that verify: ${parts.join('; ')}`;
+    return `the STORE needs ${quorum(this.options.config)} receipts that verify: ${whoDidWhat(did)}`;
   }
 
   /** Adopt a higher timestamp only if its candidate is valid, so a Byzantine server cannot make writers skip timestamps. */

@@ -271,4 +271,10 @@ export interface ClientOperation<R> {
   onReply(from: number, reply: Reply): Promise<Step<R>>;
   /** Why it has not finished, beyond which servers have not answered (for the error of one that times out). */
   waiting?(): string | undefined;
+  /**
+   * Servers whose answer to the current round came and cannot count towards its quorum (a
+   * listing's answers that fail verification): the host fails the operation at once when
+   * too few others can still answer, as when connections are refused.
+   */
+  unusable?(): ReadonlySet<number>;
 }
