@@ -128,7 +128,7 @@ function buildCli(): Command {
   program
     .command('start')
     .description(
-      'Run one server: WebSocket endpoint plus GET /healthz, /metrics, /usage, /status and GET/PUT /policy on the same port. SIGHUP reloads the cluster file: the write policy (unless a signed policy of a higher version is in force), and a new key epoch (rotate-key).',
+      'Run one server: WebSocket endpoint plus GET /healthz, /readyz, /metrics, /usage, /status and GET/PUT /policy on the same port. SIGHUP reloads the cluster file: the write policy (unless a signed policy of a higher version is in force), and a new key epoch (rotate-key).',
     )
     .requiredOption('--config <file>', 'the server-<id>.json written by init')
     .option('--cluster <file>', 'the cluster file (default: the one the server file names, normally cluster.json beside it)')

@@ -1,5 +1,6 @@
 /**
- * The plain HTTP side of a server's port: `GET /healthz`, `GET /metrics` (Prometheus),
+ * The plain HTTP side of a server's port: `GET /healthz` (liveness), `GET /readyz`
+ * (readiness: fully in service, not counting against t), `GET /metrics` (Prometheus),
  * `GET /usage` (bytes and keys per owner), `GET /status` (data held, catch-up and scrub),
  * and `GET /policy` / `PUT /policy` (the write policy in force, and a new one signed by the
  * admin: `policy.ts`). Everything else is 404; WebSocket upgrades are handled by the server
@@ -50,6 +51,8 @@ export interface RouteContext {
   status?(): object;
   /** Catch-up's state (`rebuilding`, `caught-up`, …), shown by `/healthz` too, when self-healing runs. */
   catchUp?(): string | undefined;
+  /** Whether the server is rebuilding after an empty (or truncated) data directory: `/readyz` answers 503 meanwhile. */
+  rebuilding?(): boolean;
   /** What the start check found (`clean`, `damaged`: not all repaired yet, `repaired`, `off`), shown by `/healthz`. */
   storageCheck?(): string | undefined;
   /** The storage's disk (`level-storage.ts`): `/healthz` answers 503 unless it is `ok`. */
@@ -152,6 +155,9 @@ export function httpRoutes(ctx: RouteContext): (req: IncomingMessage, res: Serve
           ...(storageCheck ? { storageCheck } : {}),
         }),
       );
+    } else if (path === '/readyz') {
+      const { ready, body } = readiness(ctx);
+      sendJson(res, ready ? 200 : 503, body);
     } else if (path === '/status' && ctx.status) {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify(ctx.status()));
@@ -171,6 +177,42 @@ export function httpRoutes(ctx: RouteContext): (req: IncomingMessage, res: Serve
     } else {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
     }
+  };
+}
+
+/**
+ * Why a server is not fully in service, for `GET /readyz`. Liveness (`/healthz`) asks
+ * "should this process be restarted?"; readiness asks "does this server count as one of
+ * the `n − t` correct ones right now?". A server answers not ready while it is
+ * shutting down, while its disk is full or has failed, while it is rebuilding (it has
+ * forgotten writes it acknowledged: it counts against t until its first complete catch-up
+ * pass), and while the start check's damage is not all repaired. A server behind on
+ * catch-up with its own intact directory forgot nothing, so it stays ready (`catchUp` in
+ * the body says how far it is).
+ */
+export type NotReadyReason = 'shutting-down' | 'storage-full' | 'storage-failed' | 'rebuilding' | 'storage-damaged';
+
+/** `/readyz`'s verdict and body: `{ ready, reasons, id, cluster, catchUp?, storageCheck? }`. */
+export function readiness(ctx: RouteContext): { ready: boolean; body: object } {
+  const reasons: NotReadyReason[] = [];
+  if (ctx.shuttingDown()) reasons.push('shutting-down');
+  const disk = ctx.disk?.();
+  if (disk && disk.state !== 'ok') reasons.push(disk.state === 'full' ? 'storage-full' : 'storage-failed');
+  if (ctx.rebuilding?.()) reasons.push('rebuilding');
+  const storageCheck = ctx.storageCheck?.();
+  if (storageCheck === 'damaged') reasons.push('storage-damaged');
+  const catchUp = ctx.catchUp?.();
+  const ready = reasons.length === 0;
+  return {
+    ready,
+    body: {
+      status: ready ? 'ready' : 'not-ready',
+      reasons,
+      id: ctx.id,
+      cluster: ctx.cluster,
+      ...(catchUp ? { catchUp } : {}),
+      ...(storageCheck ? { storageCheck } : {}),
+    },
   };
 }
 

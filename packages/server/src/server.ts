@@ -405,6 +405,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
         policyVersion: policies.current.version,
       }),
     catchUp: () => healing?.status().catchUp.state,
+    rebuilding: () => healing?.rebuilding ?? false,
     storageCheck: () => {
       const found = healing?.status().startCheck;
       if (!found) return undefined;
