@@ -27,6 +27,20 @@ import { createCryptoProvider } from '@powerstore/protocol/crypto';
 import { loadClusterFile } from '../../packages/server/src/index.js';
 import { freeBasePort } from '../ports.js';
 
+/** Deterministic bytes: a counter-mode SHA-256 stream of `seed`. */
+export function seededBytes(n: number, seed: string): Uint8Array {
+  const out = new Uint8Array(n);
+  for (let off = 0, i = 0; off < n; off += 32, i++)
+    out.set(
+      createHash('sha256')
+        .update(`${seed}:${i}`)
+        .digest()
+        .subarray(0, Math.min(32, n - off)),
+      off,
+    );
+  return out;
+}
+
 export { freeBasePort };
 
 const crypto = createCryptoProvider();

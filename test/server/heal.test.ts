@@ -6,7 +6,7 @@
  * repairs them; and a rebuild through a peer that corrupts every fragment it sends stores
  * only correct fragments.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClassicLevel } from 'classic-level';
@@ -26,6 +26,7 @@ import {
   openWebSocket,
   requestOnce,
   type ServerRef,
+  seededBytes as bytes,
 } from './harness.js';
 
 const STRIPE = 64 * 1024;
@@ -46,20 +47,6 @@ afterEach(async () => {
   await cluster?.stop();
   cluster = undefined;
 });
-
-/** Deterministic bytes: a counter-mode SHA-256 stream. */
-function bytes(n: number, seed: string): Uint8Array {
-  const out = new Uint8Array(n);
-  for (let off = 0, i = 0; off < n; off += 32, i++)
-    out.set(
-      createHash('sha256')
-        .update(`${seed}:${i}`)
-        .digest()
-        .subarray(0, Math.min(32, n - off)),
-      off,
-    );
-  return out;
-}
 
 async function* chunks(value: Uint8Array): AsyncGenerator<Uint8Array> {
   for (let off = 0; off < value.length; off += 50_000) yield value.subarray(off, off + 50_000);

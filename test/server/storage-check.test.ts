@@ -14,14 +14,23 @@
  * And the other side of the issue: a brand-new cluster's servers do not warn that they
  * started on an empty data directory.
  */
-import { createHash } from 'node:crypto';
 import { cpSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connect, Identity, type Store } from '@powerstore/client';
 import type { StatusReport } from '../../packages/server/src/index.js';
-import { cli, CliCluster, collectLc, ensureBuilt, fragmentAt, metricValue, openWebSocket, requestOnce } from './harness.js';
+import {
+  cli,
+  CliCluster,
+  collectLc,
+  ensureBuilt,
+  fragmentAt,
+  metricValue,
+  openWebSocket,
+  requestOnce,
+  seededBytes as bytes,
+} from './harness.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -37,19 +46,6 @@ afterEach(async () => {
   await cluster?.stop();
   cluster = undefined;
 });
-
-function bytes(n: number, seed: string): Uint8Array {
-  const out = new Uint8Array(n);
-  for (let off = 0, i = 0; off < n; off += 32, i++)
-    out.set(
-      createHash('sha256')
-        .update(`${seed}:${i}`)
-        .digest()
-        .subarray(0, Math.min(32, n - off)),
-      off,
-    );
-  return out;
-}
 
 async function open(c: CliCluster): Promise<Store> {
   const admin = await Identity.fromJSON(JSON.parse(readFileSync(join(c.dir, 'admin.json'), 'utf8')));
