@@ -607,6 +607,9 @@ export class LevelStorage extends AbstractStorage {
         // counts against t, and rebuilds what its peers hold, as after a lost disk.
         await db.put('m:fresh', json({ createdAt: Date.now(), cause: 'log' }), { sync: true });
       }
+      // The totals are cumulative, kept in each batch: a dropped batch's changes live on in
+      // the totals of every later batch kept. Summed again from the key records instead.
+      if (storage.#recovery.droppedBytes > 0) await storage.#rewriteTotals();
       await storage.#load(options.path);
       await storage.#eraser?.load();
       return storage;
@@ -716,6 +719,24 @@ export class LevelStorage extends AbstractStorage {
       largestFragment: w.largest,
       owners: [...w.owners].map(([o, u]) => [o, { ...u }] as const),
     });
+  }
+
+  /** Replaces the persisted totals with {@link recount}'s, before they are loaded; the largest fragment stays an upper bound. */
+  async #rewriteTotals(): Promise<void> {
+    const counted = await this.recount();
+    const raw = await this.#db.get('m:totals');
+    let largest = 0;
+    try {
+      const l = raw && (JSON.parse(new TextDecoder().decode(raw)) as { largest?: unknown }).largest;
+      if (typeof l === 'number' && Number.isSafeInteger(l) && l >= 0) largest = l;
+    } catch {
+      // An unreadable totals record is replaced whole; #load would refuse it anyway.
+    }
+    const ops: Put[] = [];
+    for await (const k of this.#db.keys({ gte: 'u:', lt: 'u;' })) if (!counted.owners.has(k.slice(2))) ops.push({ type: 'del', key: k });
+    for (const [owner, u] of counted.owners) ops.push({ type: 'put', key: `u:${owner}`, value: json(u) });
+    ops.push({ type: 'put', key: 'm:totals', value: json({ keys: counted.keys, entries: counted.entries, largest }) });
+    await this.#db.batch(ops, { sync: true });
   }
 
   /**
