@@ -309,7 +309,7 @@ export async function openValueLogEngine(path: string): Promise<KvEngine> {
   let active: Segment;
   const notes = { segments: 0, segmentsCollected: 0, bytesCopiedByCollection: 0, logSyncs: 0 };
   const startSegment = async (id: number) => {
-    const fd = await openFile(join(path, `${String(id).padStart(6, '0')}.vlog`), 'wx');
+    const fd = await openFile(join(path, `${String(id).padStart(6, '0')}.vlog`), 'wx+');
     await syncDir(path);
     active = { id, fd, size: 0, live: 0 };
     segments.set(id, active);
