@@ -1,4 +1,5 @@
 /** Free loopback ports for servers the tests and the bench start (no dependencies, so both can import it). */
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 
 async function portFree(port: number): Promise<boolean> {
@@ -9,10 +10,26 @@ async function portFree(port: number): Promise<boolean> {
   });
 }
 
+/**
+ * Where base ports are drawn from: below the kernel's ephemeral range (Linux:
+ * `ip_local_port_range`, 32768–60999 by default), since any outgoing connection may take a
+ * port there between our check and the server's listen (CI saw EADDRINUSE that way).
+ */
+function portRange(): { low: number; high: number } {
+  try {
+    const [ephemeralLow] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    if (ephemeralLow !== undefined && ephemeralLow > 12_000) return { low: 10_000, high: ephemeralLow };
+  } catch {
+    // Not Linux: the range of old.
+  }
+  return { low: 20_000, high: 50_000 };
+}
+
 /** A base port with `count` consecutive free ports after it, chosen at random to avoid other runs. */
 export async function freeBasePort(count: number): Promise<number> {
+  const { low, high } = portRange();
   for (let attempt = 0; attempt < 50; attempt++) {
-    const base = 20_000 + Math.floor(Math.random() * 30_000);
+    const base = low + Math.floor(Math.random() * (high - low - count));
     let ok = true;
     for (let p = base; p < base + count && ok; p++) ok = await portFree(p);
     if (ok) return base;

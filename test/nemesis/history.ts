@@ -48,7 +48,7 @@ export interface NemesisOp {
   /** One of the reads every client makes of every key after healing. */
   final?: boolean;
   /** Lists that returned: the keys listed (without the clients' common prefix), with the size the servers store. */
-  listed?: readonly { readonly key: string; readonly size?: number }[];
+  listed?: readonly { readonly key: string; readonly size?: number; readonly storedSize?: number }[];
   /** Lists that returned a page with a cursor: the last key it covers (without the prefix); keys after it are on later pages. */
   cursor?: string;
 }
@@ -211,14 +211,14 @@ export function lostWrites(ops: readonly NemesisOp[]): string[] {
 /** Bytes of envelope the servers store per stripe of a value under a namespace (encrypted). */
 const ENVELOPE_BYTES = 64;
 
-/** Bytes the servers store, and a list reports, for a value of `bytes` the nemesis's clients wrote: one envelope per stripe of {@link STRIPE_BYTES}. */
+/** Bytes the servers store, and a list reports as `storedSize`, for a value of `bytes` the nemesis's clients wrote: one envelope per stripe of {@link STRIPE_BYTES}. */
 export const storedBytes = (bytes: number): number => bytes + Math.max(1, Math.ceil(bytes / STRIPE_BYTES)) * ENVELOPE_BYTES;
 
 /**
  * The checks on lists (each key's presence in a listing taken as a read of that key, the
  * simulator's list checks and one more):
  * - no invented key: every key listed had a value write invoked before the list returned,
- *   with the size one of them stores;
+ *   with the size one of them wrote (and stores);
  * - no hidden key: a key whose value write completed before the list began, and that no
  *   delete could have removed (none invoked before the list returned), is listed (if the
  *   page covers it);
@@ -241,9 +241,13 @@ export function listViolations(ops: readonly NemesisOp[]): string[] {
         out.push(`list of a key never written: ${name} listed ${k.key}, which no value write invoked before the list returned`);
         continue;
       }
-      if (k.size !== undefined && !values.some((w) => storedBytes(w.bytes!) === k.size))
+      if (k.size !== undefined && !values.some((w) => w.bytes === k.size))
         out.push(
-          `list validity: ${name} listed ${k.key} with ${k.size} bytes stored, which no write of it invoked before the list returned stores`,
+          `list validity: ${name} listed ${k.key} with ${k.size} bytes, which no write of it invoked before the list returned wrote`,
+        );
+      if (k.storedSize !== undefined && !values.some((w) => storedBytes(w.bytes!) === k.storedSize))
+        out.push(
+          `list validity: ${name} listed ${k.key} with ${k.storedSize} bytes stored, which no write of it invoked before the list returned stores`,
         );
       const after = (d: NemesisOp) => values.some((w) => w.outcome !== 'ok' || w.ret! > d.call);
       const gone = writes.find((d) => d.written === null && d.outcome === 'ok' && d.ret! < l.call && !after(d));

@@ -45,7 +45,7 @@ export type WorkerMessage =
       readonly error?: string;
       readonly read?: string | null;
       readonly intact?: boolean;
-      readonly listed?: readonly { readonly key: string; readonly size?: number }[];
+      readonly listed?: readonly { readonly key: string; readonly size?: number; readonly storedSize?: number }[];
       readonly cursor?: string;
     }
   /** The client caught a server misbehaving (a correct one never should be). */

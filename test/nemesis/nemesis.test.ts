@@ -158,13 +158,19 @@ describe('history checks', () => {
       w('k2', null, 10, 11),
     ];
     const fine = [
-      list(20, 21, [{ key: 'k0', size: storedBytes(100) }, { key: 'k2' }]),
-      list(0, 22, [{ key: 'k1', size: 164 }], { cursor: 'k1' }),
+      list(20, 21, [{ key: 'k0', size: 100, storedSize: storedBytes(100) }, { key: 'k2' }]),
+      list(0, 22, [{ key: 'k1', size: 100, storedSize: 164 }], { cursor: 'k1' }),
     ];
     expect(listViolations([...history, ...fine])).toEqual([]);
     expect(checkHistory([...history, ...fine]).violations).toEqual([]);
-    const bad = listViolations([...history, list(20, 21, [{ key: 'k0', size: 99 }, { key: 'k1' }, { key: 'k9' }]), list(20, 21, [])]);
-    expect(bad.some((v) => v.startsWith('list validity') && v.includes('k0 with 99 bytes'))).toBe(true);
+    const bad = listViolations([
+      ...history,
+      list(20, 21, [{ key: 'k0', size: 99 }, { key: 'k1' }, { key: 'k9' }]),
+      list(20, 21, [{ key: 'k0', size: 100, storedSize: 100 }]),
+      list(20, 21, []),
+    ]);
+    expect(bad.some((v) => v.startsWith('list validity') && v.includes('k0 with 99 bytes,'))).toBe(true);
+    expect(bad.some((v) => v.startsWith('list validity') && v.includes('k0 with 100 bytes stored'))).toBe(true);
     expect(bad.some((v) => v.startsWith('list showed a deleted key') && v.includes('k1'))).toBe(true);
     expect(bad.some((v) => v.startsWith('list of a key never written') && v.includes('k9'))).toBe(true);
     expect(bad.filter((v) => v.startsWith('list hid a key'))).toEqual([expect.stringContaining('left out k0')]);

@@ -85,7 +85,11 @@ async function main(config: WorkerConfig, control: { stopping: boolean; final: P
         const prefix = keyOf('');
         const page = await store.list(prefix, opts);
         read = {
-          listed: page.keys.map((k) => ({ key: k.key.slice(prefix.length), ...(k.size !== undefined ? { size: k.size } : {}) })),
+          listed: page.keys.map((k) => ({
+            key: k.key.slice(prefix.length),
+            ...(k.size !== undefined ? { size: k.size } : {}),
+            ...(k.storedSize !== undefined ? { storedSize: k.storedSize } : {}),
+          })),
           ...(page.cursor !== undefined ? { cursor: page.cursor.slice(prefix.length) } : {}),
         };
       } else {
