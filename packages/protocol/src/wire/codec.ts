@@ -214,14 +214,14 @@ function writePendingEntry(w: ByteWriter, e: PendingEntry): void {
 
 /** Bytes `e` takes in a PENDING_ACK frame. */
 export function pendingEntryBytes(e: PendingEntry): number {
-  const w = new ByteWriter();
+  const w = new ByteWriter(true);
   writePendingEntry(w, e);
   return w.length;
 }
 
 /** Bytes `e` takes in a LIST_ACK frame: what a server counts to keep its answer under `MAX_LIST_REPLY_BYTES`. */
 export function listEntryBytes(e: ListEntry): number {
-  const w = new ByteWriter();
+  const w = new ByteWriter(true);
   writeListEntry(w, e);
   return w.length;
 }
