@@ -894,6 +894,15 @@ export class LevelStorage extends AbstractStorage {
     return raw === undefined ? undefined : this.#decodeMeta(key, raw).meta;
   }
 
+  protected override async readEntryMetas(
+    reads: readonly { readonly key: string; readonly ts: Timestamp }[],
+  ): Promise<(EntryMeta | undefined)[]> {
+    if (reads.length === 0) return [];
+    // One call for the whole batch: one hop to LevelDB's thread, not one a key.
+    const raws = await this.#read(reads[0]!.key, () => this.#db.getMany(reads.map((r) => this.#entryKey('h', r.key, r.ts, 0))));
+    return raws.map((raw, i) => (raw === undefined ? undefined : this.#decodeMeta(reads[i]!.key, raw).meta));
+  }
+
   protected async readFragment(key: string, ts: Timestamp, stripe: number): Promise<Uint8Array | undefined> {
     const raw = await this.#read(key, () => this.#db.get(this.#entryKey('f', key, ts, stripe)));
     return raw === undefined ? undefined : this.#view(raw);
