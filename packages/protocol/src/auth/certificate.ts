@@ -194,6 +194,8 @@ export function receiptMessage(
   ts: Timestamp,
   cert: WriteCertificate,
   server: number,
+  /** `certificateDigest(crypto, cert)`, when the caller has it (a proof's receipts all sign the same one). */
+  digest: Uint8Array = certificateDigest(crypto, cert),
 ): Uint8Array {
   return concatBytes(
     ...domain(DOMAIN.receipt),
@@ -201,7 +203,7 @@ export function receiptMessage(
     ...keyField(key),
     u64(ts.num),
     ts.writerId,
-    certificateDigest(crypto, cert),
+    digest,
     Uint8Array.of(server),
   );
 }
@@ -374,10 +376,18 @@ export class CertificateVerifier {
    * batched receipt's path must lead to the root the signature signs; the root's signature
    * is then remembered like any other, so the rest of its batch costs only hashes.
    */
-  receiptValid(key: string, ts: Timestamp, cert: WriteCertificate, server: number, receipt: ReceiptSignature): Promise<boolean> {
+  receiptValid(
+    key: string,
+    ts: Timestamp,
+    cert: WriteCertificate,
+    server: number,
+    receipt: ReceiptSignature,
+    /** `certificateDigest` of `cert`, if the caller has it. */
+    digest?: Uint8Array,
+  ): Promise<boolean> {
     const publicKey = receiptKey(this.#cluster, cert.epoch ?? 0, server);
     if (!publicKey) return Promise.resolve(false);
-    const message = receiptMessage(this.#crypto, this.#cluster.id, key, ts, cert, server);
+    const message = receiptMessage(this.#crypto, this.#cluster.id, key, ts, cert, server, digest);
     const signed = signedMessage(this.#crypto, receiptKind(this.#crypto, this.#cluster.id, server), message, receipt.batch);
     return signed ? this.#verify(publicKey, signed, receipt.signature) : Promise.resolve(false);
   }
@@ -385,10 +395,12 @@ export class CertificateVerifier {
   /** At least `n − t` receipts, of distinct servers in increasing order, every one valid. */
   async proofValid(key: string, ts: Timestamp, cert: WriteCertificate, proof: StoreProof): Promise<boolean> {
     if (proof.length < this.#quorum) return false;
+    // Every receipt signs the same certificate digest: computed once.
+    const digest = certificateDigest(this.#crypto, cert);
     for (let i = 0; i < proof.length; i++) {
       const r = proof[i]!;
       if (i > 0 && r.server <= proof[i - 1]!.server) return false;
-      if (!(await this.receiptValid(key, ts, cert, r.server, r))) return false;
+      if (!(await this.receiptValid(key, ts, cert, r.server, r, digest))) return false;
     }
     return true;
   }
