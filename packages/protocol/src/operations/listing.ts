@@ -42,7 +42,7 @@
  * A listing is not linearizable with writes in flight: a key whose write completes during
  * the listing may or may not appear, as with S3's listings.
  */
-import { candidateId, type Candidate } from '../auth/candidate.js';
+import { sameWrite, type Candidate } from '../auth/candidate.js';
 import type { CertificateVerifier } from '../auth/certificate.js';
 import { quorum, type ClusterConfig } from '../core/config.js';
 import { certificateCovers } from '../core/cross-checksum.js';
@@ -224,14 +224,18 @@ export class ListOperation implements ClientOperation<ListPage> {
     const spare = this.answersSpared(this.#answers.size);
     const horizon = horizons[spare];
     const next = horizons[spare + 1];
-    const best = new Map<string, { candidate: Candidate; sizes: Map<string, number> }>();
+    // Each key's highest candidate, and its size as the first answer with the write's cross-checksum gave it.
+    const best = new Map<string, { candidate: Candidate; size: number | undefined }>();
     for (const a of this.#answers.values()) {
       for (const e of a.entries) {
         if (horizon !== undefined && compareKeys(e.key, horizon) > 0) continue;
-        let b = best.get(e.key);
-        if (!b) best.set(e.key, (b = { candidate: e.candidate, sizes: new Map() }));
-        else if (compareTimestamps(e.candidate.ts, b.candidate.ts) > 0) b.candidate = e.candidate;
-        if (e.cc) b.sizes.set(candidateId(e.candidate), e.layout?.valueLength ?? e.cc.valueLength);
+        const size = e.cc ? (e.layout?.valueLength ?? e.cc.valueLength) : undefined;
+        const b = best.get(e.key);
+        if (!b) best.set(e.key, { candidate: e.candidate, size });
+        else if (compareTimestamps(e.candidate.ts, b.candidate.ts) > 0) {
+          b.candidate = e.candidate;
+          b.size = size;
+        } else if (b.size === undefined && size !== undefined && sameWrite(e.candidate, b.candidate)) b.size = size;
       }
     }
     const names = [...best.keys()].sort(compareKeys);
@@ -241,9 +245,9 @@ export class ListOperation implements ClientOperation<ListPage> {
     const cursor = names.length > this.limit ? taken.at(-1) : horizon;
     const keys: ListPageKey[] = [];
     for (const key of taken) {
-      const { candidate, sizes } = best.get(key)!;
+      const { candidate, size } = best.get(key)!;
       if (candidate.cert.tombstone) continue;
-      keys.push({ key, candidate, size: sizes.get(candidateId(candidate)) });
+      keys.push({ key, candidate, size });
     }
     const thin = cursor !== undefined && taken.length < Math.min(this.limit, MIN_LIST_PAGE);
     const reachable = horizon !== undefined && (next === undefined || compareKeys(next, horizon) > 0);
