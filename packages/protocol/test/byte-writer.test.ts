@@ -1,7 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { u32, u64 } from '../src/core/bytes.js';
-import { ByteWriter } from '../src/wire/fields.js';
+import { encodeMessage, listEntryBytes, pendingEntryBytes } from '../src/wire/codec.js';
+import { ByteWriter, utf8Length } from '../src/wire/fields.js';
+import type { ListAck, PendingAck } from '../src/wire/messages.js';
+import { message } from './arbitraries.js';
 
 /** One field as written, and the bytes it must come out as (big-endian, as before chunks). */
 type Field =
@@ -114,6 +117,36 @@ describe('u32 and u64 (core/bytes)', () => {
         new DataView(b.buffer).setBigUint64(0, BigInt(y));
         expect(u64(y)).toEqual(b);
       }),
+    );
+  });
+});
+
+describe('entry sizes (what a server counts to bound its answer)', () => {
+  const lists = message(4).filter((m): m is ListAck | PendingAck => m.type === 'LIST_ACK' || m.type === 'PENDING_ACK');
+  it('listEntryBytes and pendingEntryBytes are the bytes each entry adds to its frame', () => {
+    fc.assert(
+      fc.property(lists, (m) => {
+        const empty = encodeMessage({ ...m, entries: [] }).length;
+        const counted = m.type === 'LIST_ACK' ? m.entries.map(listEntryBytes) : m.entries.map(pendingEntryBytes);
+        expect(encodeMessage(m).length).toBe(empty + counted.reduce((a, b) => a + b, 0));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('utf8Length is the length TextEncoder gives, lone surrogates included', () => {
+    const encoder = new TextEncoder();
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.string({ unit: 'binary' }),
+          fc.string({ unit: fc.integer({ min: 0xd7f0, max: 0xe010 }).map((c) => String.fromCharCode(c)) }),
+        ),
+        (s) => {
+          expect(utf8Length(s)).toBe(encoder.encode(s).length);
+        },
+      ),
+      { numRuns: 1000 },
     );
   });
 });

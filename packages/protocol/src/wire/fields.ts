@@ -424,6 +424,38 @@ export function readFragment(r: ByteReader): Uint8Array {
   return r.fixed(len, 'fragment');
 }
 
+/** Bytes of `s` in UTF-8, as `TextEncoder` encodes it (a lone surrogate as U+FFFD), without encoding it. */
+export function utf8Length(s: string): number {
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) n += 1;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      n += 2; // a pair: 4 bytes for 2 units
+      i++;
+    } else n += 2;
+  }
+  return n;
+}
+
+/** Encoded size of a batch path field (`writeSignatureBatch`). */
+function signatureBatchSize(b: SignatureBatch | undefined): number {
+  return b ? 4 + BATCH_HASH_LENGTH * b.siblings.length : 2;
+}
+
+/** Encoded size of a candidate (`writeCandidate`). */
+export function candidateSize(c: Candidate): number {
+  let proof = 1;
+  for (const r of c.proof) proof += 1 + SIGNATURE_LENGTH + signatureBatchSize(r.batch);
+  return 8 + WRITER_ID_LENGTH + NONCE_LENGTH + certificateSize(c.cert) + proof;
+}
+
+/** Encoded size of a cross-checksum (`writeCc`). */
+export function ccSize(cc: CrossChecksum): number {
+  return 1 + 8 + 1 + HASH_LENGTH * cc.hashes.length;
+}
+
 /** Encoded size of a certificate: what it adds to a stored entry. */
 export function certificateSize(c: WriteCertificate): number {
   const grant = c.grant ? 2 * PUBLIC_KEY_LENGTH + 2 + textEncoder.encode(c.grant.prefix).length + 8 + SIGNATURE_LENGTH : 0;
