@@ -29,7 +29,7 @@
  * history, two proofs for one `(key, ts)` would need a correct server to store two
  * entries, so a timestamp has at most one valid content.
  */
-import { bytesEqual, concatBytes, lengthPrefixed, toHex, u32, u64, utf8 } from '../core/bytes.js';
+import { bytesEqual, concatBytes, lengthPrefixed, toHex, u32, u64 } from '../core/bytes.js';
 import { DOMAIN, HASH_LENGTH, domain, keyField, nonceHash, type CryptoProvider, type Signer } from '../core/crypto.js';
 import { grantDigest, grantMessage, mayGrant, type ClusterIdentity, type Grant } from './grant.js';
 import { namespaceOf, ownerIdOf, writerTagOf } from './identity.js';
@@ -412,7 +412,7 @@ export class CertificateVerifier {
    * check (the server passes its own, so each rule stays one overridable method).
    */
   async valid(key: string, c: CandidateFields, checks?: ValidityChecks): Promise<boolean> {
-    const fingerprint = toHex(this.#crypto.sha256Sync(candidateFields(key, c)));
+    const fingerprint = toHex(this.#crypto.sha256Sync([candidateFields(key, c)]));
     if (this.#validCandidates.has(fingerprint)) return true;
     const ok = await isValidCandidate(
       this.#crypto,
@@ -469,35 +469,105 @@ function remember(set: Set<string>, id: string, size: number): void {
   set.add(id);
 }
 
-/** Every field of a candidate, and its key, as length-unambiguous parts for one digest. */
-function candidateFields(key: string, c: CandidateFields): Uint8Array[] {
+/**
+ * Every field of a candidate, and its key, length-unambiguous, written into one reused
+ * buffer for one digest (a listing fingerprints every key of every answer: building them
+ * as dozens of small arrays made most of its garbage). Valid until the next call.
+ */
+function candidateFields(key: string, c: CandidateFields): Uint8Array {
+  const w = fingerprintWriter;
+  w.reset(key.length * 3 + 4);
+  w.utf8Prefixed(key);
+  w.u64(c.ts.num);
+  w.bytes(c.ts.writerId);
+  w.bytes(c.nonce);
+  w.bytes(c.cert.nonceHash);
+  w.bytes(c.cert.ccDigest);
+  // The signature covers the flag: without it here, a candidate with the flag flipped
+  // would pass as the valid one it was copied from.
+  w.u8(c.cert.tombstone ? 1 : 0);
+  w.bytes(c.cert.signer);
+  w.bytes(c.cert.signature);
   const g = c.cert.grant;
-  const parts: Uint8Array[] = [
-    ...keyField(key),
-    u64(c.ts.num),
-    c.ts.writerId,
-    c.nonce,
-    c.cert.nonceHash,
-    c.cert.ccDigest,
-    // The signature covers the flag: without it here, a candidate with the flag flipped
-    // would pass as the valid one it was copied from.
-    Uint8Array.of(c.cert.tombstone ? 1 : 0),
-    c.cert.signer,
-    c.cert.signature,
-    g ? Uint8Array.of(1) : Uint8Array.of(0),
-  ];
+  w.u8(g ? 1 : 0);
   // Fixed-length fields above; the grant's prefix is length-prefixed.
-  if (g) parts.push(g.issuer, g.grantee, ...lengthPrefixed(utf8(g.prefix)), u64(g.expiresAt), g.signature);
+  if (g) {
+    w.bytes(g.issuer);
+    w.bytes(g.grantee);
+    w.utf8Prefixed(g.prefix);
+    w.u64(g.expiresAt);
+    w.bytes(g.signature);
+  }
   // The signature covers the epoch too: a candidate moved to another epoch must not pass.
-  parts.push(u32(c.cert.epoch ?? 0));
+  w.u32(c.cert.epoch ?? 0);
   // Batch paths too: the same signature with another path must be checked again.
-  parts.push(...pathParts(c.cert.batch));
-  parts.push(u32(c.proof.length));
-  for (const r of c.proof) parts.push(Uint8Array.of(r.server), r.signature, ...pathParts(r.batch));
-  return parts;
+  w.path(c.cert.batch);
+  w.u32(c.proof.length);
+  for (const r of c.proof) {
+    w.u8(r.server);
+    w.bytes(r.signature);
+    w.path(r.batch);
+  }
+  return w.written();
 }
 
-/** A batch path (or none) as length-unambiguous parts of a candidate's fingerprint. */
-function pathParts(batch: SignatureBatch | undefined): Uint8Array[] {
-  return batch ? [Uint8Array.of(1), u32(batch.index), u32(batch.count), ...batch.siblings] : [Uint8Array.of(0)];
+/** Writes a candidate's fingerprint input: what `[u32(…), bytes, …]` concatenated would hold, in one buffer that grows. */
+class FingerprintWriter {
+  #buf = new Uint8Array(2048);
+  #pos = 0;
+  static readonly #encoder = new TextEncoder();
+
+  reset(atLeast: number): void {
+    this.#pos = 0;
+    this.#room(atLeast);
+  }
+  #room(len: number): void {
+    if (this.#buf.length - this.#pos >= len) return;
+    const grown = new Uint8Array(Math.max(2 * this.#buf.length, this.#pos + len));
+    grown.set(this.#buf.subarray(0, this.#pos));
+    this.#buf = grown;
+  }
+  u8(x: number): void {
+    this.#room(1);
+    this.#buf[this.#pos++] = x;
+  }
+  u32(x: number): void {
+    this.#room(4);
+    const b = this.#buf;
+    b[this.#pos++] = x >>> 24;
+    b[this.#pos++] = x >>> 16;
+    b[this.#pos++] = x >>> 8;
+    b[this.#pos++] = x;
+  }
+  u64(x: number): void {
+    this.u32(Math.floor(x / 2 ** 32));
+    this.u32(x >>> 0);
+  }
+  bytes(b: Uint8Array): void {
+    this.#room(b.length);
+    this.#buf.set(b, this.#pos);
+    this.#pos += b.length;
+  }
+  /** `s` in UTF-8 after its u32 length (`lengthPrefixed(utf8(s))`). */
+  utf8Prefixed(s: string): void {
+    this.#room(4 + 3 * s.length);
+    const at = this.#pos;
+    this.#pos += 4;
+    const { written } = FingerprintWriter.#encoder.encodeInto(s, this.#buf.subarray(this.#pos));
+    this.#pos = at;
+    this.u32(written);
+    this.#pos += written;
+  }
+  /** A batch path (or none), as before: a flag, then index, count and the sibling hashes. */
+  path(batch: SignatureBatch | undefined): void {
+    if (!batch) return this.u8(0);
+    this.u8(1);
+    this.u32(batch.index);
+    this.u32(batch.count);
+    for (const h of batch.siblings) this.bytes(h);
+  }
+  written(): Uint8Array {
+    return this.#buf.subarray(0, this.#pos);
+  }
 }
+const fingerprintWriter = new FingerprintWriter();
