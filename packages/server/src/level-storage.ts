@@ -849,10 +849,24 @@ export class LevelStorage extends AbstractStorage {
     const range = compareKeys(after, prefix) >= 0 ? { gt: `k:${after}` } : { gte: `k:${prefix}` };
     const out: [string, KeyState][] = [];
     try {
-      for await (const [k, raw] of this.#db.iterator({ ...range, lt: 'k;', limit })) {
-        const key = k.slice(2);
-        if (!key.startsWith(prefix)) break;
-        out.push([key, this.#decodeState(key, raw)]);
+      // Records in chunks (`nextv`), not one `next` each: a LIST reads a thousand, and each
+      // `next` cost more than decoding its record. Chunks grow from a few, so reading past
+      // the prefix's last key reads at most as many records again as were in it. (A chunk
+      // may come back short of what was asked, its bytes bounded by `highWaterMarkBytes`;
+      // only an empty one is the end.)
+      const it = this.#db.iterator({ ...range, lt: 'k;', limit, highWaterMarkBytes: 256 * 1024 });
+      try {
+        for (let chunk = Math.min(limit, 16); out.length < limit; chunk = Math.min(limit - out.length, 2 * chunk)) {
+          const records = await it.nextv(chunk);
+          if (records.length === 0) break;
+          for (const [k, raw] of records) {
+            const key = k.slice(2);
+            if (!key.startsWith(prefix)) return out;
+            out.push([key, this.#decodeState(key, raw)]);
+          }
+        }
+      } finally {
+        await it.close();
       }
     } catch (err) {
       if (err instanceof StorageError) throw err;
