@@ -35,7 +35,7 @@ import { grantDigest, grantMessage, mayGrant, type ClusterIdentity, type Grant }
 import { namespaceOf, ownerIdOf, writerTagOf } from './identity.js';
 import { epochsProblem, extensionProblem, receiptKey } from './epochs.js';
 import { receiptKind, type ReceiptSignature } from './receipt-batch.js';
-import { signedMessage, SignatureBatcher, type BatchedSignature, type BatchKind, type SignatureBatch } from '../core/signature-batch.js';
+import { BatchTrees, SignatureBatcher, type BatchedSignature, type BatchKind, type SignatureBatch } from '../core/signature-batch.js';
 import { ProtocolError, type ProtocolErrorCode } from '../core/errors.js';
 import { writerTagPart, type Timestamp } from './timestamp.js';
 
@@ -311,6 +311,8 @@ export class CertificateVerifier {
   /** Fingerprints of whole candidates found valid, so a repeated one costs one hash. */
   readonly #validCandidates = new Set<string>();
   readonly #cacheSize: number;
+  /** Nodes of batches whose roots' signatures verified. */
+  readonly #trees: BatchTrees;
 
   constructor(crypto: CryptoProvider, cluster: ClusterIdentity, cacheSize = 16_384) {
     const problem = epochsProblem(cluster);
@@ -321,6 +323,7 @@ export class CertificateVerifier {
     const n = cluster.servers.length;
     this.#quorum = n - (n - 1) / 3;
     this.#cacheSize = cacheSize;
+    this.#trees = new BatchTrees(crypto);
   }
 
   /** The cluster this verifier checks for. */
@@ -356,8 +359,8 @@ export class CertificateVerifier {
       return { ok: false, code: 'UNAUTHENTICATED', reason: "the grant's signature does not verify" };
     }
     const message = certificateMessage(crypto, this.#cluster.id, key, ts, cert, stripe);
-    const signed = signedMessage(crypto, certificateKind(crypto, this.#cluster.id, cert.signer), message, cert.batch);
-    if (!signed || !(await this.#verify(cert.signer, signed, cert.signature))) {
+    const kind = certificateKind(crypto, this.#cluster.id, cert.signer);
+    if (!(await this.#verifySigned(kind, message, cert.batch, cert.signer, cert.signature))) {
       return { ok: false, code: 'UNAUTHENTICATED', reason: `the ${stripe > 0 ? 'stripe ' : ''}certificate's signature does not verify` };
     }
     return OK;
@@ -388,8 +391,7 @@ export class CertificateVerifier {
     const publicKey = receiptKey(this.#cluster, cert.epoch ?? 0, server);
     if (!publicKey) return Promise.resolve(false);
     const message = receiptMessage(this.#crypto, this.#cluster.id, key, ts, cert, server, digest);
-    const signed = signedMessage(this.#crypto, receiptKind(this.#crypto, this.#cluster.id, server), message, receipt.batch);
-    return signed ? this.#verify(publicKey, signed, receipt.signature) : Promise.resolve(false);
+    return this.#verifySigned(receiptKind(this.#crypto, this.#cluster.id, server), message, receipt.batch, publicKey, receipt.signature);
   }
 
   /** At least `n − t` receipts, of distinct servers in increasing order, every one valid. */
@@ -433,6 +435,27 @@ export class CertificateVerifier {
    */
   signed(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): void {
     this.#remember(this.#id(publicKey, message, signature));
+  }
+
+  /**
+   * Whether `signature` by `publicKey` signs `message`, or with `batch` the root message its
+   * path leads to (`signature-batch.ts`). The nodes of paths to verified roots are
+   * remembered ({@link BatchTrees}), so the rest of a batch costs a few hashes a leaf.
+   */
+  #verifySigned(
+    kind: BatchKind,
+    message: Uint8Array,
+    batch: SignatureBatch | undefined,
+    publicKey: Uint8Array,
+    signature: Uint8Array,
+  ): Promise<boolean> {
+    if (!batch) return this.#verify(publicKey, message, signature);
+    const found = this.#trees.root(kind.leaf(message), batch, signature);
+    if (!found) return Promise.resolve(false);
+    return this.#verify(publicKey, kind.rootMessage(batch.count, found.root), signature).then((ok) => {
+      if (ok && found.learned.length > 0) this.#trees.learn(signature, batch.count, found);
+      return ok;
+    });
   }
 
   #verify(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): Promise<boolean> {
