@@ -129,7 +129,8 @@ export class BatchTrees {
   readonly #trees = new Map<string, KnownTree>();
   #nodes = 0;
 
-  constructor(crypto: CryptoProvider, maxNodes = 1 << 16) {
+  /** `maxNodes`: nodes kept over all trees (each a 32-byte array), the oldest trees forgotten first; a full batch has 2047. */
+  constructor(crypto: CryptoProvider, maxNodes = 1 << 14) {
     this.#crypto = crypto;
     this.#maxNodes = maxNodes;
   }
