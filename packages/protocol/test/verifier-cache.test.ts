@@ -1,4 +1,7 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { toHex } from '../src/core/bytes.js';
+import { sha256Hex } from '../src/core/crypto.js';
 import { CertificateVerifier, type Candidate } from '../src/index.js';
 import { crypto, makeCluster, own } from '../src/testing/cluster.js';
 
@@ -31,5 +34,19 @@ describe('CertificateVerifier remembers valid candidates', () => {
     ];
     for (const [what, k, candidate] of changed) expect(await verifier.valid(k, candidate), what).toBe(false);
     expect(await verifier.valid(key, lc)).toBe(true);
+  });
+});
+
+describe('sha256Hex (the caches’ names)', () => {
+  it('is the hex of sha256Sync, for small inputs, inputs in many parts, and inputs past the scratch buffer', () => {
+    fc.assert(
+      fc.property(fc.array(fc.uint8Array({ maxLength: 3000 }), { maxLength: 8 }), fc.integer({ min: 0, max: 80_000 }), (parts, big) => {
+        expect(sha256Hex(crypto, parts)).toBe(toHex(crypto.sha256Sync(parts)));
+        const large = [...parts, new Uint8Array(big).fill(7)];
+        expect(sha256Hex(crypto, large)).toBe(toHex(crypto.sha256Sync(large)));
+        expect(typeof crypto.sha256HexSync).toBe('function');
+      }),
+      { numRuns: 100 },
+    );
   });
 });

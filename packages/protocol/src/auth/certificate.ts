@@ -29,8 +29,8 @@
  * history, two proofs for one `(key, ts)` would need a correct server to store two
  * entries, so a timestamp has at most one valid content.
  */
-import { bytesEqual, concatBytes, lengthPrefixed, toHex, u32, u64 } from '../core/bytes.js';
-import { DOMAIN, HASH_LENGTH, domain, keyField, nonceHash, type CryptoProvider, type Signer } from '../core/crypto.js';
+import { bytesEqual, concatBytes, lengthPrefixed, u32, u64 } from '../core/bytes.js';
+import { DOMAIN, HASH_LENGTH, domain, keyField, nonceHash, sha256Hex, type CryptoProvider, type Signer } from '../core/crypto.js';
 import { grantDigest, grantMessage, mayGrant, type ClusterIdentity, type Grant } from './grant.js';
 import { namespaceOf, ownerIdOf, writerTagOf } from './identity.js';
 import { epochsProblem, extensionProblem, receiptKey } from './epochs.js';
@@ -414,7 +414,7 @@ export class CertificateVerifier {
    * check (the server passes its own, so each rule stays one overridable method).
    */
   async valid(key: string, c: CandidateFields, checks?: ValidityChecks): Promise<boolean> {
-    const fingerprint = toHex(this.#crypto.sha256Sync([candidateFields(key, c)]));
+    const fingerprint = sha256Hex(this.#crypto, [candidateFields(key, c)]);
     if (this.#validCandidates.has(fingerprint)) return true;
     const ok = await isValidCandidate(
       this.#crypto,
@@ -478,7 +478,7 @@ export class CertificateVerifier {
   }
 
   #id(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): string {
-    return toHex(this.#crypto.sha256Sync([publicKey, signature, message]));
+    return sha256Hex(this.#crypto, [publicKey, signature, message]);
   }
 
   #remember(id: string): void {

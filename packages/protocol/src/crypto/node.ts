@@ -15,7 +15,14 @@ const KEY_CACHE_SIZE = 1024;
 /** The largest input hashed from a copy in one buffer; larger ones are hashed part by part. */
 const SCRATCH_MAX = 64 * 1024;
 /** `crypto.hash` (Node 20.12 and 21.7 on): a one-shot digest. */
-const oneShot = (nodeCrypto as { hash?: (algorithm: string, data: Uint8Array, encoding: 'buffer') => Buffer }).hash;
+const oneShot = (
+  nodeCrypto as {
+    hash?: {
+      (algorithm: string, data: Uint8Array, encoding: 'buffer'): Buffer;
+      (algorithm: string, data: Uint8Array, encoding: 'hex'): string;
+    };
+  }
+).hash;
 
 /** A provider backed by `node:crypto`. */
 export function createCryptoProvider(): CryptoProvider {
@@ -38,15 +45,12 @@ export function createCryptoProvider(): CryptoProvider {
   // listed) are gathered into one buffer and hashed in one call, with `crypto.hash` where
   // Node has it (20.12 on): a Hash object and an update per part cost more than the hashing.
   let scratch = new Uint8Array(4096);
-  const digest = (parts: readonly Uint8Array[]): Uint8Array => {
+  /** `parts` joined in the scratch buffer, or `undefined` when they are too large for it. */
+  const joined = (parts: readonly Uint8Array[]): Uint8Array | undefined => {
     let length = 0;
     for (const p of parts) length += p.length;
     if (length > scratch.length) {
-      if (length > SCRATCH_MAX) {
-        const h = createHash('sha256');
-        for (const p of parts) h.update(p);
-        return new Uint8Array(h.digest());
-      }
+      if (length > SCRATCH_MAX) return undefined;
       scratch = new Uint8Array(Math.min(SCRATCH_MAX, 2 * length));
     }
     let off = 0;
@@ -54,16 +58,29 @@ export function createCryptoProvider(): CryptoProvider {
       scratch.set(p, off);
       off += p.length;
     }
-    const input = scratch.subarray(0, length);
-    if (!oneShot) return new Uint8Array(createHash('sha256').update(input).digest());
+    return scratch.subarray(0, length);
+  };
+  const hashOf = (parts: readonly Uint8Array[]) => {
+    const h = createHash('sha256');
+    for (const p of parts) h.update(p);
+    return h;
+  };
+  const digest = (parts: readonly Uint8Array[]): Uint8Array => {
+    const input = joined(parts);
+    if (!input || !oneShot) return new Uint8Array(hashOf(input ? [input] : parts).digest());
     // A Buffer of its own 32 bytes (not a slice of Node's pool): viewed, not copied.
     const out = oneShot('sha256', input, 'buffer');
     return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+  };
+  const hexDigest = (parts: readonly Uint8Array[]): string => {
+    const input = joined(parts);
+    return input && oneShot ? oneShot('sha256', input, 'hex') : hashOf(input ? [input] : parts).digest('hex');
   };
   return {
     name: 'node',
     sha256: (parts) => Promise.resolve(digest(parts)),
     sha256Sync: digest,
+    sha256HexSync: hexDigest,
     async verifyEd25519(pub, message, signature) {
       if (pub.length !== PUBLIC_KEY_LENGTH || signature.length !== SIGNATURE_LENGTH) return false;
       const key = publicKey(pub);
