@@ -161,10 +161,13 @@ export class CliCluster {
     if (this.#procs.has(id)) throw new Error(`server ${id} is running`);
     const log = openSync(join(this.dir, `server-${id}.log`), 'a');
     const [command, ...prefix] = [...wrap, process.execPath];
+    // PS_CPU_PROF=DIR (benchmarks): the server writes a V8 CPU profile there when it stops.
+    const profile = process.env.PS_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.PS_CPU_PROF}`] : [];
     const child = spawn(
       command,
       [
         ...prefix,
+        ...profile,
         CLI,
         'start',
         '--config',

@@ -893,10 +893,24 @@ export class LevelStorage extends AbstractStorage {
     const range = compareKeys(after, prefix) >= 0 ? { gt: `k:${after}` } : { gte: `k:${prefix}` };
     const out: [string, KeyState][] = [];
     try {
-      for await (const [k, raw] of this.#db.iterator({ ...range, lt: 'k;', limit })) {
-        const key = k.slice(2);
-        if (!key.startsWith(prefix)) break;
-        out.push([key, this.#decodeState(key, raw)]);
+      // Records in chunks (`nextv`), not one `next` each: a LIST reads a thousand, and each
+      // `next` cost more than decoding its record. Chunks grow from a few, so reading past
+      // the prefix's last key reads at most as many records again as were in it. (A chunk
+      // may come back short of what was asked, its bytes bounded by `highWaterMarkBytes`;
+      // only an empty one is the end.)
+      const it = this.#db.iterator({ ...range, lt: 'k;', limit, highWaterMarkBytes: 256 * 1024 });
+      try {
+        for (let chunk = Math.min(limit, 16); out.length < limit; chunk = Math.min(limit - out.length, 2 * chunk)) {
+          const records = await it.nextv(chunk);
+          if (records.length === 0) break;
+          for (const [k, raw] of records) {
+            const key = k.slice(2);
+            if (!key.startsWith(prefix)) return out;
+            out.push([key, this.#decodeState(key, raw)]);
+          }
+        }
+      } finally {
+        await it.close();
       }
     } catch (err) {
       if (err instanceof StorageError) throw err;
@@ -936,6 +950,15 @@ export class LevelStorage extends AbstractStorage {
   protected async readEntryMeta(key: string, ts: Timestamp, stripe: number): Promise<EntryMeta | undefined> {
     const raw = await this.#read(key, () => this.#db.get(this.#entryKey('h', key, ts, stripe)));
     return raw === undefined ? undefined : this.#decodeMeta(key, raw).meta;
+  }
+
+  protected override async readEntryMetas(
+    reads: readonly { readonly key: string; readonly ts: Timestamp }[],
+  ): Promise<(EntryMeta | undefined)[]> {
+    if (reads.length === 0) return [];
+    // One call for the whole batch: one hop to LevelDB's thread, not one a key.
+    const raws = await this.#read(reads[0]!.key, () => this.#db.getMany(reads.map((r) => this.#entryKey('h', r.key, r.ts, 0))));
+    return raws.map((raw, i) => (raw === undefined ? undefined : this.#decodeMeta(reads[i]!.key, raw).meta));
   }
 
   protected async readFragment(key: string, ts: Timestamp, stripe: number): Promise<Uint8Array | undefined> {

@@ -59,6 +59,14 @@ export function candidatesEqual(a: Candidate, b: Candidate): boolean {
   return timestampsEqual(a.ts, b.ts) && bytesEqual(a.nonce, b.nonce) && certificatesEqual(a.cert, b.cert) && proofsEqual(a.proof, b.proof);
 }
 
+/**
+ * Whether two candidates name the same write (what {@link candidateId} tells apart): the
+ * same timestamp, nonce and certificate; their proofs may differ.
+ */
+export function sameWrite(a: Candidate, b: Candidate): boolean {
+  return timestampsEqual(a.ts, b.ts) && bytesEqual(a.nonce, b.nonce) && certificatesEqual(a.cert, b.cert);
+}
+
 /** A string identifying the certificate's every field. */
 export function certificateId(c: WriteCertificate): string {
   const g = c.grant;

@@ -29,13 +29,13 @@
  * history, two proofs for one `(key, ts)` would need a correct server to store two
  * entries, so a timestamp has at most one valid content.
  */
-import { bytesEqual, concatBytes, lengthPrefixed, toHex, u32, u64, utf8 } from '../core/bytes.js';
-import { DOMAIN, HASH_LENGTH, domain, keyField, nonceHash, type CryptoProvider, type Signer } from '../core/crypto.js';
+import { bytesEqual, concatBytes, lengthPrefixed, u32, u64 } from '../core/bytes.js';
+import { DOMAIN, HASH_LENGTH, domain, keyField, nonceHash, sha256Hex, type CryptoProvider, type Signer } from '../core/crypto.js';
 import { grantDigest, grantMessage, mayGrant, type ClusterIdentity, type Grant } from './grant.js';
 import { namespaceOf, ownerIdOf, writerTagOf } from './identity.js';
 import { epochsProblem, extensionProblem, receiptKey } from './epochs.js';
 import { receiptKind, type ReceiptSignature } from './receipt-batch.js';
-import { signedMessage, SignatureBatcher, type BatchedSignature, type BatchKind, type SignatureBatch } from '../core/signature-batch.js';
+import { BatchTrees, SignatureBatcher, type BatchedSignature, type BatchKind, type SignatureBatch } from '../core/signature-batch.js';
 import { ProtocolError, type ProtocolErrorCode } from '../core/errors.js';
 import { writerTagPart, type Timestamp } from './timestamp.js';
 
@@ -47,8 +47,12 @@ export type ValueEnvelope = 'encrypted' | 'public';
  * encrypted envelope, bit 2 a public one; a value stored as given signs exactly the byte
  * it did before envelopes were named.
  */
+function kindFlags(cert: { readonly tombstone: boolean; readonly envelope?: ValueEnvelope }): number {
+  return (cert.tombstone ? 1 : 0) | (cert.envelope === 'encrypted' ? 2 : cert.envelope === 'public' ? 4 : 0);
+}
+
 function kindByte(cert: { readonly tombstone: boolean; readonly envelope?: ValueEnvelope }): Uint8Array {
-  return Uint8Array.of((cert.tombstone ? 1 : 0) | (cert.envelope === 'encrypted' ? 2 : cert.envelope === 'public' ? 4 : 0));
+  return Uint8Array.of(kindFlags(cert));
 }
 
 /** What a writer signs for one write, and the signature. */
@@ -214,6 +218,8 @@ export function receiptMessage(
   ts: Timestamp,
   cert: WriteCertificate,
   server: number,
+  /** `certificateDigest(crypto, cert)`, when the caller has it (a proof's receipts all sign the same one). */
+  digest: Uint8Array = certificateDigest(crypto, cert),
 ): Uint8Array {
   return concatBytes(
     ...domain(DOMAIN.receipt),
@@ -221,7 +227,7 @@ export function receiptMessage(
     ...keyField(key),
     u64(ts.num),
     ts.writerId,
-    certificateDigest(crypto, cert),
+    digest,
     Uint8Array.of(server),
   );
 }
@@ -332,6 +338,8 @@ export class CertificateVerifier {
   /** Fingerprints of whole candidates found valid, so a repeated one costs one hash. */
   readonly #validCandidates = new Set<string>();
   readonly #cacheSize: number;
+  /** Nodes of batches whose roots' signatures verified. */
+  readonly #trees: BatchTrees;
 
   constructor(crypto: CryptoProvider, cluster: ClusterIdentity, cacheSize = 16_384) {
     const problem = epochsProblem(cluster);
@@ -342,6 +350,7 @@ export class CertificateVerifier {
     const n = cluster.servers.length;
     this.#quorum = n - (n - 1) / 3;
     this.#cacheSize = cacheSize;
+    this.#trees = new BatchTrees(crypto);
   }
 
   /** The cluster this verifier checks for. */
@@ -377,8 +386,8 @@ export class CertificateVerifier {
       return { ok: false, code: 'UNAUTHENTICATED', reason: "the grant's signature does not verify" };
     }
     const message = certificateMessage(crypto, this.#cluster.id, key, ts, cert, stripe);
-    const signed = signedMessage(crypto, certificateKind(crypto, this.#cluster.id, cert.signer), message, cert.batch);
-    if (!signed || !(await this.#verify(cert.signer, signed, cert.signature))) {
+    const kind = certificateKind(crypto, this.#cluster.id, cert.signer);
+    if (!(await this.#verifySigned(kind, message, cert.batch, cert.signer, cert.signature))) {
       return { ok: false, code: 'UNAUTHENTICATED', reason: `the ${stripe > 0 ? 'stripe ' : ''}certificate's signature does not verify` };
     }
     return OK;
@@ -397,21 +406,30 @@ export class CertificateVerifier {
    * batched receipt's path must lead to the root the signature signs; the root's signature
    * is then remembered like any other, so the rest of its batch costs only hashes.
    */
-  receiptValid(key: string, ts: Timestamp, cert: WriteCertificate, server: number, receipt: ReceiptSignature): Promise<boolean> {
+  receiptValid(
+    key: string,
+    ts: Timestamp,
+    cert: WriteCertificate,
+    server: number,
+    receipt: ReceiptSignature,
+    /** `certificateDigest` of `cert`, if the caller has it. */
+    digest?: Uint8Array,
+  ): Promise<boolean> {
     const publicKey = receiptKey(this.#cluster, cert.epoch ?? 0, server);
     if (!publicKey) return Promise.resolve(false);
-    const message = receiptMessage(this.#crypto, this.#cluster.id, key, ts, cert, server);
-    const signed = signedMessage(this.#crypto, receiptKind(this.#crypto, this.#cluster.id, server), message, receipt.batch);
-    return signed ? this.#verify(publicKey, signed, receipt.signature) : Promise.resolve(false);
+    const message = receiptMessage(this.#crypto, this.#cluster.id, key, ts, cert, server, digest);
+    return this.#verifySigned(receiptKind(this.#crypto, this.#cluster.id, server), message, receipt.batch, publicKey, receipt.signature);
   }
 
   /** At least `n − t` receipts, of distinct servers in increasing order, every one valid. */
   async proofValid(key: string, ts: Timestamp, cert: WriteCertificate, proof: StoreProof): Promise<boolean> {
     if (proof.length < this.#quorum) return false;
+    // Every receipt signs the same certificate digest: computed once.
+    const digest = certificateDigest(this.#crypto, cert);
     for (let i = 0; i < proof.length; i++) {
       const r = proof[i]!;
       if (i > 0 && r.server <= proof[i - 1]!.server) return false;
-      if (!(await this.receiptValid(key, ts, cert, r.server, r))) return false;
+      if (!(await this.receiptValid(key, ts, cert, r.server, r, digest))) return false;
     }
     return true;
   }
@@ -423,7 +441,7 @@ export class CertificateVerifier {
    * check (the server passes its own, so each rule stays one overridable method).
    */
   async valid(key: string, c: CandidateFields, checks?: ValidityChecks): Promise<boolean> {
-    const fingerprint = toHex(this.#crypto.sha256Sync(candidateFields(key, c)));
+    const fingerprint = sha256Hex(this.#crypto, [candidateFields(key, c)]);
     if (this.#validCandidates.has(fingerprint)) return true;
     const ok = await isValidCandidate(
       this.#crypto,
@@ -446,6 +464,27 @@ export class CertificateVerifier {
     this.#remember(this.#id(publicKey, message, signature));
   }
 
+  /**
+   * Whether `signature` by `publicKey` signs `message`, or with `batch` the root message its
+   * path leads to (`signature-batch.ts`). The nodes of paths to verified roots are
+   * remembered ({@link BatchTrees}), so the rest of a batch costs a few hashes a leaf.
+   */
+  #verifySigned(
+    kind: BatchKind,
+    message: Uint8Array,
+    batch: SignatureBatch | undefined,
+    publicKey: Uint8Array,
+    signature: Uint8Array,
+  ): Promise<boolean> {
+    if (!batch) return this.#verify(publicKey, message, signature);
+    const found = this.#trees.root(kind.leaf(message), batch, signature);
+    if (!found) return Promise.resolve(false);
+    return this.#verify(publicKey, kind.rootMessage(batch.count, found.root), signature).then((ok) => {
+      if (ok && found.learned.length > 0) this.#trees.learn(signature, batch.count, found);
+      return ok;
+    });
+  }
+
   #verify(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): Promise<boolean> {
     const id = this.#id(publicKey, message, signature);
     if (this.#verified.has(id)) return Promise.resolve(true);
@@ -466,7 +505,7 @@ export class CertificateVerifier {
   }
 
   #id(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): string {
-    return toHex(this.#crypto.sha256Sync([publicKey, signature, message]));
+    return sha256Hex(this.#crypto, [publicKey, signature, message]);
   }
 
   #remember(id: string): void {
@@ -480,35 +519,105 @@ function remember(set: Set<string>, id: string, size: number): void {
   set.add(id);
 }
 
-/** Every field of a candidate, and its key, as length-unambiguous parts for one digest. */
-function candidateFields(key: string, c: CandidateFields): Uint8Array[] {
+/**
+ * Every field of a candidate, and its key, length-unambiguous, written into one reused
+ * buffer for one digest (a listing fingerprints every key of every answer: building them
+ * as dozens of small arrays made most of its garbage). Valid until the next call.
+ */
+function candidateFields(key: string, c: CandidateFields): Uint8Array {
+  const w = fingerprintWriter;
+  w.reset(key.length * 3 + 4);
+  w.utf8Prefixed(key);
+  w.u64(c.ts.num);
+  w.bytes(c.ts.writerId);
+  w.bytes(c.nonce);
+  w.bytes(c.cert.nonceHash);
+  w.bytes(c.cert.ccDigest);
+  // The signature covers the flag (and the envelope): without it here, a candidate with
+  // the flag flipped would pass as the valid one it was copied from.
+  w.u8(kindFlags(c.cert));
+  w.bytes(c.cert.signer);
+  w.bytes(c.cert.signature);
   const g = c.cert.grant;
-  const parts: Uint8Array[] = [
-    ...keyField(key),
-    u64(c.ts.num),
-    c.ts.writerId,
-    c.nonce,
-    c.cert.nonceHash,
-    c.cert.ccDigest,
-    // The signature covers the flag (and the envelope): without it here, a candidate with
-    // the flag flipped would pass as the valid one it was copied from.
-    kindByte(c.cert),
-    c.cert.signer,
-    c.cert.signature,
-    g ? Uint8Array.of(1) : Uint8Array.of(0),
-  ];
+  w.u8(g ? 1 : 0);
   // Fixed-length fields above; the grant's prefix is length-prefixed.
-  if (g) parts.push(g.issuer, g.grantee, ...lengthPrefixed(utf8(g.prefix)), u64(g.expiresAt), g.signature);
+  if (g) {
+    w.bytes(g.issuer);
+    w.bytes(g.grantee);
+    w.utf8Prefixed(g.prefix);
+    w.u64(g.expiresAt);
+    w.bytes(g.signature);
+  }
   // The signature covers the epoch too: a candidate moved to another epoch must not pass.
-  parts.push(u32(c.cert.epoch ?? 0));
+  w.u32(c.cert.epoch ?? 0);
   // Batch paths too: the same signature with another path must be checked again.
-  parts.push(...pathParts(c.cert.batch));
-  parts.push(u32(c.proof.length));
-  for (const r of c.proof) parts.push(Uint8Array.of(r.server), r.signature, ...pathParts(r.batch));
-  return parts;
+  w.path(c.cert.batch);
+  w.u32(c.proof.length);
+  for (const r of c.proof) {
+    w.u8(r.server);
+    w.bytes(r.signature);
+    w.path(r.batch);
+  }
+  return w.written();
 }
 
-/** A batch path (or none) as length-unambiguous parts of a candidate's fingerprint. */
-function pathParts(batch: SignatureBatch | undefined): Uint8Array[] {
-  return batch ? [Uint8Array.of(1), u32(batch.index), u32(batch.count), ...batch.siblings] : [Uint8Array.of(0)];
+/** Writes a candidate's fingerprint input: what `[u32(…), bytes, …]` concatenated would hold, in one buffer that grows. */
+class FingerprintWriter {
+  #buf = new Uint8Array(2048);
+  #pos = 0;
+  static readonly #encoder = new TextEncoder();
+
+  reset(atLeast: number): void {
+    this.#pos = 0;
+    this.#room(atLeast);
+  }
+  #room(len: number): void {
+    if (this.#buf.length - this.#pos >= len) return;
+    const grown = new Uint8Array(Math.max(2 * this.#buf.length, this.#pos + len));
+    grown.set(this.#buf.subarray(0, this.#pos));
+    this.#buf = grown;
+  }
+  u8(x: number): void {
+    this.#room(1);
+    this.#buf[this.#pos++] = x;
+  }
+  u32(x: number): void {
+    this.#room(4);
+    const b = this.#buf;
+    b[this.#pos++] = x >>> 24;
+    b[this.#pos++] = x >>> 16;
+    b[this.#pos++] = x >>> 8;
+    b[this.#pos++] = x;
+  }
+  u64(x: number): void {
+    this.u32(Math.floor(x / 2 ** 32));
+    this.u32(x >>> 0);
+  }
+  bytes(b: Uint8Array): void {
+    this.#room(b.length);
+    this.#buf.set(b, this.#pos);
+    this.#pos += b.length;
+  }
+  /** `s` in UTF-8 after its u32 length (`lengthPrefixed(utf8(s))`). */
+  utf8Prefixed(s: string): void {
+    this.#room(4 + 3 * s.length);
+    const at = this.#pos;
+    this.#pos += 4;
+    const { written } = FingerprintWriter.#encoder.encodeInto(s, this.#buf.subarray(this.#pos));
+    this.#pos = at;
+    this.u32(written);
+    this.#pos += written;
+  }
+  /** A batch path (or none), as before: a flag, then index, count and the sibling hashes. */
+  path(batch: SignatureBatch | undefined): void {
+    if (!batch) return this.u8(0);
+    this.u8(1);
+    this.u32(batch.index);
+    this.u32(batch.count);
+    for (const h of batch.siblings) this.bytes(h);
+  }
+  written(): Uint8Array {
+    return this.#buf.subarray(0, this.#pos);
+  }
 }
+const fingerprintWriter = new FingerprintWriter();

@@ -47,17 +47,27 @@ export function compareBytes(a: Uint8Array, b: Uint8Array): number {
 
 /** Big-endian u32. */
 export function u32(x: number): Uint8Array {
+  // Byte by byte: a DataView per call cost more than the rest of it (this is hashed per field, per candidate).
   const out = new Uint8Array(4);
-  new DataView(out.buffer).setUint32(0, x >>> 0);
+  out[0] = x >>> 24;
+  out[1] = x >>> 16;
+  out[2] = x >>> 8;
+  out[3] = x;
   return out;
 }
 
 /** Big-endian u64 of a safe non-negative integer. */
 export function u64(x: number): Uint8Array {
+  const hi = Math.floor(x / 2 ** 32);
   const out = new Uint8Array(8);
-  const view = new DataView(out.buffer);
-  view.setUint32(0, Math.floor(x / 2 ** 32));
-  view.setUint32(4, x >>> 0);
+  out[0] = hi >>> 24;
+  out[1] = hi >>> 16;
+  out[2] = hi >>> 8;
+  out[3] = hi;
+  out[4] = x >>> 24;
+  out[5] = x >>> 16;
+  out[6] = x >>> 8;
+  out[7] = x;
   return out;
 }
 

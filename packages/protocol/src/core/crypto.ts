@@ -6,7 +6,7 @@
  * signed message, and every signed message binds the cluster and the key name, so
  * nothing signed for one key or cluster replays on another.
  */
-import { lengthPrefixed, u32, u64, utf8 } from './bytes.js';
+import { lengthPrefixed, toHex, u32, u64, utf8 } from './bytes.js';
 
 /** Bytes in every hash and nonce (SHA-256). */
 export const HASH_LENGTH = 32;
@@ -41,6 +41,11 @@ export interface CryptoProvider {
   sha256(parts: readonly Uint8Array[]): Promise<Uint8Array>;
   /** SHA-256 of small inputs. */
   sha256Sync(parts: readonly Uint8Array[]): Uint8Array;
+  /**
+   * `toHex(sha256Sync(parts))`, for digests used only as names (the verifier's caches), where
+   * a provider can give the hex without a byte array (see {@link sha256Hex}).
+   */
+  sha256HexSync?(parts: readonly Uint8Array[]): string;
   /**
    * Whether `signature` is `publicKey`'s Ed25519 signature of `message` (RFC 8032,
    * canonical encodings only). Malformed keys or signatures give `false`, never a throw.
@@ -89,6 +94,11 @@ export function fragmentHash(crypto: CryptoProvider, index: number, fragment: Ui
 }
 
 /** `Nbar = H(N)`, the commitment a writer stores before revealing `N`. */
+/** The lowercase hex of SHA-256 of `parts`: the provider's own if it has one. */
+export function sha256Hex(crypto: CryptoProvider, parts: readonly Uint8Array[]): string {
+  return crypto.sha256HexSync ? crypto.sha256HexSync(parts) : toHex(crypto.sha256Sync(parts));
+}
+
 export function nonceHash(crypto: CryptoProvider, nonce: Uint8Array): Uint8Array {
   return crypto.sha256Sync([...domain(DOMAIN.nonce), nonce]);
 }

@@ -97,6 +97,111 @@ export function rootOf(crypto: CryptoProvider, leaf: Uint8Array, batch: Signatur
   return hash;
 }
 
+/** A node's place in a tree: its level (0: leaves) and position there (below `MAX_SIGNATURE_BATCH`). */
+const place = (level: number, position: number) => level * 2 * MAX_SIGNATURE_BATCH + position;
+
+/** A tree whose root's signature was verified: its leaf count, root, and the nodes seen on paths that led to it. */
+interface KnownTree {
+  readonly count: number;
+  readonly root: Uint8Array;
+  readonly nodes: Map<number, Uint8Array>;
+}
+
+/** What {@link BatchTrees.root} found: the root, and the nodes its path computed or named that the tree did not hold. */
+export interface PathRoot {
+  readonly root: Uint8Array;
+  readonly learned: readonly (readonly [number, Uint8Array])[];
+}
+
+/**
+ * Trees whose roots' signatures were verified, remembered node by node (a bounded number),
+ * so the path of another leaf of the same batch costs hashes only up to where it meets a
+ * node the tree holds; from there its remaining siblings are compared with the tree's nodes
+ * at their places, and if every one is the same the root is the tree's. A path that differs
+ * anywhere above the meeting point is hashed in full. So {@link root} gives exactly what
+ * {@link rootOf} gives (a memo of it, not a weaker check): a batch of a thousand leaves
+ * has paths of ten hashes, and a reader checks every leaf of it.
+ */
+export class BatchTrees {
+  readonly #crypto: CryptoProvider;
+  readonly #maxNodes: number;
+  /** By the signature of the root (hex): where to look for a path's tree. */
+  readonly #trees = new Map<string, KnownTree>();
+  #nodes = 0;
+
+  /** `maxNodes`: nodes kept over all trees (each a 32-byte array), the oldest trees forgotten first; a full batch has 2047. */
+  constructor(crypto: CryptoProvider, maxNodes = 1 << 14) {
+    this.#crypto = crypto;
+    this.#maxNodes = maxNodes;
+  }
+
+  /** `rootOf(leaf, batch)` for a leaf whose batch's root `signature` signs; `undefined` when the path is malformed. */
+  root(leaf: Uint8Array, batch: SignatureBatch, signature: Uint8Array): PathRoot | undefined {
+    const { index, count, siblings } = batch;
+    if (!batchShapeValid(index, count) || siblings.length !== siblingCount(index, count)) return undefined;
+    const tree = this.#trees.get(toHexString(signature));
+    const known = tree && tree.count === count ? tree : undefined;
+    const learned: [number, Uint8Array][] = [];
+    let hash = leaf;
+    let used = 0;
+    for (let p = index, w = count, level = 0; w > 1; p >>= 1, w = (w + 1) >> 1, level++) {
+      if (known) {
+        const node = known.nodes.get(place(level, p));
+        if (node && bytesEqualFast(node, hash) && restKnown(known, siblings, used, p, w, level)) return { root: known.root, learned };
+      }
+      learned.push([place(level, p), hash]);
+      if ((p ^ 1) >= w) continue;
+      const sibling = siblings[used++]!;
+      if (sibling.length !== BATCH_HASH_LENGTH) return undefined;
+      learned.push([place(level, p ^ 1), sibling]);
+      hash = p & 1 ? node(this.#crypto, sibling, hash) : node(this.#crypto, hash, sibling);
+    }
+    return { root: hash, learned };
+  }
+
+  /** Remembers what {@link root} found for a path, once `signature` was verified over that root's message. */
+  learn(signature: Uint8Array, count: number, found: PathRoot): void {
+    const id = toHexString(signature);
+    let tree = this.#trees.get(id);
+    if (tree && (tree.count !== count || !bytesEqualFast(tree.root, found.root))) return;
+    if (!tree) this.#trees.set(id, (tree = { count, root: found.root, nodes: new Map() }));
+    for (const [at, hash] of found.learned) {
+      if (tree.nodes.has(at)) continue;
+      // A copy: siblings are views into the frame they came in, which must not be kept alive.
+      tree.nodes.set(at, hash.slice());
+      this.#nodes++;
+    }
+    for (const [oldest, t] of this.#trees) {
+      if (this.#nodes <= this.#maxNodes || t === tree) break;
+      this.#nodes -= t.nodes.size;
+      this.#trees.delete(oldest);
+    }
+  }
+}
+
+/** Whether `siblings` from `used` on are the tree's nodes at their places, for the path at position `p` of level `level` (width `w`). */
+function restKnown(tree: KnownTree, siblings: readonly Uint8Array[], used: number, p: number, w: number, level: number): boolean {
+  for (; w > 1; p >>= 1, w = (w + 1) >> 1, level++) {
+    if ((p ^ 1) >= w) continue;
+    const node = tree.nodes.get(place(level, p ^ 1));
+    if (!node || !bytesEqualFast(node, siblings[used++]!)) return false;
+  }
+  return true;
+}
+
+function bytesEqualFast(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+function toHexString(b: Uint8Array): string {
+  let s = '';
+  for (let i = 0; i < b.length; i++) s += HEX[b[i]!];
+  return s;
+}
+
 /** How one kind of batch hashes its leaves and what its signer signs for a root. */
 export interface BatchKind {
   leaf(message: Uint8Array): Uint8Array;

@@ -42,7 +42,7 @@
  * A listing is not linearizable with writes in flight: a key whose write completes during
  * the listing may or may not appear, as with S3's listings.
  */
-import { candidateId, type Candidate } from '../auth/candidate.js';
+import { sameWrite, type Candidate } from '../auth/candidate.js';
 import type { CertificateVerifier } from '../auth/certificate.js';
 import { quorum, type ClusterConfig } from '../core/config.js';
 import { certificateCovers } from '../core/cross-checksum.js';
@@ -256,19 +256,22 @@ export class ListOperation implements ClientOperation<ListPage> {
     const spare = this.answersSpared(this.#answers.size);
     const horizon = horizons[spare];
     const next = horizons[spare + 1];
-    const best = new Map<string, { candidate: Candidate; sizes: Map<string, { size: number; stripes: number }> }>();
+    // Each key's highest candidate, and its size as the first answer with the write's cross-checksum gave it.
+    const best = new Map<string, { candidate: Candidate; sized: { size: number; stripes: number } | undefined }>();
     for (const a of this.#answers.values()) {
       for (const e of a.entries) {
         if (horizon !== undefined && compareKeys(e.key, horizon) > 0) continue;
-        let b = best.get(e.key);
-        if (!b) best.set(e.key, (b = { candidate: e.candidate, sizes: new Map() }));
-        else if (compareTimestamps(e.candidate.ts, b.candidate.ts) > 0) b.candidate = e.candidate;
-        if (e.cc) {
-          b.sizes.set(candidateId(e.candidate), {
-            size: e.layout?.valueLength ?? e.cc.valueLength,
-            stripes: e.layout ? stripeCount(e.layout.valueLength, e.layout.stripeSize) : 1,
-          });
-        }
+        const sized = e.cc
+          ? e.layout
+            ? { size: e.layout.valueLength, stripes: stripeCount(e.layout.valueLength, e.layout.stripeSize) }
+            : { size: e.cc.valueLength, stripes: 1 }
+          : undefined;
+        const b = best.get(e.key);
+        if (!b) best.set(e.key, { candidate: e.candidate, sized });
+        else if (compareTimestamps(e.candidate.ts, b.candidate.ts) > 0) {
+          b.candidate = e.candidate;
+          b.sized = sized;
+        } else if (b.sized === undefined && sized !== undefined && sameWrite(e.candidate, b.candidate)) b.sized = sized;
       }
     }
     const names = [...best.keys()].sort(compareKeys);
@@ -278,9 +281,8 @@ export class ListOperation implements ClientOperation<ListPage> {
     const cursor = names.length > this.limit ? taken.at(-1) : horizon;
     const keys: ListPageKey[] = [];
     for (const key of taken) {
-      const { candidate, sizes } = best.get(key)!;
+      const { candidate, sized } = best.get(key)!;
       if (candidate.cert.tombstone) continue;
-      const sized = sizes.get(candidateId(candidate));
       keys.push({ key, candidate, size: sized?.size, stripes: sized?.stripes });
     }
     const thin = cursor !== undefined && taken.length < Math.min(this.limit, MIN_LIST_PAGE);

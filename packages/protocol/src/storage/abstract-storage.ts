@@ -283,42 +283,65 @@ export abstract class AbstractStorage implements ServerStorage {
    */
   protected abstract readStates(prefix: string, after: string, limit: number): Promise<readonly (readonly [string, KeyState])[]>;
 
+  /**
+   * The committed metadata of stripe 0 of each write in `reads`, in order. Backends may
+   * read them at once (a LIST reads one per key listed: one hop to the database each cost
+   * more than the rest of the page).
+   */
+  protected readEntryMetas(reads: readonly { readonly key: string; readonly ts: Timestamp }[]): Promise<(EntryMeta | undefined)[]> {
+    return Promise.all(reads.map((r) => this.readEntryMeta(r.key, r.ts, 0)));
+  }
+
   async list(prefix: string, after: string, limit: number, maxScan = MAX_LIST_SCAN): Promise<StoredKeys> {
-    return this.#scan(prefix, after, limit, maxScan, async (key, state) => {
-      if (!state.lc) return undefined;
-      const lcTs = state.lc.ts;
-      const held = state.index.some((e) => e.head && timestampsEqual(e.ts, lcTs)) ? await this.readEntryMeta(key, lcTs, 0) : undefined;
-      // The entry at lc's timestamp may be another value its writer signed for it (only one
-      // got a store proof): its cross-checksum is then not lc's, and is left out.
-      const meta = held && certificatesEqual(held.cert, state.lc.cert) ? held : undefined;
-      return meta?.layout ? { key, lc: state.lc, cc: meta.cc, layout: meta.layout } : { key, lc: state.lc, cc: meta?.cc };
+    return this.#scan(prefix, after, limit, maxScan, async (batch, room) => {
+      // Keys with lc past the first `room` are never looked at: their entries are not read.
+      let completed = 0;
+      const held = batch.map(([key, { lc, index }]) =>
+        lc && completed++ < room && index.some((e) => e.head && timestampsEqual(e.ts, lc.ts)) ? { key, ts: lc.ts } : undefined,
+      );
+      const metas = await this.readEntryMetas(held.filter((r) => r !== undefined));
+      let m = 0;
+      return batch.map(([key, state], i) => {
+        if (!state.lc) return undefined;
+        const read = held[i] ? metas[m++] : undefined;
+        // The entry at lc's timestamp may be another value its writer signed for it (only one
+        // got a store proof): its cross-checksum is then not lc's, and is left out.
+        const meta = read && certificatesEqual(read.cert, state.lc.cert) ? read : undefined;
+        return meta?.layout ? { key, lc: state.lc, cc: meta.cc, layout: meta.layout } : { key, lc: state.lc, cc: meta?.cc };
+      });
     });
   }
 
   async listPending(prefix: string, after: string, limit: number, maxScan = MAX_LIST_SCAN): Promise<StoredPending> {
-    return this.#scan(prefix, after, limit, maxScan, async (key, state) => {
-      const lcTs = state.lc?.ts ?? TS0;
-      const writes: EntryMeta[] = [];
-      for (const w of state.index) {
-        if (!w.head || compareTimestamps(w.ts, lcTs) <= 0) continue;
-        const meta = await this.readEntryMeta(key, w.ts, 0);
-        if (meta) writes.push(meta);
+    return this.#scan(prefix, after, limit, maxScan, async (batch) => {
+      const picked: ({ key: string; writes: EntryMeta[] } | undefined)[] = [];
+      for (const [key, state] of batch) {
+        const lcTs = state.lc?.ts ?? TS0;
+        const writes: EntryMeta[] = [];
+        for (const w of state.index) {
+          if (!w.head || compareTimestamps(w.ts, lcTs) <= 0) continue;
+          const meta = await this.readEntryMeta(key, w.ts, 0);
+          if (meta) writes.push(meta);
+        }
+        picked.push(writes.length > 0 ? { key, writes } : undefined);
       }
-      return writes.length > 0 ? { key, writes } : undefined;
+      return picked;
     });
   }
 
   /**
    * The keys `pick` returns something for, in order, at most `limit`, reading at most
    * `maxScan` key records: keys it skips (no `lc`, no pending write) are read in batches,
-   * growing, so a long run of them takes few reads.
+   * growing, so a long run of them takes few reads. `pick` takes a batch of key records and
+   * returns what it makes of each (`undefined`: skipped); past the first `room` it does not
+   * skip, nothing it returns is looked at (`limit` keys and one that says there are more).
    */
   async #scan<T>(
     prefix: string,
     after: string,
     limit: number,
     maxScan: number,
-    pick: (key: string, state: KeyState) => Promise<T | undefined>,
+    pick: (batch: readonly (readonly [string, KeyState])[], room: number) => Promise<readonly (T | undefined)[]>,
   ): Promise<{ keys: T[]; more: boolean; resumeAfter?: string }> {
     if (this.#closing) throw new StorageError('STORAGE_CLOSED', 'storage is closing');
     if (!Number.isSafeInteger(maxScan) || maxScan < 1) throw new RangeError(`maxScan must be a positive integer, got ${maxScan}`);
@@ -330,8 +353,7 @@ export abstract class AbstractStorage implements ServerStorage {
       want = Math.min(maxScan - read, Math.max(limit + 1 - keys.length, 2 * want));
       const batch = await this.readStates(prefix, from, want);
       read += batch.length;
-      for (const [key, state] of batch) {
-        const picked = await pick(key, state);
+      for (const picked of await pick(batch, limit + 1 - keys.length)) {
         if (picked === undefined) continue;
         if (keys.length === limit) return { keys, more: true };
         keys.push(picked);

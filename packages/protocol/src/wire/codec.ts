@@ -5,13 +5,16 @@
  * before use (`fields.ts`). The decoder returns fragments as views into the frame.
  */
 import { MAX_SERVERS, MAX_VALUE_LENGTH } from '../core/config.js';
-import { SIGNATURE_LENGTH } from '../core/crypto.js';
+import { HASH_LENGTH, SIGNATURE_LENGTH } from '../core/crypto.js';
 import { ERROR_CODE_NUMBERS, ProtocolError, errorCodeOf } from '../core/errors.js';
 import { MAX_LIST_LIMIT } from './list-bounds.js';
 import type { FilterAck, ListEntry, Message, PendingEntry } from './messages.js';
 import {
   ByteReader,
   ByteWriter,
+  candidateSize,
+  ccSize,
+  utf8Length,
   readCandidate,
   readSignatureBatch,
   readCc,
@@ -216,16 +219,18 @@ function writePendingEntry(w: ByteWriter, e: PendingEntry): void {
 
 /** Bytes `e` takes in a PENDING_ACK frame. */
 export function pendingEntryBytes(e: PendingEntry): number {
-  const w = new ByteWriter();
+  const w = new ByteWriter(true);
   writePendingEntry(w, e);
   return w.length;
 }
 
-/** Bytes `e` takes in a LIST_ACK frame: what a server counts to keep its answer under `MAX_LIST_REPLY_BYTES`. */
+/**
+ * Bytes `e` takes in a LIST_ACK frame: what a server counts to keep its answer under
+ * `MAX_LIST_REPLY_BYTES`. Counted from the fields' lengths (a server counts every entry it
+ * lists, and writing them twice cost as much as the rest of its answer).
+ */
 export function listEntryBytes(e: ListEntry): number {
-  const w = new ByteWriter();
-  writeListEntry(w, e);
-  return w.length;
+  return 2 + utf8Length(e.key) + candidateSize(e.candidate) + 1 + (e.cc ? ccSize(e.cc) : 0) + (e.layout ? 1 + 8 + 4 + HASH_LENGTH : 1);
 }
 
 /** What every frame starts with, readable even when the body is not. */

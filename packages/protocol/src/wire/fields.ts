@@ -23,33 +23,89 @@ function bad(message: string): never {
   throw new ProtocolError('INVALID_ARGUMENT', message);
 }
 
-/** Appends fields; `finish` joins them once. Throws `INVALID_ARGUMENT` for values the format cannot carry. */
+/** Fields up to this long are copied into the writer's current chunk; longer ones (fragments) are kept by reference until `finish`. */
+const COPY_BELOW = 512;
+/** The first chunk's size; each next one doubles, up to {@link MAX_CHUNK}. */
+const FIRST_CHUNK = 256;
+const MAX_CHUNK = 64 * 1024;
+/** Where a measuring writer's integers go (nowhere anyone reads). */
+const SCRATCH = new Uint8Array(8);
+
+/**
+ * Appends fields; `finish` joins them once. Throws `INVALID_ARGUMENT` for values the format
+ * cannot carry. Small fields are written straight into chunks of memory (a frame of a
+ * thousand candidates has tens of thousands of them: one allocation each was most of what
+ * encoding cost); large byte arrays are kept as they are and copied once, by `finish`.
+ */
 export class ByteWriter {
+  /** What is written before the current chunk's unfinished part: views of filled chunks and large fields. */
   readonly #parts: Uint8Array[] = [];
+  #chunk = new Uint8Array(FIRST_CHUNK);
+  /** Where the current chunk's bytes not yet in `#parts` start, and where the next byte goes. */
+  #start = 0;
+  #pos = 0;
   #length = 0;
+  readonly #measuring: boolean;
+
+  /** `measuring`: the writer only counts what is written (see `length`); it cannot `finish`. */
+  constructor(measuring = false) {
+    this.#measuring = measuring;
+    if (measuring) this.#chunk = SCRATCH;
+  }
+
+  /** Room for `len` more bytes in the current chunk, moving to a new one if needed. */
+  #room(len: number): Uint8Array {
+    if (this.#measuring) {
+      this.#length += len;
+      this.#pos = 0;
+      return SCRATCH;
+    }
+    if (this.#chunk.length - this.#pos < len) {
+      if (this.#pos > this.#start) this.#parts.push(this.#chunk.subarray(this.#start, this.#pos));
+      this.#chunk = new Uint8Array(Math.max(len, Math.min(MAX_CHUNK, 2 * this.#chunk.length)));
+      this.#start = this.#pos = 0;
+    }
+    this.#length += len;
+    return this.#chunk;
+  }
   #push(b: Uint8Array) {
+    if (this.#measuring) {
+      this.#length += b.length;
+      return;
+    }
+    if (b.length < COPY_BELOW) {
+      this.#room(b.length).set(b, this.#pos);
+      this.#pos += b.length;
+      return;
+    }
+    if (this.#pos > this.#start) this.#parts.push(this.#chunk.subarray(this.#start, this.#pos));
+    this.#start = this.#pos;
     this.#parts.push(b);
     this.#length += b.length;
   }
   u8(x: number) {
-    this.#push(Uint8Array.of(x));
+    this.#room(1)[this.#pos++] = x;
   }
   u16(x: number) {
-    this.#push(Uint8Array.of(x >>> 8, x & 0xff));
+    const c = this.#room(2);
+    c[this.#pos++] = x >>> 8;
+    c[this.#pos++] = x;
   }
   u32(x: number, what = 'u32') {
     if (!Number.isInteger(x) || x < 0 || x > 0xffffffff) bad(`${what} out of range: ${x}`);
-    const b = new Uint8Array(4);
-    new DataView(b.buffer).setUint32(0, x);
-    this.#push(b);
+    this.#u32(x);
+  }
+  #u32(x: number) {
+    const c = this.#room(4);
+    c[this.#pos++] = x >>> 24;
+    c[this.#pos++] = x >>> 16;
+    c[this.#pos++] = x >>> 8;
+    c[this.#pos++] = x;
   }
   u64(x: number, what: string, max = Number.MAX_SAFE_INTEGER) {
     if (!Number.isSafeInteger(x) || x < 0 || x > max) bad(`${what} out of range: ${x}`);
-    const b = new Uint8Array(8);
-    const v = new DataView(b.buffer);
-    v.setUint32(0, Math.floor(x / 2 ** 32));
-    v.setUint32(4, x >>> 0);
-    this.#push(b);
+    this.#u32(Math.floor(x / 2 ** 32));
+    this.#u32(x >>> 0);
   }
   fixed(b: Uint8Array, len: number, what: string) {
     if (b.length !== len) bad(`${what} must be ${len} bytes, got ${b.length}`);
@@ -75,12 +131,14 @@ export class ByteWriter {
    * the buffers of large frames.
    */
   finish(alloc?: (length: number) => Uint8Array): Uint8Array {
+    if (this.#measuring) throw new Error('a measuring ByteWriter has nothing to finish');
     const out = alloc ? alloc(this.#length).subarray(0, this.#length) : new Uint8Array(this.#length);
     let off = 0;
     for (const p of this.#parts) {
       out.set(p, off);
       off += p.length;
     }
+    out.set(this.#chunk.subarray(this.#start, this.#pos), off);
     return out;
   }
 }
@@ -386,6 +444,38 @@ export function readFragment(r: ByteReader): Uint8Array {
   const len = r.u32('fragment length');
   if (len > r.maxFragmentLength) ByteReader.invalid(`fragment of ${len} bytes exceeds ${r.maxFragmentLength}`);
   return r.fixed(len, 'fragment');
+}
+
+/** Bytes of `s` in UTF-8, as `TextEncoder` encodes it (a lone surrogate as U+FFFD), without encoding it. */
+export function utf8Length(s: string): number {
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) n += 1;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      n += 2; // a pair: 4 bytes for 2 units
+      i++;
+    } else n += 2;
+  }
+  return n;
+}
+
+/** Encoded size of a batch path field (`writeSignatureBatch`). */
+function signatureBatchSize(b: SignatureBatch | undefined): number {
+  return b ? 4 + BATCH_HASH_LENGTH * b.siblings.length : 2;
+}
+
+/** Encoded size of a candidate (`writeCandidate`). */
+export function candidateSize(c: Candidate): number {
+  let proof = 1;
+  for (const r of c.proof) proof += 1 + SIGNATURE_LENGTH + signatureBatchSize(r.batch);
+  return 8 + WRITER_ID_LENGTH + NONCE_LENGTH + certificateSize(c.cert) + proof;
+}
+
+/** Encoded size of a cross-checksum (`writeCc`). */
+export function ccSize(cc: CrossChecksum): number {
+  return 1 + 8 + 1 + HASH_LENGTH * cc.hashes.length;
 }
 
 /** Encoded size of a certificate: what it adds to a stored entry. */
