@@ -308,7 +308,14 @@ describe.skipIf(unavailable !== undefined)('against a real cluster (root)', () =
   }, 240_000);
 
   it('fails, keeping its logs, on the same schedule with servers that acknowledge writes before syncing them', async () => {
-    const report = await runNemesis({ ...blackout, sabotage: 'unsynced-acks' });
+    // Whether the blackout finds acknowledged writes still unsynced, and a read then finds
+    // them missing, depends on timing: one full CI run in about five saw nothing. So the
+    // schedule runs again (at most three times) until the loss shows; it must show once.
+    let report = await runNemesis({ ...blackout, sabotage: 'unsynced-acks' });
+    for (let attempt = 2; attempt <= 3 && report.ok; attempt++) {
+      console.log(`the sabotaged run found nothing (timing): running it again (${attempt}/3)`);
+      report = await runNemesis({ ...blackout, sabotage: 'unsynced-acks' });
+    }
     console.log(
       `the sabotaged run's violations (${report.violations.length}), the first three:\n${report.violations.slice(0, 3).join('\n')}`,
     );
@@ -325,5 +332,5 @@ describe.skipIf(unavailable !== undefined)('against a real cluster (root)', () =
     expect(existsSync(`${report.dir}/history.json`)).toBe(true);
     rmSync(report.dir!, { recursive: true, force: true });
     expect(leftovers(`psn${process.pid}`)).toEqual([]);
-  }, 240_000);
+  }, 480_000);
 });
