@@ -6,7 +6,7 @@
  * command's `--help`); the unit's own command line, with its paths pointed at a temporary
  * cluster, starts a `wss://` server that answers `/healthz` (and the container's health
  * check) and `/readyz`, reloads on SIGHUP and exits 0 on SIGTERM; and
- * `deploy/cluster-hosts.mjs` gives each server of an `init`ed cluster its own host.
+ * `init --hosts` gives each server of the walk-through its own host.
  *
  * The container image itself is not built here (no container engine in the test
  * environment is assumed); `deploy/README.md` says how.
@@ -218,11 +218,10 @@ describe('deploy/', () => {
     }
   }, 60_000);
 
-  it('cluster-hosts.mjs gives each server of an init-ed cluster its own host, and start accepts the files', async () => {
+  it('init --hosts gives each server of the walk-through its own host, and start accepts the files', async () => {
     const dir = join(work, 'hosts');
-    expect(cli(['init', '--t', '1', '--dir', dir, '--host', 'ps1.example.com']).status).toBe(0);
     const hosts = ['ps1.example.com', 'ps2.example.com', '192.0.2.3', '2001:db8::4'];
-    const r = spawnSync(process.execPath, [join(ROOT, 'deploy/cluster-hosts.mjs'), dir, ...hosts], { encoding: 'utf8' });
+    const r = cli(['init', '--t', '1', '--dir', dir, '--hosts', hosts.join(',')]);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).not.toMatch(/secretKey/);
     for (let id = 1; id <= 4; id++) {
@@ -236,7 +235,8 @@ describe('deploy/', () => {
         'wss://[2001:db8::4]:7001',
       ]);
     }
-    const wrong = spawnSync(process.execPath, [join(ROOT, 'deploy/cluster-hosts.mjs'), dir, 'only-one'], { encoding: 'utf8' });
-    expect(wrong.status).toBe(2);
+    const wrong = cli(['init', '--t', '1', '--dir', join(work, 'hosts-wrong'), '--hosts', 'only-one']);
+    expect(wrong.status).not.toBe(0);
+    expect(wrong.stderr).toMatch(/give 4 hosts, one per server, not 1/);
   });
 });

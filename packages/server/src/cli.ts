@@ -52,6 +52,13 @@ function integer(min: number, max = Number.MAX_SAFE_INTEGER) {
   };
 }
 
+/** `--hosts a,b,c,d`: the hosts in order, none empty. */
+function hostList(value: string): string[] {
+  const hosts = value.split(',').map((h) => h.trim());
+  if (hosts.some((h) => h === '')) throw new InvalidArgumentError('expected host names or addresses separated by commas, none empty');
+  return hosts;
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 /** Builds the command tree. */
@@ -77,8 +84,18 @@ function buildCli(): Command {
     )
     .requiredOption('--t <t>', 'faulty servers tolerated; the cluster has 3t + 1 servers', integer(1, 84))
     .requiredOption('--dir <dir>', 'directory to write the files into (created if missing)')
-    .option('--host <host>', 'address the servers listen on and URLs name', '127.0.0.1')
-    .option('--base-port <port>', 'port of server 1; server i gets base + i - 1', integer(1, 65535), 7001)
+    .option('--host <host>', 'address the servers listen on and URLs name (default 127.0.0.1)')
+    .option(
+      '--hosts <list>',
+      'one host per server, comma-separated (servers on machines of their own): server i is wss://<host i>:<base port>, listening on all interfaces',
+      hostList,
+    )
+    .option(
+      '--base-port <port>',
+      "port of server 1; server i gets base + i - 1 (with --hosts: every server's port)",
+      integer(1, 65535),
+      7001,
+    )
     // No defaults: left out, init picks ws:// for a loopback --host and wss:// for any other.
     .option('--tls', 'write wss:// URLs (start the servers with --tls-cert/--tls-key); the default for a --host that is not loopback')
     .addOption(
@@ -102,7 +119,8 @@ function buildCli(): Command {
       async (o: {
         t: number;
         dir: string;
-        host: string;
+        host?: string;
+        hosts?: string[];
         basePort: number;
         tls?: boolean;
         insecure?: boolean;

@@ -88,6 +88,13 @@ export interface InitOptions {
   readonly t: number;
   readonly dir: string;
   readonly host?: string;
+  /**
+   * One host per server (`3t + 1` of them), for servers on machines of their own: server
+   * `i`'s URL names `hosts[i - 1]`, every server uses port `basePort`, and each listens on
+   * all interfaces (`0.0.0.0`), since a public name may not be a local address. Excludes
+   * `host`.
+   */
+  readonly hosts?: readonly string[];
   readonly basePort?: number;
   /** Overwrite an existing cluster in `dir`. */
   readonly force?: boolean;
@@ -156,7 +163,15 @@ export function serverFileName(id: number): string {
  * of servers that still hold the old cluster's identity.
  */
 export async function initCluster(options: InitOptions): Promise<InitResult> {
-  const host = options.host ?? '127.0.0.1';
+  if (options.host !== undefined && options.hosts !== undefined) {
+    throw new ConfigError(
+      'CONFIG_INVALID',
+      '--hosts',
+      undefined,
+      'give --host (every server on one machine) or --hosts (one per server), not both',
+    );
+  }
+  const host = options.hosts ? '0.0.0.0' : (options.host ?? '127.0.0.1');
   const basePort = options.basePort ?? 7001;
   let config;
   try {
@@ -164,10 +179,21 @@ export async function initCluster(options: InitOptions): Promise<InitResult> {
   } catch (err) {
     throw new ConfigError('CONFIG_INVALID', '--t', undefined, (err as Error).message);
   }
-  if (!Number.isInteger(basePort) || basePort < 1 || basePort + config.n - 1 > 65535) {
+  const spread = options.hosts !== undefined;
+  if (!Number.isInteger(basePort) || basePort < 1 || basePort + (spread ? 0 : config.n - 1) > 65535) {
     throw new ConfigError('CONFIG_INVALID', '--base-port', undefined, `ports ${basePort}..${basePort + config.n - 1} are not all valid`);
   }
-  checkHost(host, '--host', undefined, true);
+  if (spread && options.hosts.length !== config.n) {
+    throw new ConfigError(
+      'CONFIG_INVALID',
+      '--hosts',
+      undefined,
+      `t = ${config.t} makes ${config.n} servers: give ${config.n} hosts, one per server, not ${options.hosts.length}`,
+    );
+  }
+  /** The host each server's URL names. */
+  const urlHosts = options.hosts ?? Array.from({ length: config.n }, () => host);
+  for (const h of urlHosts) checkHost(h, spread ? '--hosts' : '--host', undefined, true);
   const dir = options.dir;
   const clusterFile = join(dir, 'cluster.json');
   const adminFile = join(dir, 'admin.json');
@@ -186,10 +212,10 @@ export async function initCluster(options: InitOptions): Promise<InitResult> {
   }
   mkdirSync(dir, { recursive: true });
   // Plaintext is the default only where it cannot be overheard: on loopback.
-  const loopback = isLoopbackHost(host);
+  const loopback = urlHosts.every((h) => isLoopbackHost(h));
   const tls = options.tls ?? !loopback;
   const scheme = tls ? 'wss' : 'ws';
-  const urlHost = host.includes(':') ? `[${host}]` : host;
+  const inUrl = (h: string) => (h.includes(':') ? `[${h}]` : h);
   const seeds = ids.map(() => new Uint8Array(randomBytes(32)));
   const serverKeys = await Promise.all(seeds.map(async (s) => (await crypto.signerFromSeed(s)).publicKey));
   const adminSeed = new Uint8Array(randomBytes(32));
@@ -207,7 +233,11 @@ export async function initCluster(options: InitOptions): Promise<InitResult> {
     admin: encodePublicKey(admin.publicKey),
     t: config.t,
     n: config.n,
-    servers: ids.map((id, i) => ({ id, url: `${scheme}://${urlHost}:${basePort + id - 1}`, publicKey: encodePublicKey(serverKeys[i]!) })),
+    servers: ids.map((id, i) => ({
+      id,
+      url: `${scheme}://${inUrl(urlHosts[i]!)}:${spread ? basePort : basePort + i}`,
+      publicKey: encodePublicKey(serverKeys[i]!),
+    })),
     policy,
   };
   writeJson(clusterFile, cluster, false);
@@ -216,7 +246,7 @@ export async function initCluster(options: InitOptions): Promise<InitResult> {
       version: 2,
       id,
       host,
-      port: basePort + i,
+      port: spread ? basePort : basePort + i,
       cluster: 'cluster.json',
       secretKey: encodeBase64urlSeed(seeds[i]!),
     };
@@ -225,20 +255,26 @@ export async function initCluster(options: InitOptions): Promise<InitResult> {
   writeJson(adminFile, identityToJson(crypto, admin.publicKey, adminSeed), true);
   const notes: string[] = [];
   const warnings: string[] = [];
+  const named = [...new Set(urlHosts)];
+  const hostList = named.join(', ');
   if (tls) {
-    const san = /^[\d.]+$/.test(host) || host.includes(':') ? `IP:${host}` : `DNS:${host}`;
+    const san = (h: string) => (/^[\d.]+$/.test(h) || h.includes(':') ? `IP:${h}` : `DNS:${h}`);
     notes.push(
-      `the servers' URLs are wss://${options.tls === undefined ? ` because ${host} is not a loopback address` : ''}: start each server with --tls-cert <cert.pem> --tls-key <key.pem>`,
-      `a certificate for ${host} that clients trust: from your CA (or ACME, e.g. Let's Encrypt, for a DNS name), or for a closed group a self-made one clients are told to trust (NODE_EXTRA_CA_CERTS=cert.pem):`,
-      `  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout key.pem -out cert.pem -days 365 -subj /CN=${host} -addext subjectAltName=${san}`,
+      `the servers' URLs are wss://${options.tls === undefined ? ` because ${named.length > 1 ? 'their hosts are not loopback addresses' : `${hostList} is not a loopback address`}` : ''}: start each server with --tls-cert <cert.pem> --tls-key <key.pem>`,
+      `a certificate for ${named.length > 1 ? `each server's host (${hostList})` : hostList} that clients trust: from your CA (or ACME, e.g. Let's Encrypt, for a DNS name), or for a closed group a self-made one clients are told to trust (NODE_EXTRA_CA_CERTS=cert.pem):`,
+      ...named.map(
+        (h) =>
+          `  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout key.pem -out cert.pem -days 365 -subj /CN=${h} -addext subjectAltName=${san(h)}`,
+      ),
     );
     if (options.tls === undefined) notes.push('to keep plaintext ws:// instead, run init again with --insecure --force');
   } else if (!loopback) {
     warnings.push(
-      `ws:// URLs to ${host} are plaintext: anyone on the network between clients and servers can read every value and tamper with the traffic; ` +
+      `ws:// URLs to ${hostList} are plaintext: anyone on the network between clients and servers can read every value and tamper with the traffic; ` +
         'clients refuse them unless told to allow it (connect option allowInsecure: true, powerstore --allow-insecure)',
     );
   }
+  if (spread) notes.push(`each server listens on all interfaces (0.0.0.0) at port ${basePort}; copy server-<i>.json only to host i`);
   return { clusterFile, serverFiles, adminFile, cluster, tls, notes, warnings };
 }
 

@@ -80,6 +80,30 @@ describe('cluster files', () => {
     expect((await initCluster({ t: 1, dir: fresh(), host: '::1' })).cluster.servers[0]!.url).toBe('ws://[::1]:7001');
   });
 
+  it('init --hosts gives each server a machine of its own: its host in the URL, one port, listening on all interfaces', async () => {
+    const hosts = ['ps1.example.com', 'ps2.example.com', '10.0.0.3', '2001:db8::4'];
+    const r = await initCluster({ t: 1, dir: fresh(), hosts, basePort: 7443 });
+    expect(r.tls).toBe(true);
+    expect(r.cluster.servers.map((s) => s.url)).toEqual([
+      'wss://ps1.example.com:7443',
+      'wss://ps2.example.com:7443',
+      'wss://10.0.0.3:7443',
+      'wss://[2001:db8::4]:7443',
+    ]);
+    for (const [i, file] of r.serverFiles.entries()) {
+      expect(JSON.parse(readFileSync(file, 'utf8')), file).toMatchObject({ id: i + 1, host: '0.0.0.0', port: 7443 });
+      expect((await loadServerConfig(file)).cluster.servers[i]!.url).toBe(r.cluster.servers[i]!.url);
+    }
+    const notes = r.notes.join('\n');
+    for (const h of ['DNS:ps1.example.com', 'DNS:ps2.example.com', 'IP:10.0.0.3', 'IP:2001:db8::4'])
+      expect(notes).toContain(`subjectAltName=${h}`);
+    expect(notes).toContain('0.0.0.0');
+    // One host per server, exactly; and not beside --host.
+    await expect(initCluster({ t: 1, dir: fresh(), hosts: hosts.slice(0, 3) })).rejects.toThrow(/give 4 hosts, one per server, not 3/);
+    await expect(initCluster({ t: 1, dir: fresh(), hosts, host: 'a' })).rejects.toThrow(/not both/);
+    await expect(initCluster({ t: 1, dir: fresh(), hosts: ['a', 'b', 'c d', 'e'] })).rejects.toThrow(/not a host name/);
+  });
+
   it('refuses to overwrite a cluster unless forced', async () => {
     const dir = fresh();
     const first = await initCluster({ t: 1, dir });
