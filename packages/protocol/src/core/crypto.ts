@@ -93,12 +93,12 @@ export function fragmentHash(crypto: CryptoProvider, index: number, fragment: Ui
   return crypto.sha256([...domain(DOMAIN.fragment), u32(index), u64(fragment.length), fragment]);
 }
 
-/** `Nbar = H(N)`, the commitment a writer stores before revealing `N`. */
 /** The lowercase hex of SHA-256 of `parts`: the provider's own if it has one. */
 export function sha256Hex(crypto: CryptoProvider, parts: readonly Uint8Array[]): string {
   return crypto.sha256HexSync ? crypto.sha256HexSync(parts) : toHex(crypto.sha256Sync(parts));
 }
 
+/** `Nbar = H(N)`, the commitment a writer stores before revealing `N`. */
 export function nonceHash(crypto: CryptoProvider, nonce: Uint8Array): Uint8Array {
   return crypto.sha256Sync([...domain(DOMAIN.nonce), nonce]);
 }

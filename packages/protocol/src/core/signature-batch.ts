@@ -15,6 +15,7 @@
  * together, and the last node of an odd level moves up unchanged. The leaf count fixes
  * which levels give a leaf a sibling, so a path has exactly one valid length.
  */
+import { bytesEqual, toHex } from './bytes.js';
 import { DOMAIN, domain, type CryptoProvider, type Signer } from './crypto.js';
 
 /** Where a message sits in the tree whose root was signed. */
@@ -139,7 +140,7 @@ export class BatchTrees {
   root(leaf: Uint8Array, batch: SignatureBatch, signature: Uint8Array): PathRoot | undefined {
     const { index, count, siblings } = batch;
     if (!batchShapeValid(index, count) || siblings.length !== siblingCount(index, count)) return undefined;
-    const tree = this.#trees.get(toHexString(signature));
+    const tree = this.#trees.get(toHex(signature));
     const known = tree && tree.count === count ? tree : undefined;
     const learned: [number, Uint8Array][] = [];
     let hash = leaf;
@@ -147,7 +148,7 @@ export class BatchTrees {
     for (let p = index, w = count, level = 0; w > 1; p >>= 1, w = (w + 1) >> 1, level++) {
       if (known) {
         const node = known.nodes.get(place(level, p));
-        if (node && bytesEqualFast(node, hash) && restKnown(known, siblings, used, p, w, level)) return { root: known.root, learned };
+        if (node && bytesEqual(node, hash) && restKnown(known, siblings, used, p, w, level)) return { root: known.root, learned };
       }
       learned.push([place(level, p), hash]);
       if ((p ^ 1) >= w) continue;
@@ -161,9 +162,9 @@ export class BatchTrees {
 
   /** Remembers what {@link root} found for a path, once `signature` was verified over that root's message. */
   learn(signature: Uint8Array, count: number, found: PathRoot): void {
-    const id = toHexString(signature);
+    const id = toHex(signature);
     let tree = this.#trees.get(id);
-    if (tree && (tree.count !== count || !bytesEqualFast(tree.root, found.root))) return;
+    if (tree && (tree.count !== count || !bytesEqual(tree.root, found.root))) return;
     if (!tree) this.#trees.set(id, (tree = { count, root: found.root, nodes: new Map() }));
     for (const [at, hash] of found.learned) {
       if (tree.nodes.has(at)) continue;
@@ -184,43 +185,15 @@ function restKnown(tree: KnownTree, siblings: readonly Uint8Array[], used: numbe
   for (; w > 1; p >>= 1, w = (w + 1) >> 1, level++) {
     if ((p ^ 1) >= w) continue;
     const node = tree.nodes.get(place(level, p ^ 1));
-    if (!node || !bytesEqualFast(node, siblings[used++]!)) return false;
+    if (!node || !bytesEqual(node, siblings[used++]!)) return false;
   }
   return true;
-}
-
-function bytesEqualFast(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-
-const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
-function toHexString(b: Uint8Array): string {
-  let s = '';
-  for (let i = 0; i < b.length; i++) s += HEX[b[i]!];
-  return s;
 }
 
 /** How one kind of batch hashes its leaves and what its signer signs for a root. */
 export interface BatchKind {
   leaf(message: Uint8Array): Uint8Array;
   rootMessage(count: number, root: Uint8Array): Uint8Array;
-}
-
-/**
- * What a signature of `message` signs: the message itself, or with `batch` the root message
- * its path leads to; `undefined` when the path is malformed.
- */
-export function signedMessage(
-  crypto: CryptoProvider,
-  kind: BatchKind,
-  message: Uint8Array,
-  batch: SignatureBatch | undefined,
-): Uint8Array | undefined {
-  if (!batch) return message;
-  const root = rootOf(crypto, kind.leaf(message), batch);
-  return root && kind.rootMessage(batch.count, root);
 }
 
 /**
