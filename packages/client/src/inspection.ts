@@ -18,8 +18,8 @@ import {
 import { invalid } from './errors.js';
 import { checkKeyText } from './key-names.js';
 import type { KeyStat, ListOptions, ListResult } from './types.js';
-import { ENCRYPTED_OVERHEAD, parseEnvelope, plaintextSize, PUBLIC_OVERHEAD } from './values/encryption.js';
-import { overheadOf, stripedSize } from './values/envelopes.js';
+import { parseEnvelope, plaintextSize } from './values/encryption.js';
+import { envelopeOverhead, overheadOf, stripedSize } from './values/envelopes.js';
 
 /** What `stat` reports of the read `read` of `key`: the operation, what it returned, and the evidence it found. */
 export function keyStatOf(
@@ -94,8 +94,6 @@ export function listResultOf(page: ListPage): ListResult {
  */
 function listedPlaintextSize(k: ListPageKey): number | undefined {
   if (k.size === undefined || k.stripes === undefined) return undefined;
-  const envelope = k.candidate.cert.envelope;
-  const overhead = envelope === 'encrypted' ? ENCRYPTED_OVERHEAD : envelope === 'public' ? PUBLIC_OVERHEAD : 0;
-  const size = k.size - k.stripes * overhead;
+  const size = k.size - k.stripes * envelopeOverhead(k.candidate.cert.envelope);
   return size >= 0 ? size : undefined;
 }

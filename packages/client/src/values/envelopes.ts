@@ -146,7 +146,12 @@ export function overheadOf(key: string, stored: Uint8Array): number {
   if (namespaceOf(key) === undefined) return 0;
   const e = parseEnvelope(stored);
   if (e.kind === 'unknown') throw new PowerStoreError('UNKNOWN_FORMAT', `the value of ${JSON.stringify(key)} cannot be read: ${e.reason}`);
-  return e.kind === 'public' ? PUBLIC_OVERHEAD : ENCRYPTED_OVERHEAD;
+  return envelopeOverhead(e.kind);
+}
+
+/** Bytes an envelope adds to each stripe of a value (none for a value stored as given). */
+export function envelopeOverhead(envelope: ValueEnvelope | undefined): number {
+  return envelope === 'encrypted' ? ENCRYPTED_OVERHEAD : envelope === 'public' ? PUBLIC_OVERHEAD : 0;
 }
 
 /** Plaintext bytes of a striped value whose stripes each carry an envelope of `overhead` bytes. */
