@@ -602,14 +602,16 @@ export class LevelStorage extends AbstractStorage {
       storage = new LevelStorage(db, options);
       storage.#recovery = await readRecovery(options.path);
       await storage.#checkMeta(options);
-      if (storage.#recovery.droppedBytes > 0 && !storage.#created && (await db.get('m:fresh')) === undefined) {
+      if (storage.#recovery.droppedBytes > 0) {
         // Records LevelDB dropped from its log may be writes this server acknowledged: it
         // counts against t, and rebuilds what its peers hold, as after a lost disk.
-        await db.put('m:fresh', json({ createdAt: Date.now(), cause: 'log' }), { sync: true });
+        if (!storage.#created && (await db.get('m:fresh')) === undefined) {
+          await db.put('m:fresh', json({ createdAt: Date.now(), cause: 'log' }), { sync: true });
+        }
+        // The totals are cumulative, kept in each batch: a dropped batch's changes live on in
+        // the totals of every later batch kept. Summed again from the key records instead.
+        await storage.#rewriteTotals();
       }
-      // The totals are cumulative, kept in each batch: a dropped batch's changes live on in
-      // the totals of every later batch kept. Summed again from the key records instead.
-      if (storage.#recovery.droppedBytes > 0) await storage.#rewriteTotals();
       await storage.#load(options.path);
       await storage.#eraser?.load();
       return storage;
