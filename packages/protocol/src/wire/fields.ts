@@ -480,7 +480,7 @@ export function ccSize(cc: CrossChecksum): number {
 
 /** Encoded size of a certificate: what it adds to a stored entry. */
 export function certificateSize(c: WriteCertificate): number {
-  const grant = c.grant ? 2 * PUBLIC_KEY_LENGTH + 2 + textEncoder.encode(c.grant.prefix).length + 8 + SIGNATURE_LENGTH : 0;
+  const grant = c.grant ? 2 * PUBLIC_KEY_LENGTH + 2 + utf8Length(c.grant.prefix) + 8 + SIGNATURE_LENGTH : 0;
   const batch = c.batch ? 4 + BATCH_HASH_LENGTH * c.batch.siblings.length : 0;
   return 2 * HASH_LENGTH + PUBLIC_KEY_LENGTH + SIGNATURE_LENGTH + 1 + grant + (c.epoch ? 4 : 0) + batch;
 }
