@@ -192,13 +192,7 @@ export class Scrubber {
       let cursor = from;
       let lastProgress = started;
       let logged = 0;
-      const legs =
-        from === ''
-          ? [{ from: '', until: undefined }]
-          : [
-              { from, until: undefined },
-              { from: '', until: from },
-            ];
+      const legs = walkLegs(from, from);
       try {
         walk: for (const leg of legs) {
           for await (const ref of storage.historyEntries(leg.from)) {
@@ -388,15 +382,7 @@ export class Scrubber {
       await storage.setMarker('scrub', s).catch((err: unknown) => log.warn({ err }, 'scrub: could not save its position'));
       lastSave = Date.now();
     };
-    // From the cursor to the end, then (when it started in the middle) from the beginning back to the start.
-    const wrapped = saved.start !== '' && (saved.cursor === saved.start || compareKeys(saved.cursor, saved.start) > 0);
-    const legs: { from: string; until: string | undefined }[] = wrapped
-      ? [
-          { from: saved.cursor, until: undefined },
-          { from: '', until: saved.start },
-        ]
-      : [{ from: saved.cursor, until: saved.start === '' ? undefined : saved.start }];
-    for (const leg of legs) {
+    for (const leg of walkLegs(saved.cursor, saved.start)) {
       for await (const ref of storage.historyEntries(leg.from)) {
         if (signal.aborted) {
           await save(saved);
@@ -525,4 +511,19 @@ export class Scrubber {
 function randomStart(): string {
   // `h:<length of the key>:…`: lengths spread the start over the keys roughly.
   return `h:${randomInt(1, 64)}:`;
+}
+
+/**
+ * The stretches of a walk over the stored entries that is at `cursor` and began at
+ * `start`: from the cursor to the end, then (when it began in the middle and has not yet
+ * wrapped) from the beginning back to the start.
+ */
+function walkLegs(cursor: string, start: string): { readonly from: string; readonly until: string | undefined }[] {
+  const wrapped = start !== '' && (cursor === start || compareKeys(cursor, start) > 0);
+  return wrapped
+    ? [
+        { from: cursor, until: undefined },
+        { from: '', until: start },
+      ]
+    : [{ from: cursor, until: start === '' ? undefined : start }];
 }
