@@ -37,6 +37,8 @@
  *   `h:…:<wid>#<s>`, `f:…#<s>`   the same for stripe s ≥ 1 of a striped value
  *   `e:<key>`                    empty: garbage collection deleted records of the key that
  *                                the {@link Eraser} has not yet erased from the files
+ *   `v:…`, `s:<segment>`, `z:…`  a fragment kept in the value log (`vlog/`) instead of an
+ *                                `f:` record, and the log's bookkeeping (`fragment-log.ts`)
  * Checks that need only metadata (a retried STORE) never read a fragment, and a fragment
  * is written from the request's bytes without being copied into a record first.
  */
@@ -63,13 +65,24 @@ import {
 } from '@powerstore/protocol';
 import { Eraser, pastPrefix, type ErasePass } from './eraser.js';
 import { ServerError } from './errors.js';
+import { DEFAULT_VALUE_LOG_MIN_BYTES, FragmentLog, type SpaceChange, type ValueLogPass } from './fragment-log.js';
+import { decodePointer, encodePointer, ValueLogDamage, type ValueLogPointer } from './value-log.js';
 
 /**
- * Version of the on-disk layout above. Formats 1 (PowerStore 0.1, MAC-authenticated
- * writes), 2 (history kept forever) and 3 (fragments inside history records, totals
- * summed at open) are refused.
+ * Version of the on-disk layout above. Format 4 (every fragment in LevelDB) is read and
+ * marked 5 at open, since fragments may then go to the value log, which a format-4 server
+ * would not find. Formats 1 (PowerStore 0.1, MAC-authenticated writes), 2 (history kept
+ * forever) and 3 (fragments inside history records, totals summed at open) are refused.
  */
-export const STORAGE_FORMAT = 4;
+export const STORAGE_FORMAT = 5;
+
+/** Where large fragments go: see {@link LevelStorageOptions.valueLog}. */
+export interface ValueLogSettings {
+  /** Fragments of at least this many bytes go to the value log. Default {@link DEFAULT_VALUE_LOG_MIN_BYTES}. */
+  readonly minBytes?: number;
+  /** Bytes a segment file takes before the next one starts. Default 64 MiB. */
+  readonly segmentBytes?: number;
+}
 
 /** How to open a {@link LevelStorage}. */
 export interface LevelStorageOptions {
@@ -112,6 +125,16 @@ export interface LevelStorageOptions {
   /** How often a full disk is probed for space again (ms). Default 5 000. */
   readonly diskProbeMs?: number;
   /**
+   * Key–value separation: fragments of at least `minBytes` are appended to a log of segment
+   * files in `<path>/vlog` and LevelDB keeps a pointer, so they are written once instead of
+   * again at every compaction (`fragment-log.ts`). Default on, with
+   * {@link DEFAULT_VALUE_LOG_MIN_BYTES}; `false` keeps new fragments in LevelDB (fragments
+   * already in the log are still read, erased and collected).
+   */
+  readonly valueLog?: ValueLogSettings | false;
+  /** Called after every value-log maintenance pass (metrics, logs); a failed pass carries `error`. */
+  readonly onValueLogPass?: (info: ValueLogPass) => void;
+  /**
    * Free bytes the data directory's filesystem must have before a full storage reopens:
    * reopening writes the log's records out as a table. Default the memtable size + 8 MiB.
    */
@@ -149,6 +172,9 @@ export function diskFailureOf(err: unknown): 'full' | 'failed' | undefined {
     if (e.code === 'LEVEL_IO_ERROR' || /^IO error\b/.test(message)) {
       return /No space left on device|Disk quota exceeded|ENOSPC|EDQUOT/i.test(message) ? 'full' : 'failed';
     }
+    // The value log's writes fail with Node's file-system errors.
+    if (e.code === 'ENOSPC' || e.code === 'EDQUOT') return 'full';
+    if (e.code === 'EIO' || e.code === 'EROFS') return 'failed';
   }
   return undefined;
 }
@@ -196,6 +222,12 @@ export interface CommitInfo {
 
 /** One operation of a {@link GroupCommitter} batch: a put, or a delete (garbage collection). */
 export type Put = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string };
+
+/** What one LevelStorage commit hands its group commit: a key's changes, the value log's, or both. */
+interface Committed {
+  readonly changes?: KeyChanges;
+  readonly space?: SpaceChange;
+}
 
 interface Waiter<D> {
   resolve(): void;
@@ -357,7 +389,9 @@ export class LevelStorage extends AbstractStorage {
   #db: ClassicLevel<string, Uint8Array>;
   readonly #n: number;
   #created = false;
-  readonly #committer: GroupCommitter<KeyChanges>;
+  readonly #committer: GroupCommitter<Committed>;
+  #fragmentLog: FragmentLog | undefined;
+  #logTimer: NodeJS.Timeout | undefined;
   readonly #sync: boolean;
   /** The totals as of the last batch handed to LevelDB (what the disk says once it is durable). */
   readonly #written: Totals = { keys: 0, entries: 0, largest: 0, owners: new Map() };
@@ -383,17 +417,17 @@ export class LevelStorage extends AbstractStorage {
       db,
       options.sync ?? true,
       options.onCommit,
-      (changes) => {
-        const totals = this.#totalsFor(changes);
-        const erase = this.#eraser?.prepare(changes);
-        if (!erase) return totals;
+      (committed) => {
+        const changes = committed.flatMap((c) => (c.changes ? [c.changes] : []));
+        const parts = [
+          this.#totalsFor(changes),
+          this.#eraser?.prepare(changes),
+          this.#fragmentLog?.prepare(committed.flatMap((c) => (c.space ? [c.space] : []))),
+        ].filter((p) => p !== undefined) as { ops: readonly Put[]; undo(): void; done?(): void }[];
         return {
-          ops: [...totals.ops, ...erase.ops],
-          undo: () => {
-            totals.undo();
-            erase.undo();
-          },
-          done: () => erase.done(),
+          ops: parts.flatMap((p) => p.ops),
+          undo: () => parts.forEach((p) => p.undo()),
+          done: () => parts.forEach((p) => p.done?.()),
         };
       },
       guard,
@@ -410,8 +444,8 @@ export class LevelStorage extends AbstractStorage {
           withinMs,
           maxKeys: options.eraseMaxKeys ?? 64,
           // A key's entries and fragments: `h:<len>:<key>:` and `f:<len>:<key>:` (see #entryKey).
-          ranges: (key) => (['f', 'h'] as const).map((p) => this.#prefixRange(`${p}:${key.length}:${key}:`)),
-          all: [this.#prefixRange('f:'), this.#prefixRange('h:')],
+          ranges: (key) => (['f', 'h', 'v'] as const).map((p) => this.#prefixRange(`${p}:${key.length}:${key}:`)),
+          all: [this.#prefixRange('f:'), this.#prefixRange('h:'), this.#prefixRange('v:')],
           marker: 'e:',
           commit: (ops) => this.#committer.commit(ops),
           onPass: options.onErase,
@@ -492,6 +526,7 @@ export class LevelStorage extends AbstractStorage {
       }
       this.#db = db;
       this.#committer.use(db);
+      this.#fragmentLog?.use(db);
       this.#eraser = this.#newEraser(db);
       await this.#eraser?.load();
       this.#stopProbing();
@@ -612,11 +647,16 @@ export class LevelStorage extends AbstractStorage {
         // the totals of every later batch kept. Summed again from the key records instead.
         await storage.#rewriteTotals();
       }
+      await storage.#openFragmentLog();
       await storage.#load(options.path);
       await storage.#eraser?.load();
+      storage.#startLogPasses();
       return storage;
     } catch (err) {
-      if (storage) await storage.#eraser?.close();
+      if (storage) {
+        await storage.#eraser?.close();
+        await storage.#fragmentLog?.log.close();
+      }
       await db.close();
       throw err;
     }
@@ -630,6 +670,54 @@ export class LevelStorage extends AbstractStorage {
    */
   get recovery(): OpenRecovery {
     return this.#recovery;
+  }
+
+  /**
+   * Opens the value log when it is on or its directory exists (fragments already in it are
+   * read whatever the setting). After LevelDB dropped batches from its log, the live bytes
+   * are summed again from the pointers.
+   */
+  async #openFragmentLog(): Promise<void> {
+    const settings = this.#options.valueLog ?? {};
+    const dir = join(this.#options.path, 'vlog');
+    const exists = await access(dir).then(
+      () => true,
+      () => false,
+    );
+    if (settings === false && !exists) return;
+    this.#fragmentLog = await FragmentLog.open(this.#db, dir, {
+      minBytes: settings === false ? Infinity : (settings.minBytes ?? DEFAULT_VALUE_LOG_MIN_BYTES),
+      segmentBytes: settings === false ? undefined : settings.segmentBytes,
+      sync: this.#sync,
+    });
+    if (this.#recovery.droppedBytes > 0) await this.#fragmentLog.recount();
+  }
+
+  /** Value-log erasure and collection, every quarter of the erase bound (every 15 s without one). */
+  #startLogPasses(): void {
+    const log = this.#fragmentLog;
+    if (!log) return;
+    const withinMs = this.#options.eraseWithinMs ?? DEFAULT_ERASE_WITHIN_MS;
+    const everyMs = withinMs > 0 ? Math.max(50, Math.floor(withinMs / 4)) : 15_000;
+    this.#logTimer = setInterval(() => void this.valueLogPass(), everyMs);
+    this.#logTimer.unref();
+  }
+
+  /**
+   * One value-log maintenance pass now (the storage runs them on its own): records whose
+   * pointers were deleted are zeroed or their segments removed, and mostly dead segments
+   * are collected. `undefined` without a value log or while the disk is not `ok`.
+   */
+  async valueLogPass(): Promise<ValueLogPass | undefined> {
+    const log = this.#fragmentLog;
+    if (!log || this.#closed || this.#refusal()) return undefined;
+    const pass = await log.pass({
+      commit: (ops, space) => this.#committer.commit(ops, { space }),
+      withKey: (key, fn) => this.withKey(key, () => fn()),
+      keyOf: (name) => parseEntryName(`h:${name}`)?.key,
+    });
+    this.#options.onValueLogPass?.(pass);
+    return pass;
   }
 
   async #checkMeta(options: LevelStorageOptions): Promise<void> {
@@ -667,6 +755,11 @@ export class LevelStorage extends AbstractStorage {
         'STORAGE_MISMATCH',
         `${options.path}: ${what}; this server reads format ${STORAGE_FORMAT}. Start it on an empty data directory and write the values again through a client; the old directory can be deleted.`,
       );
+    }
+    if (meta.format === 4) {
+      // Format 5 only adds the value log's records; a format-4 server must not open it after.
+      await this.#db.put('m:meta', json({ ...meta, format: STORAGE_FORMAT }), { sync: true });
+      meta.format = STORAGE_FORMAT;
     }
     if (meta.format !== STORAGE_FORMAT) {
       throw new ServerError(
@@ -882,7 +975,7 @@ export class LevelStorage extends AbstractStorage {
     return new Uint8Array(raw.buffer, raw.byteOffset, raw.byteLength);
   }
 
-  #entryKey(prefix: 'h' | 'f', key: string, ts: Timestamp, stripe: number): string {
+  #entryKey(prefix: 'h' | 'f' | 'v', key: string, ts: Timestamp, stripe: number): string {
     return `${prefix}:${key.length}:${key}:${entryId(ts, stripe)}`;
   }
 
@@ -964,24 +1057,55 @@ export class LevelStorage extends AbstractStorage {
   }
 
   protected async readFragment(key: string, ts: Timestamp, stripe: number): Promise<Uint8Array | undefined> {
-    const raw = await this.#read(key, () => this.#db.get(this.#entryKey('f', key, ts, stripe)));
-    return raw === undefined ? undefined : this.#view(raw);
+    if (!this.#fragmentLog) {
+      const raw = await this.#read(key, () => this.#db.get(this.#entryKey('f', key, ts, stripe)));
+      return raw === undefined ? undefined : this.#view(raw);
+    }
+    const [raw, pointer] = await this.#read(key, () =>
+      this.#db.getMany([this.#entryKey('f', key, ts, stripe), this.#entryKey('v', key, ts, stripe)]),
+    );
+    return this.#fragmentOf(key, ts, stripe, raw, pointer);
+  }
+
+  /** An entry's fragment from its `f:` record or, failing that, from the value log its `v:` record points into. */
+  async #fragmentOf(
+    key: string,
+    ts: Timestamp,
+    stripe: number,
+    raw: Uint8Array | undefined,
+    pointer: Uint8Array | undefined,
+  ): Promise<Uint8Array | undefined> {
+    if (raw !== undefined || pointer === undefined || !this.#fragmentLog) return raw === undefined ? undefined : this.#view(raw);
+    try {
+      return await this.#fragmentLog.read(this.#entryKey('v', key, ts, stripe).slice(2), pointer);
+    } catch (err) {
+      // A damaged record is the entry's damage: scrub and repair find it by this code.
+      if (err instanceof ValueLogDamage) throw this.#corrupt(key, `value log: ${err.message}`);
+      throw new StorageError(
+        'STORAGE_FAILED',
+        `storage unavailable: key ${JSON.stringify(key)}: value log read failed: ${(err as Error).message}`,
+        {
+          cause: err,
+        },
+      );
+    }
   }
 
   protected override async readEntry(key: string, ts: Timestamp, stripe: number): Promise<HistoryEntry | undefined> {
-    // One call for both records: one hop to LevelDB's thread instead of two.
-    const [meta, fragment] = await this.#read(key, () =>
-      this.#db.getMany([this.#entryKey('h', key, ts, stripe), this.#entryKey('f', key, ts, stripe)]),
-    );
+    // One call for every record: one hop to LevelDB's thread instead of two or three.
+    const names = [this.#entryKey('h', key, ts, stripe), this.#entryKey('f', key, ts, stripe)];
+    if (this.#fragmentLog) names.push(this.#entryKey('v', key, ts, stripe));
+    const [meta, raw, pointer] = await this.#read(key, () => this.#db.getMany(names));
     if (meta === undefined) return undefined;
     const m = this.#decodeMeta(key, meta);
+    const fragment = await this.#fragmentOf(key, ts, stripe, raw, pointer);
     if (fragment === undefined || fragment.length !== m.fragmentLength) {
       throw this.#corrupt(
         key,
         `fragment of entry ${ts.num} is ${fragment === undefined ? 'missing' : `${fragment.length} bytes, not ${m.fragmentLength}`}`,
       );
     }
-    return { ...m.meta, fragment: this.#view(fragment) };
+    return { ...m.meta, fragment };
   }
 
   protected async commit(c: KeyChanges): Promise<void> {
@@ -989,21 +1113,54 @@ export class LevelStorage extends AbstractStorage {
     const refused = this.#refusal();
     if (refused) throw refused;
     const ops: Put[] = [];
+    const log = this.#fragmentLog;
+    /** `v:` records this commit deletes or replaces: their records in the log become dead. */
+    const replaced: string[] = [];
     for (const d of c.deletes) {
       for (const stripe of d.stripes ? [0, ...(await this.#storedStripes(c.key, d.ts))] : [0]) {
         ops.push({ type: 'del', key: this.#entryKey('h', c.key, d.ts, stripe) });
         ops.push({ type: 'del', key: this.#entryKey('f', c.key, d.ts, stripe) });
+        if (log) replaced.push(this.#entryKey('v', c.key, d.ts, stripe));
       }
     }
     if (c.state) {
       ops.push({ type: 'put', key: `k:${c.key}`, value: encodeKeyRecord(c.key, c.state) });
       ops.push(c.state.index.some((w) => !w.head) ? { type: 'put', key: `p:${c.key}`, value: EMPTY } : { type: 'del', key: `p:${c.key}` });
     }
-    for (const e of c.puts) {
-      ops.push({ type: 'put', key: this.#entryKey('h', c.key, e.ts, e.stripe), value: encodeEntryMetaRecord(c.key, e) });
-      ops.push({ type: 'put', key: this.#entryKey('f', c.key, e.ts, e.stripe), value: e.fragment });
+    // A repair rewrites a damaged entry: its old copy in the log, if any, is dead.
+    if (log) for (const e of c.restored ?? []) replaced.push(this.#entryKey('v', c.key, e.ts, e.stripe));
+    const old = replaced.length > 0 ? await this.#read(c.key, () => this.#db.getMany(replaced)) : [];
+    const dead: ValueLogPointer[] = [];
+    old.forEach((raw, i) => {
+      const p = raw && decodePointer(raw);
+      if (!p) return;
+      dead.push(p);
+      ops.push({ type: 'del', key: replaced[i]! });
+    });
+    const added: ValueLogPointer[] = [];
+    try {
+      for (const e of c.puts) {
+        ops.push({ type: 'put', key: this.#entryKey('h', c.key, e.ts, e.stripe), value: encodeEntryMetaRecord(c.key, e) });
+        const f = this.#entryKey('f', c.key, e.ts, e.stripe);
+        if (log?.takes(e.fragment.length)) {
+          const v = this.#entryKey('v', c.key, e.ts, e.stripe);
+          added.push(await this.#appendFragment(log, v.slice(2), e.fragment));
+          ops.push({ type: 'del', key: f }, { type: 'put', key: v, value: encodePointer(added.at(-1)!) });
+        } else ops.push({ type: 'put', key: f, value: e.fragment });
+      }
+      await this.#committer.commit(ops, { changes: c, space: log && (added.length > 0 || dead.length > 0) ? { added, dead } : undefined });
+    } catch (err) {
+      log?.abandon(added);
+      throw err;
     }
-    await this.#committer.commit(ops, c);
+  }
+
+  async #appendFragment(log: FragmentLog, name: string, fragment: Uint8Array): Promise<ValueLogPointer> {
+    try {
+      return await log.append(name, fragment);
+    } catch (err) {
+      throw this.#writeFailed(err);
+    }
   }
 
   /**
@@ -1047,9 +1204,12 @@ export class LevelStorage extends AbstractStorage {
   protected async closeBackend(): Promise<void> {
     this.#closed = true;
     this.#stopProbing();
+    clearInterval(this.#logTimer);
     await this.#recovering;
+    await this.#fragmentLog?.idle();
     await this.#eraser?.close();
     await this.#committer.idle();
+    await this.#fragmentLog?.log.close();
     await this.#db.close();
   }
 }

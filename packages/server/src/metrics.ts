@@ -336,16 +336,20 @@ export function createMetrics(sources: MetricSources): ServerMetrics {
   };
 }
 
-/** The bytes of the regular files directly in `dir` (LevelDB keeps no subdirectories), or `undefined` if it cannot be read. */
-function directoryBytes(dir: string): number | undefined {
+/**
+ * The bytes of the regular files in `dir` and its subdirectories (LevelDB's files, and the
+ * value log's segments in `vlog/`), or `undefined` if it cannot be read.
+ */
+function directoryBytes(dir: string, depth = 0): number | undefined {
   try {
     let bytes = 0;
     for (const name of readdirSync(dir)) {
       try {
         const st = statSync(join(dir, name));
         if (st.isFile()) bytes += st.size;
+        else if (st.isDirectory() && depth < 1) bytes += directoryBytes(join(dir, name), depth + 1) ?? 0;
       } catch {
-        // deleted meanwhile (a compaction)
+        // deleted meanwhile (a compaction, a collected segment)
       }
     }
     return bytes;

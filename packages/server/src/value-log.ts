@@ -60,7 +60,13 @@ export function encodePointer(p: ValueLogPointer): Uint8Array {
 export function decodePointer(b: Uint8Array): ValueLogPointer | undefined {
   if (b.length !== POINTER_BYTES) return undefined;
   const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
-  const p = { segment: v.getUint32(0), offset: v.getFloat64(4), nameLength: v.getUint32(12), dataLength: v.getUint32(16), crc: v.getUint32(20) };
+  const p = {
+    segment: v.getUint32(0),
+    offset: v.getFloat64(4),
+    nameLength: v.getUint32(12),
+    dataLength: v.getUint32(16),
+    crc: v.getUint32(20),
+  };
   return Number.isSafeInteger(p.offset) && p.offset >= 0 ? p : undefined;
 }
 
@@ -253,7 +259,11 @@ export class ValueLog {
   async read(p: ValueLogPointer, name: string): Promise<Uint8Array> {
     const length = recordBytes(p);
     const record = new Uint8Array(length);
-    const bytesRead = await this.#use(p.segment, `record ${name}`, async (file) => (await file.read(record, 0, length, p.offset)).bytesRead);
+    const bytesRead = await this.#use(
+      p.segment,
+      `record ${name}`,
+      async (file) => (await file.read(record, 0, length, p.offset)).bytesRead,
+    );
     if (bytesRead !== length) throw new ValueLogDamage(`segment ${p.segment} ends inside the record at ${p.offset}`);
     const v = new DataView(record.buffer);
     if (v.getUint32(0) !== MAGIC || v.getUint32(4) !== p.nameLength || v.getUint32(8) !== p.dataLength) {
@@ -262,7 +272,8 @@ export class ValueLog {
     const stored = new TextDecoder().decode(record.subarray(HEADER_BYTES, HEADER_BYTES + p.nameLength));
     if (stored !== name) throw new ValueLogDamage(`segment ${p.segment} at ${p.offset} holds another record (${JSON.stringify(stored)})`);
     const data = record.subarray(HEADER_BYTES + p.nameLength);
-    if (crc32(data) !== p.crc || v.getUint32(12) !== p.crc) throw new ValueLogDamage(`segment ${p.segment} at ${p.offset}: the data fails its CRC`);
+    if (crc32(data) !== p.crc || v.getUint32(12) !== p.crc)
+      throw new ValueLogDamage(`segment ${p.segment} at ${p.offset}: the data fails its CRC`);
     return data;
   }
 
@@ -281,7 +292,11 @@ export class ValueLog {
       const nameLength = v.getUint32(4);
       const dataLength = v.getUint32(8);
       const nameBytes = new Uint8Array(nameLength);
-      const n = await this.#use(segment, 'walk', async (file) => (await file.read(nameBytes, 0, nameLength, offset + HEADER_BYTES)).bytesRead);
+      const n = await this.#use(
+        segment,
+        'walk',
+        async (file) => (await file.read(nameBytes, 0, nameLength, offset + HEADER_BYTES)).bytesRead,
+      );
       if (n < nameLength) return;
       yield { offset, name: new TextDecoder().decode(nameBytes), nameLength, dataLength };
       offset += HEADER_BYTES + nameLength + dataLength;
@@ -309,18 +324,23 @@ export class ValueLog {
     for (const r of records) bySegment.set(r.segment, [...(bySegment.get(r.segment) ?? []), r]);
     for (const [segment, rs] of bySegment) {
       if (!(await this.#exists(segment))) continue;
-      await this.#use(segment, 'erase', async (file) => {
-        for (const r of rs) {
-          const length = r.nameLength + r.dataLength;
-          // In pieces of at most 1 MiB of zeros: a record may be megabytes.
-          const zeros = new Uint8Array(Math.min(length, 1 << 20));
-          for (let done = 0; done < length; done += zeros.length) {
-            const n = Math.min(zeros.length, length - done);
-            await writeFully(file, [zeros.subarray(0, n)], r.offset + HEADER_BYTES + done);
+      await this.#use(
+        segment,
+        'erase',
+        async (file) => {
+          for (const r of rs) {
+            const length = r.nameLength + r.dataLength;
+            // In pieces of at most 1 MiB of zeros: a record may be megabytes.
+            const zeros = new Uint8Array(Math.min(length, 1 << 20));
+            for (let done = 0; done < length; done += zeros.length) {
+              const n = Math.min(zeros.length, length - done);
+              await writeFully(file, [zeros.subarray(0, n)], r.offset + HEADER_BYTES + done);
+            }
           }
-        }
-        if (this.#sync) await file.datasync();
-      }, 'r+');
+          if (this.#sync) await file.datasync();
+        },
+        'r+',
+      );
     }
   }
 

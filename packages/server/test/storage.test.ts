@@ -48,6 +48,30 @@ for (const stateCacheKeys of [10_000, 0]) {
   );
 }
 
+// Every fragment in the value log, in segments of 4 KiB so that appends roll them often.
+suite(
+  'LevelStorage with every fragment in the value log',
+  async () => {
+    const path = join(root, `db-${dirs++}`);
+    let commits = 0;
+    const open = () => LevelStorage.open({ path, n: N, onCommit: () => commits++, valueLog: { minBytes: 0, segmentBytes: 4096 } });
+    let current = await open();
+    return {
+      get storage() {
+        return current;
+      },
+      async reopen() {
+        await current.close();
+        current = await open();
+        return current;
+      },
+      close: () => current.close(),
+      commits: () => commits,
+    };
+  },
+  { durable: true, groupCommit: true },
+);
+
 const ts = (num: number): Timestamp => ({ num, writerId: new Uint8Array(32).fill(1) });
 /** A history entry at `ts(num)` holding `fragment`; its hashes and signatures are placeholders (storage checks none). */
 const entry = (num: number, fragment: Uint8Array): HistoryEntry => ({
@@ -131,7 +155,7 @@ describe('LevelStorage specifics', () => {
     await s.close();
   });
 
-  it("sizes LevelDB for fragments: 6 MiB of them stay in the memtable, where LevelDB's default sizes would have written tables", async () => {
+  it("sizes LevelDB for fragments kept in it: 6 MiB of them stay in the memtable, where LevelDB's default sizes would have written tables", async () => {
     const tables = (path: string) => readdirSync(path).filter((f) => f.endsWith('.ldb')).length;
     const fragment = new Uint8Array(128 * 1024).fill(3);
     const fill = async (s: LevelStorage) => {
@@ -139,13 +163,18 @@ describe('LevelStorage specifics', () => {
         await s.withKey(`k${k}`, (r) => r.putEntry(entry(1, fragment), { owner: 'o', bytes: fragment.length, quota: {} }));
     };
     const tuned = join(root, `db-${dirs++}`);
-    const s = await LevelStorage.open({ path: tuned, n: N });
+    const s = await LevelStorage.open({ path: tuned, n: N, valueLog: false });
     await fill(s);
     expect(tables(tuned)).toBe(0);
     await s.close();
     // LevelDB's own defaults (4 MiB memtable) flush the same writes to table files.
     const small = join(root, `db-${dirs++}`);
-    const d = await LevelStorage.open({ path: small, n: N, leveldb: { writeBufferSize: 4 * 1024 * 1024, maxFileSize: 2 * 1024 * 1024 } });
+    const d = await LevelStorage.open({
+      path: small,
+      n: N,
+      valueLog: false,
+      leveldb: { writeBufferSize: 4 * 1024 * 1024, maxFileSize: 2 * 1024 * 1024 },
+    });
     await fill(d);
     for (let i = 0; i < 50 && tables(small) === 0; i++) await new Promise((r) => setTimeout(r, 50));
     expect(tables(small)).toBeGreaterThan(0);

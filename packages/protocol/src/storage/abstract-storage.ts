@@ -208,6 +208,11 @@ export interface KeyChanges {
   /** New history entries. */
   readonly puts: readonly HistoryEntry[];
   /**
+   * The puts that replace an entry already stored ({@link KeyRecord.restoreEntry}): a
+   * backend that keeps fragments elsewhere frees the old copy. Absent: none.
+   */
+  readonly restored?: readonly HistoryEntry[];
+  /**
    * Collected writes (each one was stored): stripe 0 and, when `stripes` is set, every
    * stripe ≥ 1 the backend holds for `ts` (the index counts them but does not list them).
    */
@@ -477,6 +482,8 @@ class Transaction {
   #stateChanged = false;
   /** Entries put by this callback, by {@link entryId}. */
   readonly #written = new Map<string, HistoryEntry>();
+  /** Ids of written entries that replace stored ones (restoreEntry). */
+  readonly #restored = new Set<string>();
   /** Writes collected by this callback, by `timestampKey`; whether stored stripes ≥ 1 must go too. */
   readonly #collected = new Map<string, { ts: Timestamp; stripes: boolean }>();
   readonly #reservations: Reservation[] = [];
@@ -538,6 +545,7 @@ class Transaction {
       key: this.key,
       state: this.#stateChanged ? this.#state : undefined,
       puts: [...this.#written.values()],
+      restored: [...this.#written].filter(([id]) => this.#restored.has(id)).map(([, e]) => e),
       deletes: [...this.#collected.values()],
       usage,
       keys: this.#newKeys,
@@ -616,6 +624,7 @@ class Transaction {
       throw new StorageError('STORAGE_CORRUPT', `restoreEntry: the index lists no stripe ${e.stripe} of ${timestampKey(e.ts)}`);
     }
     this.#written.set(entryId(e.ts, e.stripe), e);
+    this.#restored.add(entryId(e.ts, e.stripe));
   }
 
   async #deleteEntry(ts: Timestamp, mark: boolean): Promise<void> {

@@ -1,0 +1,286 @@
+/**
+ * How {@link LevelStorage} keeps large fragments in a {@link ValueLog}: which fragments go
+ * there, the live bytes of every segment, the erasure of records whose pointers were
+ * deleted, and the collection of segments that are mostly dead.
+ *
+ * Records (beside LevelStorage's, in the same batches):
+ *   `v:<len>:<key>:<num>:<wid>[#<s>]`  the {@link ValueLogPointer} of an entry's fragment
+ *                                      (instead of its `f:` record)
+ *   `s:<segment>`                      live bytes of a segment (records some pointer names);
+ *                                      absent when none
+ *   `z:<segment>:<offset>`             the pointer of a record no pointer names any more,
+ *                                      whose bytes are not yet erased
+ * Live bytes change only in the batch that writes or deletes the pointers, so they are
+ * exactly what the durable pointers name; erasure markers are written in the batch that
+ * deletes a pointer and deleted once the record is zeroed (or its segment removed).
+ *
+ * Erasure within the storage's bound: a pass runs every quarter of it, zeroes the records
+ * behind the markers (or removes a segment no pointer names) and fdatasyncs before the
+ * markers go. Collection: a sealed segment whose live bytes are under half its size has its
+ * live records copied to the active segment, each under its key's lock (a concurrent
+ * delete or repair of the entry cannot interleave), and is removed once nothing points
+ * into it.
+ */
+import { decodePointer, encodePointer, recordBytes, ValueLog, ValueLogDamage, type ValueLogPointer } from './value-log.js';
+import type { ClassicLevel } from 'classic-level';
+import type { Put } from './level-storage.js';
+
+/** What one commit changed in the value log: records its new pointers name, and records whose pointers it removed. */
+export interface SpaceChange {
+  readonly added: readonly ValueLogPointer[];
+  readonly dead: readonly ValueLogPointer[];
+}
+
+/** One maintenance pass, as reported to the host. */
+export interface ValueLogPass {
+  /** Records zeroed in place. */
+  readonly erased: number;
+  /** Segments removed (no pointer named them). */
+  readonly removed: number;
+  /** Live records copied out of mostly dead segments. */
+  readonly moved: number;
+  readonly seconds: number;
+  readonly error?: Error;
+}
+
+/** How LevelStorage lets a pass commit and lock keys. */
+export interface FragmentLogHost {
+  commit(ops: readonly Put[], space?: SpaceChange): Promise<void>;
+  /** Runs `fn` under `key`'s lock (no other change of the key's entries meanwhile). */
+  withKey<T>(key: string, fn: () => Promise<T>): Promise<T>;
+  /** The user key of an entry's name (`<len>:<key>:<num>:<wid>[#<s>]`), or `undefined`. */
+  keyOf(name: string): string | undefined;
+}
+
+/** Default: fragments of at least this many bytes go to the value log. */
+export const DEFAULT_VALUE_LOG_MIN_BYTES = 16 * 1024;
+/** Markers a pass erases at most (the rest wait for the next pass). */
+const PASS_MARKERS = 20_000;
+/** A sealed segment is collected when less than this share of it is live. */
+const COLLECT_BELOW = 0.5;
+
+const segmentKey = (segment: number) => `s:${String(segment).padStart(8, '0')}`;
+const markerKey = (p: ValueLogPointer) => `z:${String(p.segment).padStart(8, '0')}:${String(p.offset).padStart(16, '0')}`;
+const json = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
+
+export class FragmentLog {
+  /** Live bytes per segment, as of the last batch handed to LevelDB. */
+  readonly #live = new Map<number, number>();
+  /** Offsets of records appended whose pointer batch is not durable yet, per segment: such a segment is not removed. */
+  readonly #unsettled = new Map<number, Set<number>>();
+  #passing: Promise<ValueLogPass> | undefined;
+
+  private constructor(
+    readonly log: ValueLog,
+    private db: ClassicLevel<string, Uint8Array>,
+    /** Fragments of at least this many bytes are appended to the log. */
+    readonly minBytes: number,
+  ) {}
+
+  /**
+   * Opens the log in `dir` and loads the live bytes. Segment files no live-bytes record
+   * names hold nothing a pointer names (the tail of a crash, or a removal that did not
+   * finish): they are removed.
+   */
+  static async open(
+    db: ClassicLevel<string, Uint8Array>,
+    dir: string,
+    options: { minBytes: number; segmentBytes?: number; sync: boolean },
+  ): Promise<FragmentLog> {
+    const log = await ValueLog.open({ dir, segmentBytes: options.segmentBytes, sync: options.sync });
+    const f = new FragmentLog(log, db, options.minBytes);
+    for await (const [k, v] of db.iterator({ gte: 's:', lt: 's;' })) {
+      const live = JSON.parse(new TextDecoder().decode(v)) as unknown;
+      if (typeof live !== 'number' || !Number.isSafeInteger(live) || live < 0) throw new Error(`unreadable value-log record ${k}`);
+      f.#live.set(Number(k.slice(2)), live);
+    }
+    for (const segment of await log.segments()) if (!f.#live.has(segment)) await log.remove(segment);
+    return f;
+  }
+
+  /** Reads from `db` from now on (the storage reopened its database). */
+  use(db: ClassicLevel<string, Uint8Array>): void {
+    this.db = db;
+  }
+
+  /** Whether a fragment of `length` bytes goes to the log. */
+  takes(length: number): boolean {
+    return length >= this.minBytes;
+  }
+
+  /** Appends a fragment under its entry `name`; the pointer counts as unsettled until {@link prepare} takes it. */
+  async append(name: string, fragment: Uint8Array): Promise<ValueLogPointer> {
+    // Registered in the continuation of the append's own resolution, before any other I/O
+    // can complete: a pass cannot see the segment sealed and this record uncounted.
+    const p = await this.log.append(name, fragment);
+    const offsets = this.#unsettled.get(p.segment) ?? new Set<number>();
+    offsets.add(p.offset);
+    this.#unsettled.set(p.segment, offsets);
+    return p;
+  }
+
+  /** Pointers whose batch is durable, failed, or never ran: no longer unsettled (idempotent). */
+  abandon(pointers: readonly ValueLogPointer[]): void {
+    for (const p of pointers) {
+      const offsets = this.#unsettled.get(p.segment);
+      offsets?.delete(p.offset);
+      if (offsets?.size === 0) this.#unsettled.delete(p.segment);
+    }
+  }
+
+  /** The fragment `raw` (a `v:` record) points to, for entry `name`. */
+  async read(name: string, raw: Uint8Array): Promise<Uint8Array> {
+    const p = decodePointer(raw);
+    if (!p) throw new ValueLogDamage(`the value-log pointer of ${name} does not decode`);
+    return this.log.read(p, name);
+  }
+
+  /** The operations one batch adds for the space changes it carries: live bytes and erasure markers. */
+  prepare(changes: readonly SpaceChange[]): { ops: Put[]; undo(): void; done(): void } {
+    const before = new Map<number, number | undefined>();
+    const touch = (segment: number, delta: number) => {
+      if (!before.has(segment)) before.set(segment, this.#live.get(segment));
+      this.#live.set(segment, (this.#live.get(segment) ?? 0) + delta);
+    };
+    const ops: Put[] = [];
+    for (const c of changes) {
+      for (const p of c.added) touch(p.segment, recordBytes(p));
+      for (const p of c.dead) {
+        touch(p.segment, -recordBytes(p));
+        ops.push({ type: 'put', key: markerKey(p), value: encodePointer(p) });
+      }
+    }
+    for (const segment of before.keys()) {
+      const live = this.#live.get(segment)!;
+      if (live > 0) ops.push({ type: 'put', key: segmentKey(segment), value: json(live) });
+      else {
+        // Never below 0: a pointer counted twice would otherwise hide live records.
+        this.#live.delete(segment);
+        ops.push({ type: 'del', key: segmentKey(segment) });
+      }
+    }
+    const added = changes.flatMap((c) => c.added);
+    return {
+      ops,
+      undo: () => {
+        for (const [segment, live] of before) {
+          if (live === undefined) this.#live.delete(segment);
+          else this.#live.set(segment, live);
+        }
+        this.abandon(added);
+      },
+      done: () => this.abandon(added),
+    };
+  }
+
+  /**
+   * Live bytes summed again from every pointer, replacing the records (after LevelDB
+   * dropped batches from its log: the live bytes are cumulative, like the totals).
+   */
+  async recount(): Promise<void> {
+    const live = new Map<number, number>();
+    for await (const [, raw] of this.db.iterator({ gte: 'v:', lt: 'v;' })) {
+      const p = decodePointer(raw);
+      if (p) live.set(p.segment, (live.get(p.segment) ?? 0) + recordBytes(p));
+    }
+    const ops: Put[] = [];
+    for await (const k of this.db.keys({ gte: 's:', lt: 's;' })) if (!live.has(Number(k.slice(2)))) ops.push({ type: 'del', key: k });
+    for (const [segment, bytes] of live) ops.push({ type: 'put', key: segmentKey(segment), value: json(bytes) });
+    await this.db.batch(ops, { sync: true });
+    this.#live.clear();
+    for (const [segment, bytes] of live) this.#live.set(segment, bytes);
+  }
+
+  /** Runs one maintenance pass (erasure, then collection); a pass already running is joined. */
+  pass(host: FragmentLogHost): Promise<ValueLogPass> {
+    this.#passing ??= this.#pass(host).finally(() => (this.#passing = undefined));
+    return this.#passing;
+  }
+
+  /** Waits for a pass in flight. */
+  async idle(): Promise<void> {
+    await this.#passing;
+  }
+
+  #removable(segment: number): boolean {
+    return segment !== this.log.active && !this.#live.has(segment) && !this.#unsettled.has(segment);
+  }
+
+  async #pass(host: FragmentLogHost): Promise<ValueLogPass> {
+    const started = performance.now();
+    let erased = 0;
+    let removed = 0;
+    let moved = 0;
+    try {
+      ({ erased, removed } = await this.#erase(host));
+      moved = await this.#collect(host);
+      if (moved > 0) {
+        // What collection left dead goes now, not a pass later.
+        const again = await this.#erase(host);
+        erased += again.erased;
+        removed += again.removed;
+      }
+      return { erased, removed, moved, seconds: (performance.now() - started) / 1000 };
+    } catch (err) {
+      return { erased, removed, moved, seconds: (performance.now() - started) / 1000, error: err as Error };
+    }
+  }
+
+  /** Zeroes the records behind erasure markers (removing segments no pointer names), then deletes the markers. */
+  async #erase(host: FragmentLogHost): Promise<{ erased: number; removed: number }> {
+    const markers: [string, ValueLogPointer][] = [];
+    for await (const [k, raw] of this.db.iterator({ gte: 'z:', lt: 'z;', limit: PASS_MARKERS })) {
+      const p = decodePointer(raw);
+      if (p) markers.push([k, p]);
+      else markers.push([k, { segment: -1, offset: 0, nameLength: 0, dataLength: 0, crc: 0 }]);
+    }
+    const gone = new Set<number>();
+    for (const segment of new Set(markers.map(([, p]) => p.segment))) if (segment >= 0 && this.#removable(segment)) gone.add(segment);
+    // Segments nothing points into that no marker names either (their last records were moved).
+    for (const segment of await this.log.segments()) if (this.#removable(segment)) gone.add(segment);
+    const zero = markers.filter(([, p]) => p.segment >= 0 && !gone.has(p.segment)).map(([, p]) => p);
+    if (zero.length > 0) await this.log.erase(zero);
+    for (const segment of gone) await this.log.remove(segment);
+    if (markers.length > 0) await host.commit(markers.map(([key]) => ({ type: 'del', key })));
+    return { erased: zero.length, removed: gone.size };
+  }
+
+  /** Copies the live records of sealed segments under half live to the active segment. */
+  async #collect(host: FragmentLogHost): Promise<number> {
+    let moved = 0;
+    for (const segment of await this.log.segments()) {
+      if (segment === this.log.active || this.#unsettled.has(segment)) continue;
+      const live = this.#live.get(segment);
+      if (live === undefined) continue;
+      const size = await this.log.size(segment);
+      if (size === 0 || live / size >= COLLECT_BELOW) continue;
+      for await (const r of this.log.records(segment)) {
+        const key = host.keyOf(r.name);
+        if (key === undefined) continue; // erased (a name of zeros) or not ours
+        const copied = await host.withKey(key, async () => {
+          const raw = await this.db.get(`v:${r.name}`);
+          const p = raw && decodePointer(raw);
+          if (!p || p.segment !== segment || p.offset !== r.offset) return false;
+          let data: Uint8Array;
+          try {
+            data = await this.log.read(p, r.name);
+          } catch (err) {
+            // A damaged record stays where it is, for scrub to find and repair.
+            if (err instanceof ValueLogDamage) return false;
+            throw err;
+          }
+          const moved = await this.append(r.name, data);
+          try {
+            await host.commit([{ type: 'put', key: `v:${r.name}`, value: encodePointer(moved) }], { added: [moved], dead: [p] });
+          } catch (err) {
+            this.abandon([moved]);
+            throw err;
+          }
+          return true;
+        });
+        if (copied) moved++;
+      }
+    }
+    return moved;
+  }
+}
