@@ -444,7 +444,7 @@ async function writeFully(file: FileHandle, buffers: readonly Uint8Array[], posi
   let pending = buffers.filter((b) => b.length > 0);
   let at = position;
   while (pending.length > 0) {
-    const { bytesWritten } = await file.writev(pending as Uint8Array[], at);
+    const { bytesWritten } = await file.writev(pending, at);
     at += bytesWritten;
     let skip = bytesWritten;
     const rest: Uint8Array[] = [];
