@@ -165,7 +165,8 @@ describe('published packages', () => {
       expect(text, m.name).not.toContain('@powerstore/source');
       expect(text, m.name).not.toContain('workspace:');
       expect(m.version).toBe(source.version);
-      expect(m.engines?.node, m.name).toBe('>=20.10');
+      // The server's value log checks records with node:zlib's crc32 (Node 20.15).
+      expect(m.engines?.node, m.name).toBe(m.name === 'powerstore-server' ? '>=20.15' : '>=20.10');
       expect(m.keywords?.length, m.name).toBeGreaterThan(0);
       expect(m.license, m.name).toBe(m.name === '@powerstore/erasure' ? 'Apache-2.0 AND BSD-3-Clause' : 'Apache-2.0');
       expect(m.exports?.['./package.json'], m.name).toBe('./package.json');

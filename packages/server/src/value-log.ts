@@ -127,6 +127,8 @@ export class ValueLog {
   #scheduled = false;
   /** Read handles, least recently used first. */
   readonly #handles = new Map<number, Handle>();
+  /** Segments removed so far: a handle opened across a removal is not cached. */
+  #removals = 0;
   #closed = false;
 
   private constructor(options: ValueLogOptions, next: number) {
@@ -284,6 +286,8 @@ export class ValueLog {
   async *records(segment: number): AsyncIterable<SegmentRecord> {
     let offset = 0;
     const header = new Uint8Array(HEADER_BYTES);
+    // A record reaching past the end is the torn tail; lengths are never trusted beyond it.
+    const end = await this.size(segment);
     for (;;) {
       const got = await this.#use(segment, 'walk', async (file) => (await file.read(header, 0, HEADER_BYTES, offset)).bytesRead);
       if (got < HEADER_BYTES) return;
@@ -291,6 +295,7 @@ export class ValueLog {
       if (v.getUint32(0) !== MAGIC) return;
       const nameLength = v.getUint32(4);
       const dataLength = v.getUint32(8);
+      if (offset + HEADER_BYTES + nameLength + dataLength > end) return;
       const nameBytes = new Uint8Array(nameLength);
       const n = await this.#use(
         segment,
@@ -323,24 +328,28 @@ export class ValueLog {
     const bySegment = new Map<number, (typeof records)[number][]>();
     for (const r of records) bySegment.set(r.segment, [...(bySegment.get(r.segment) ?? []), r]);
     for (const [segment, rs] of bySegment) {
-      if (!(await this.#exists(segment))) continue;
-      await this.#use(
-        segment,
-        'erase',
-        async (file) => {
-          for (const r of rs) {
-            const length = r.nameLength + r.dataLength;
-            // In pieces of at most 1 MiB of zeros: a record may be megabytes.
-            const zeros = new Uint8Array(Math.min(length, 1 << 20));
-            for (let done = 0; done < length; done += zeros.length) {
-              const n = Math.min(zeros.length, length - done);
-              await writeFully(file, [zeros.subarray(0, n)], r.offset + HEADER_BYTES + done);
+      try {
+        await this.#use(
+          segment,
+          'erase',
+          async (file) => {
+            for (const r of rs) {
+              const length = r.nameLength + r.dataLength;
+              // In pieces of at most 1 MiB of zeros: a record may be megabytes.
+              const zeros = new Uint8Array(Math.min(length, 1 << 20));
+              for (let done = 0; done < length; done += zeros.length) {
+                const n = Math.min(zeros.length, length - done);
+                await writeFully(file, [zeros.subarray(0, n)], r.offset + HEADER_BYTES + done);
+              }
             }
-          }
-          if (this.#sync) await file.datasync();
-        },
-        'r+',
-      );
+            if (this.#sync) await file.datasync();
+          },
+          'r+',
+        );
+      } catch (err) {
+        // The segment is gone (also when it was removed while this ran): nothing to erase.
+        if (!(err instanceof ValueLogDamage)) throw err;
+      }
     }
   }
 
@@ -354,17 +363,12 @@ export class ValueLog {
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     }
+    // A read that opened the file while it was being unlinked may have cached a handle,
+    // which would keep the file's space and serve its records: retire it too.
+    this.#removals++;
+    const late = this.#handles.get(segment);
+    if (late) this.#retire(segment, late);
     if (this.#sync) await syncDirectory(this.#dir);
-  }
-
-  async #exists(segment: number): Promise<boolean> {
-    try {
-      await this.#use(segment, 'exists', async () => undefined);
-      return true;
-    } catch (err) {
-      if (err instanceof ValueLogDamage) return false;
-      throw err;
-    }
   }
 
   /** Runs `fn` with an open handle of `segment` (read-only unless `flags` says otherwise). */
@@ -389,6 +393,7 @@ export class ValueLog {
       this.#handles.delete(segment);
       this.#handles.set(segment, h);
     } else {
+      const removals = this.#removals;
       let file: FileHandle;
       try {
         file = await openFile(join(this.#dir, segmentFile(segment)), 'r');
@@ -396,11 +401,15 @@ export class ValueLog {
         if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new ValueLogDamage(`segment ${segment} is gone (${what})`);
         throw err;
       }
-      // Another caller may have opened it meanwhile.
+      // Another caller may have opened it meanwhile. Take its handle before any await: an
+      // eviction in between would close it under us.
       const raced = this.#handles.get(segment);
       if (raced) {
-        await file.close();
+        void file.close().catch(() => undefined);
         h = raced;
+      } else if (this.#removals !== removals) {
+        // Opened across a removal (perhaps of this segment): used once, not cached.
+        h = { file, users: 0, retired: true };
       } else {
         h = { file, users: 0 };
         this.#handles.set(segment, h);
