@@ -23,6 +23,7 @@ import { runDev, type DevFlags } from './dev.js';
 import { ServerError } from './errors.js';
 import { DEFAULT_CATCH_UP } from './heal.js';
 import { DEFAULT_LIMITS, type ServerLimits } from './limits.js';
+import { DEFAULT_VALUE_LOG_MIN_BYTES } from './fragment-log.js';
 import { DEFAULT_ERASE_WITHIN_MS } from './level-storage.js';
 import { DEFAULT_SCRUB, DEFAULT_START_CHECK } from './scrub.js';
 import {
@@ -50,6 +51,14 @@ function integer(min: number, max = Number.MAX_SAFE_INTEGER) {
     }
     return n;
   };
+}
+
+/** `--value-log-min-bytes`: a byte count, or `off`. */
+function minBytesOrOff(value: string): number | false {
+  if (value === 'off') return false;
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n)) throw new InvalidArgumentError('expected a number of bytes, or off');
+  return n;
 }
 
 /** `--hosts a,b,c,d`: the hosts in order, none empty. */
@@ -250,6 +259,12 @@ function buildCli(): Command {
       'erase what garbage collection deletes (overwritten and deleted values) from the data directory within this long, by compacting its key ranges; 0 leaves it to LevelDB',
       integer(0, 86_400),
       DEFAULT_ERASE_WITHIN_MS / 1000,
+    )
+    .option(
+      '--value-log-min-bytes <bytes|off>',
+      'fragments of at least this many bytes are written once to a log of segment files beside LevelDB instead of into LevelDB, whose compactions rewrite them again and again; off keeps them in LevelDB (fragments already in the log stay readable)',
+      minBytesOrOff,
+      DEFAULT_VALUE_LOG_MIN_BYTES,
     )
     .option(
       '--disk-probe-ms <ms>',
@@ -518,6 +533,7 @@ interface StartFlags {
   maxPendingPerWriter: number;
   uploadIdleMs: number;
   eraseWithin: number;
+  valueLogMinBytes: number | false;
   diskProbeMs: number;
   healIntervalMs: number;
   healConcurrency: number;
@@ -584,6 +600,7 @@ async function runStart(o: StartFlags): Promise<void> {
       uploadIdleMs: o.uploadIdleMs,
     },
     eraseWithinMs: o.eraseWithin * 1000,
+    valueLogMinBytes: o.valueLogMinBytes,
     diskProbeMs: o.diskProbeMs,
     logger,
     // A failed disk (EIO…): nothing more is acknowledged (the storage refuses writes at

@@ -43,7 +43,20 @@ export {
   type OpenRecovery,
   type Put,
   type StoredEntryRef,
+  type ValueLogSettings,
 } from './level-storage.js';
+export { DEFAULT_VALUE_LOG_MIN_BYTES, FragmentLog, type SpaceChange, type ValueLogPass } from './fragment-log.js';
+export {
+  DEFAULT_SEGMENT_BYTES,
+  decodePointer,
+  encodePointer,
+  recordBytes,
+  ValueLog,
+  ValueLogDamage,
+  type SegmentRecord,
+  type ValueLogOptions,
+  type ValueLogPointer,
+} from './value-log.js';
 export { MemoryBudget, type BudgetKind, type MemoryBudgetStats } from './budgets.js';
 export { DEFAULT_LIMITS, DEFAULT_MAX_FRAME_BYTES, FRAME_OVERHEAD_BYTES, resolveLimits, type ServerLimits } from './limits.js';
 export { createMetrics, METRIC_OWNERS, type MetricSources, type ServerMetrics, type StorageStats } from './metrics.js';

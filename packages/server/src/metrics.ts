@@ -77,6 +77,8 @@ export interface ServerMetrics {
   readonly compactions: Counter<'scope' | 'result'>;
   /** Wall time of one erase pass. */
   readonly compactionSeconds: Histogram;
+  /** Value-log maintenance: records zeroed, segments removed, records moved by collection; failed passes. */
+  readonly valueLog: Counter<'event'>;
 }
 
 /** Creates the metrics; `sources` feed the gauges at scrape time. */
@@ -331,6 +333,12 @@ export function createMetrics(sources: MetricSources): ServerMetrics {
       name: 'powerstore_storage_compaction_duration_seconds',
       help: 'Wall time of one erase pass (--erase-within holds while passes take at most a quarter of it)',
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+      registers,
+    }),
+    valueLog: new Counter({
+      name: 'powerstore_value_log_total',
+      help: 'Value-log maintenance (--value-log-min-bytes), by event: erased (records of collected fragments zeroed), removed (segment files no pointer named), moved (live records copied out of mostly dead segments), failed_passes (retried by the next pass)',
+      labelNames: ['event'],
       registers,
     }),
   };

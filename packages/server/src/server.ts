@@ -88,6 +88,11 @@ export interface StartServerOptions {
    * (`--erase-within`); see {@link LevelStorageOptions.eraseWithinMs}. Default 60 000; 0 = off.
    */
   readonly eraseWithinMs?: number;
+  /**
+   * Fragments of at least this many bytes go to the value log (`--value-log-min-bytes`);
+   * `false` keeps them all in LevelDB. See {@link LevelStorageOptions.valueLog}.
+   */
+  readonly valueLogMinBytes?: number | false;
   /** Self-healing (catch-up, rebuild, scrub; `healing.ts`); off when left out. The CLI's `start` turns it on. */
   readonly heal?: HealingOptions;
   /**
@@ -219,6 +224,18 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
             'erase pass took more than a quarter of --erase-within: collected records may outlive the bound',
           );
         } else log.debug({ seconds: pass.seconds, keys: pass.keys, scope }, 'erase pass');
+      },
+      valueLog: options.valueLogMinBytes === false ? false : { minBytes: options.valueLogMinBytes },
+      onValueLogPass(pass) {
+        if (pass.erased > 0) metrics.valueLog.inc({ event: 'erased' }, pass.erased);
+        if (pass.removed > 0) metrics.valueLog.inc({ event: 'removed' }, pass.removed);
+        if (pass.moved > 0) metrics.valueLog.inc({ event: 'moved' }, pass.moved);
+        if (pass.error) {
+          metrics.valueLog.inc({ event: 'failed_passes' });
+          log.error({ err: pass.error }, 'value-log pass failed; the next pass retries it');
+        } else if (pass.erased + pass.removed + pass.moved > 0) {
+          log.debug({ seconds: pass.seconds, erased: pass.erased, removed: pass.removed, moved: pass.moved }, 'value-log pass');
+        }
       },
       ...(options.diskProbeMs !== undefined ? { diskProbeMs: options.diskProbeMs } : {}),
       ...(options.diskProbeFreeBytes !== undefined ? { diskProbeFreeBytes: options.diskProbeFreeBytes } : {}),
