@@ -257,8 +257,11 @@ describe('rebuild', () => {
 
 describe('scrub', () => {
   it('finds fragments damaged on disk (in a table file, and in a record rewritten in place) and repairs them from the peers', async () => {
-    // The start check off: scrub, not the check at start, is to find the damage.
+    // The start check off: scrub, not the check at start, is to find the damage. Fragments
+    // in LevelDB (the value log's damage is storage-check.test.ts's).
     cluster = await CliCluster.create(1, [
+      '--value-log-min-bytes',
+      'off',
       '--heal-interval-ms',
       '0',
       '--scrub-period-ms',

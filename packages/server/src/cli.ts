@@ -299,7 +299,7 @@ function buildCli(): Command {
     )
     .option(
       '--start-check-bytes <n>',
-      "at start-up, before listening, re-hash up to this many bytes of stored fragments against their checksums (continuing where the last start's check stopped) and report damage in LevelDB's files; 0 disables",
+      "at start-up, before listening, re-hash up to this many bytes of stored fragments against their checksums (continuing where the last start's check stopped) and report damage in the data directory's files (LevelDB's and the value log's); 0 disables",
       integer(0),
       DEFAULT_START_CHECK.maxBytes,
     )

@@ -275,7 +275,7 @@ export class Scrubber {
       ].filter(Boolean);
       log.error(
         summary,
-        `start check: ${found} stored ${found === 1 ? 'entry is' : 'entries are'} damaged in LevelDB's files: ${parts.join('; ')}. ` +
+        `start check: ${found} stored ${found === 1 ? 'entry is' : 'entries are'} damaged in the data directory's files: ${parts.join('; ')}. ` +
           'Until repaired this server counts as faulty for those keys; if damage recurs, check the disk (dmesg, SMART)',
       );
     }
