@@ -87,13 +87,22 @@ export class FragmentLog {
     dir: string,
     options: { minBytes: number; segmentBytes?: number; sync: boolean },
   ): Promise<FragmentLog> {
-    const log = await ValueLog.open({ dir, segmentBytes: options.segmentBytes, sync: options.sync });
-    const f = new FragmentLog(log, db, options.minBytes);
+    const lives = new Map<number, number>();
+    let after = 0;
     for await (const [k, v] of db.iterator({ gte: 's:', lt: 's;' })) {
       const live = JSON.parse(new TextDecoder().decode(v)) as unknown;
       if (typeof live !== 'number' || !Number.isSafeInteger(live) || live < 0) throw new Error(`unreadable value-log record ${k}`);
-      f.#live.set(Number(k.slice(2)), live);
+      lives.set(Number(k.slice(2)), live);
+      after = Math.max(after, Number(k.slice(2)));
     }
+    // Erasure markers may name a segment already removed (a pass that stopped before deleting
+    // them, or left some for the next): a new segment of that number would have live records
+    // zeroed by them, so new segments are numbered past every segment a record names.
+    const [marker] = await db.keys({ gte: 'z:', lt: 'z;', reverse: true, limit: 1 }).all();
+    if (marker !== undefined) after = Math.max(after, Number(marker.slice(2, 10)));
+    const log = await ValueLog.open({ dir, segmentBytes: options.segmentBytes, sync: options.sync, after });
+    const f = new FragmentLog(log, db, options.minBytes);
+    for (const [segment, live] of lives) f.#live.set(segment, live);
     for (const segment of await log.segments()) if (!f.#live.has(segment)) await log.remove(segment);
     return f;
   }

@@ -91,6 +91,11 @@ export interface ValueLogOptions {
   readonly sync?: boolean;
   /** Segment files kept open for reading at once. Default 64. */
   readonly openFiles?: number;
+  /**
+   * New segments are numbered past this one too: the highest segment the caller's records
+   * may still name although its file is gone (a removed segment's erasure markers).
+   */
+  readonly after?: number;
 }
 
 /** Default size at which a segment stops taking appends. */
@@ -121,6 +126,8 @@ export class ValueLog {
   readonly #openFiles: number;
   /** The segment taking appends, once one was started at this open. */
   #active: { segment: number; file: FileHandle; size: number } | undefined;
+  /** The segment whose file {@link #startSegment} is creating: it counts as active already. */
+  #starting: number | undefined;
   #next: number;
   #queue: Append[] = [];
   #writing: Promise<void> | undefined;
@@ -143,7 +150,7 @@ export class ValueLog {
   static async open(options: ValueLogOptions): Promise<ValueLog> {
     await mkdir(options.dir, { recursive: true });
     const existing = await ValueLog.#list(options.dir);
-    return new ValueLog(options, (existing.at(-1) ?? 0) + 1);
+    return new ValueLog(options, Math.max(existing.at(-1) ?? 0, options.after ?? 0) + 1);
   }
 
   static async #list(dir: string): Promise<number[]> {
@@ -162,7 +169,7 @@ export class ValueLog {
 
   /** The segment taking appends now (`undefined` before the first append of this open). */
   get active(): number | undefined {
-    return this.#active?.segment;
+    return this.#active?.segment ?? this.#starting;
   }
 
   /**
@@ -235,15 +242,21 @@ export class ValueLog {
     this.#active = undefined;
     if (old) await old.file.close();
     const segment = this.#next++;
-    const file = await openFile(join(this.#dir, segmentFile(segment)), 'wx');
+    // Listed from here on, but holding no record yet: no pass may take it for a dead one.
+    this.#starting = segment;
     try {
-      // The file's name must be durable before a pointer into it is.
-      if (this.#sync) await syncDirectory(this.#dir);
-    } catch (err) {
-      await file.close();
-      throw err;
+      const file = await openFile(join(this.#dir, segmentFile(segment)), 'wx');
+      try {
+        // The file's name must be durable before a pointer into it is.
+        if (this.#sync) await syncDirectory(this.#dir);
+      } catch (err) {
+        await file.close();
+        throw err;
+      }
+      this.#active = { segment, file, size: 0 };
+    } finally {
+      this.#starting = undefined;
     }
-    this.#active = { segment, file, size: 0 };
   }
 
   /** Resolves when no append is waiting or being written. */
@@ -355,7 +368,7 @@ export class ValueLog {
 
   /** Deletes `segment`'s file (never the active one) and makes that durable. */
   async remove(segment: number): Promise<void> {
-    if (this.#active?.segment === segment) throw new Error(`value log: segment ${segment} takes appends`);
+    if (this.active === segment) throw new Error(`value log: segment ${segment} takes appends`);
     const h = this.#handles.get(segment);
     if (h) this.#retire(segment, h);
     try {
