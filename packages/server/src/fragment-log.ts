@@ -23,6 +23,7 @@
  */
 import { decodePointer, encodePointer, recordBytes, ValueLog, ValueLogDamage, type ValueLogPointer } from './value-log.js';
 import type { ClassicLevel } from 'classic-level';
+import { ServerError } from './errors.js';
 import type { Put } from './level-storage.js';
 
 /** What one commit changed in the value log: records its new pointers name, and records whose pointers it removed. */
@@ -90,8 +91,15 @@ export class FragmentLog {
     const lives = new Map<number, number>();
     let after = 0;
     for await (const [k, v] of db.iterator({ gte: 's:', lt: 's;' })) {
-      const live = JSON.parse(new TextDecoder().decode(v)) as unknown;
-      if (typeof live !== 'number' || !Number.isSafeInteger(live) || live < 0) throw new Error(`unreadable value-log record ${k}`);
+      let live: unknown;
+      try {
+        live = JSON.parse(new TextDecoder().decode(v));
+      } catch {
+        live = undefined;
+      }
+      if (typeof live !== 'number' || !Number.isSafeInteger(live) || live < 0) {
+        throw new ServerError('STORAGE_CORRUPT', `${dir}: unreadable value-log record ${k}`);
+      }
       lives.set(Number(k.slice(2)), live);
       after = Math.max(after, Number(k.slice(2)));
     }

@@ -16,7 +16,7 @@
  * A record is a 16-byte header (magic, the name's and the data's lengths, the data's
  * CRC-32) followed by the entry's name (its LevelDB key suffix, so a collector walking a
  * segment knows whose record it is) and the data. {@link ValueLog.erase} overwrites a
- * record's name and data with zeros but keeps its header (lengths, no user data), so a
+ * record's CRC, name and data with zeros but keeps the rest of its header (lengths), so a
  * walk can still step over it.
  */
 import { mkdir, open as openFile, readdir, unlink, type FileHandle } from 'node:fs/promises';
@@ -38,6 +38,8 @@ export const POINTER_BYTES = 24;
 /** Bytes of a record header. */
 export const HEADER_BYTES = 16;
 const MAGIC = 0x50535631; // "PSV1"
+/** The header's last field: the data's CRC-32. */
+const CRC_BYTES = 4;
 
 /** The bytes a record takes in its segment. */
 export function recordBytes(p: Pick<ValueLogPointer, 'nameLength' | 'dataLength'>): number {
@@ -333,7 +335,7 @@ export class ValueLog {
   }
 
   /**
-   * Overwrites the names and data of records with zeros and makes that durable: the bytes
+   * Overwrites the CRCs, names and data of records with zeros and makes that durable: the bytes
    * of collected fragments leave the file without waiting for their segment to go. Records
    * in segments that are gone are skipped.
    */
@@ -347,12 +349,13 @@ export class ValueLog {
           'erase',
           async (file) => {
             for (const r of rs) {
-              const length = r.nameLength + r.dataLength;
+              // The header's CRC too: it would confirm a guess of the erased data.
+              const length = CRC_BYTES + r.nameLength + r.dataLength;
               // In pieces of at most 1 MiB of zeros: a record may be megabytes.
               const zeros = new Uint8Array(Math.min(length, 1 << 20));
               for (let done = 0; done < length; done += zeros.length) {
                 const n = Math.min(zeros.length, length - done);
-                await writeFully(file, [zeros.subarray(0, n)], r.offset + HEADER_BYTES + done);
+                await writeFully(file, [zeros.subarray(0, n)], r.offset + HEADER_BYTES - CRC_BYTES + done);
               }
             }
             if (this.#sync) await file.datasync();
