@@ -16,6 +16,8 @@ export interface CrashReport {
   readonly cycles: number;
   readonly ackedWrites: number;
   readonly writesWhileDown: number;
+  /** Segments of the value log holding live records, summed over the checks after each kill. */
+  readonly valueLogSegments: number;
   readonly timedOutWrites: number;
   readonly reads: number;
   /** Acknowledgements of killed servers checked against their LevelDB after the kill. */
@@ -36,13 +38,15 @@ export async function runCrashCycles(options: {
   cycles: number;
   writers?: number;
   keysPerWriter?: number;
+  /** Flags every server starts with. */
+  serverArgs?: readonly string[];
   log?: (line: string) => void;
 }): Promise<CrashReport> {
   const started = performance.now();
   const log = options.log ?? (() => undefined);
   const writerCount = options.writers ?? 3;
   const keysPerWriter = options.keysPerWriter ?? 4;
-  const cluster = await CliCluster.create(1);
+  const cluster = await CliCluster.create(1, [...(options.serverArgs ?? [])]);
   const clients: TestClient[] = [];
   try {
     await cluster.startAll();
@@ -113,6 +117,8 @@ export async function runCrashCycles(options: {
     });
 
     let writesWhileDown = 0;
+    /** Segments of the value log holding live records, summed over the checks. */
+    let valueLogSegments = 0;
     for (let cycle = 1; cycle <= options.cycles && !failure; cycle++) {
       const victim = ((cycle - 1) % n) + 1;
       await sleep(300);
@@ -161,6 +167,14 @@ export async function runCrashCycles(options: {
             `cycle ${cycle}: server ${victim}'s persisted totals ${JSON.stringify([kept.keys, kept.entries, [...kept.owners]])} differ from its records ${JSON.stringify([counted.keys, counted.entries, [...counted.owners]])}`,
           );
         }
+        // The value log's live bytes, kept in the same batches as its pointers, likewise.
+        const live = await storage.valueLogLive();
+        if (live && JSON.stringify([...live.kept].sort()) !== JSON.stringify([...live.counted].sort())) {
+          throw new DurabilityViolation(
+            `cycle ${cycle}: server ${victim}'s value-log live bytes ${JSON.stringify([...live.kept])} differ from its pointers ${JSON.stringify([...live.counted])}`,
+          );
+        }
+        if (live) valueLogSegments += live.counted.size;
       } finally {
         await storage.close();
       }
@@ -190,6 +204,7 @@ export async function runCrashCycles(options: {
       timedOutWrites: timedOut,
       reads,
       durableAcksChecked: durableChecked,
+      valueLogSegments,
       seconds: (performance.now() - started) / 1000,
     };
   } finally {

@@ -59,12 +59,19 @@ async function compactedFiles(id: number): Promise<{ bytes: number; bookkeeping:
   await db.open();
   await db.compactRange('\u0000', '\uffff');
   await db.close();
-  const contents = readdirSync(dir).map((f) => readFileSync(join(dir, f)));
+  const contents = filesIn(dir).map((f) => readFileSync(join(dir, f)));
   const size = (data: boolean) =>
-    readdirSync(dir)
-      .filter((f) => /\.(ldb|log)$/.test(f) === data)
+    filesIn(dir)
+      .filter((f) => /\.(ldb|log|vlog)$/.test(f) === data)
       .reduce((sum, f) => sum + statSync(join(dir, f)).size, 0);
   return { bytes: size(true), bookkeeping: size(false), contents };
+}
+
+/** The files under `dir` (LevelDB's, and the value log's in `vlog/`), relative to it. */
+function filesIn(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => join(e.parentPath ?? e.path, e.name).slice(dir.length + 1));
 }
 
 /** For each server (1 … 4), the indices of `markers` some file of its data directory holds. */
@@ -74,7 +81,7 @@ function scanServers(markers: readonly Buffer[]): Set<number>[] {
     for (;;) {
       try {
         const found = new Set<number>();
-        for (const f of readdirSync(dir)) {
+        for (const f of filesIn(dir)) {
           const bytes = readFileSync(join(dir, f));
           for (const [i, m] of markers.entries()) if (bytes.includes(m)) found.add(i);
         }

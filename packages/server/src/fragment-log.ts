@@ -190,6 +190,16 @@ export class FragmentLog {
     };
   }
 
+  /** Live bytes per segment as kept, and as summed from every pointer (a full scan, for checks: the two must agree). */
+  async checkLive(): Promise<{ kept: Map<number, number>; counted: Map<number, number> }> {
+    const counted = new Map<number, number>();
+    for await (const [, raw] of this.db.iterator({ gte: 'v:', lt: 'v;' })) {
+      const p = decodePointer(raw);
+      if (p) counted.set(p.segment, (counted.get(p.segment) ?? 0) + recordBytes(p));
+    }
+    return { kept: new Map(this.#live), counted };
+  }
+
   /**
    * Live bytes summed again from every pointer, replacing the records (after LevelDB
    * dropped batches from its log: the live bytes are cumulative, like the totals).

@@ -704,6 +704,14 @@ export class LevelStorage extends AbstractStorage {
   }
 
   /**
+   * The value log's live bytes per segment, as kept and as summed from its pointers (a full
+   * scan, for checks: after any crash the two must agree); `undefined` without a value log.
+   */
+  valueLogLive(): Promise<{ kept: Map<number, number>; counted: Map<number, number> }> | undefined {
+    return this.#fragmentLog?.checkLive();
+  }
+
+  /**
    * One value-log maintenance pass now (the storage runs them on its own): records whose
    * pointers were deleted are zeroed or their segments removed, and mostly dead segments
    * are collected. `undefined` without a value log or while the disk is not `ok`.
