@@ -63,6 +63,19 @@ const COLLECT_BELOW = 0.5;
 const segmentKey = (segment: number) => `s:${String(segment).padStart(8, '0')}`;
 const markerKey = (p: ValueLogPointer) => `z:${String(p.segment).padStart(8, '0')}:${String(p.offset).padStart(16, '0')}`;
 const json = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
+/** The lowest `minBytes` this directory's log was ever opened with (a JSON number). */
+export const FLOOR_KEY = 'm:vlog-floor';
+
+async function readFloor(db: ClassicLevel<string, Uint8Array>, absent: number): Promise<number> {
+  const raw = await db.get(FLOOR_KEY);
+  if (raw === undefined) return absent;
+  try {
+    const v = JSON.parse(new TextDecoder().decode(raw)) as unknown;
+    return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : 0;
+  } catch {
+    return 0;
+  }
+}
 
 export class FragmentLog {
   /** Live bytes per segment, as of the last batch handed to LevelDB. */
@@ -76,6 +89,8 @@ export class FragmentLog {
     private db: ClassicLevel<string, Uint8Array>,
     /** Fragments of at least this many bytes are appended to the log. */
     readonly minBytes: number,
+    /** No fragment shorter than this was ever appended to this directory's log (the lowest `minBytes` it was opened with). */
+    private readonly floor: number,
   ) {}
 
   /**
@@ -86,7 +101,13 @@ export class FragmentLog {
   static async open(
     db: ClassicLevel<string, Uint8Array>,
     dir: string,
-    options: { minBytes: number; segmentBytes?: number; sync: boolean },
+    options: {
+      minBytes: number;
+      segmentBytes?: number;
+      sync: boolean;
+      /** Sum the live bytes again from the pointers first (LevelDB dropped batches at this open). */
+      recount?: boolean;
+    },
   ): Promise<FragmentLog> {
     const lives = new Map<number, number>();
     let after = 0;
@@ -109,15 +130,33 @@ export class FragmentLog {
     const [marker] = await db.keys({ gte: 'z:', lt: 'z;', reverse: true, limit: 1 }).all();
     if (marker !== undefined) after = Math.max(after, Number(marker.slice(2, 10)));
     const log = await ValueLog.open({ dir, segmentBytes: options.segmentBytes, sync: options.sync, after });
-    const f = new FragmentLog(log, db, options.minBytes);
+    // The floor is recorded before anything is appended below it; a log from before the
+    // record (or one whose record is unreadable) may hold fragments of any length.
+    const segments = await log.segments();
+    let floor = await readFloor(db, segments.length > 0 || lives.size > 0 ? 0 : Infinity);
+    if (options.minBytes < floor) {
+      floor = options.minBytes;
+      await db.put(FLOOR_KEY, json(floor), { sync: options.sync });
+    }
+    const f = new FragmentLog(log, db, options.minBytes, floor);
     for (const [segment, live] of lives) f.#live.set(segment, live);
-    for (const segment of await log.segments()) if (!f.#live.has(segment)) await log.remove(segment);
+    // Before removing segments no record names: the records may be what was dropped.
+    if (options.recount) await f.recount();
+    for (const segment of segments) if (!f.#live.has(segment)) await log.remove(segment);
     return f;
   }
 
   /** Reads from `db` from now on (the storage reopened its database). */
   use(db: ClassicLevel<string, Uint8Array>): void {
     this.db = db;
+  }
+
+  /**
+   * Whether a write charged `bytes` may have fragments in the log: if not, collecting it
+   * needs no look-up of pointers (small writes, the common case, pay no extra read).
+   */
+  mayHold(bytes: number): boolean {
+    return bytes >= this.floor;
   }
 
   /** Whether a fragment of `length` bytes goes to the log. */

@@ -371,7 +371,7 @@ export interface StoredEntryRef {
 const HISTORY_BATCH = 64;
 
 /** Markers the storage itself uses: {@link LevelStorage.setMarker} refuses them. */
-const RESERVED_MARKERS = new Set(['meta', 'totals']);
+const RESERVED_MARKERS = new Set(['meta', 'totals', 'vlog-floor']);
 
 /**
  * Whether `err` is LevelDB reporting damaged files (a checksum or a block that does not
@@ -689,8 +689,8 @@ export class LevelStorage extends AbstractStorage {
       minBytes: settings === false ? Infinity : (settings.minBytes ?? DEFAULT_VALUE_LOG_MIN_BYTES),
       segmentBytes: settings === false ? undefined : settings.segmentBytes,
       sync: this.#sync,
+      recount: this.#recovery.droppedBytes > 0,
     });
-    if (this.#recovery.droppedBytes > 0) await this.#fragmentLog.recount();
   }
 
   /** Value-log erasure and collection, every quarter of the erase bound (every 15 s without one). */
@@ -1125,10 +1125,12 @@ export class LevelStorage extends AbstractStorage {
     /** `v:` records this commit deletes or replaces: their records in the log become dead. */
     const replaced: string[] = [];
     for (const d of c.deletes) {
+      // A write too small for the log ever to have taken a fragment of it is not looked up.
+      const mayBeInLog = log !== undefined && (d.bytes === undefined || log.mayHold(d.bytes));
       for (const stripe of d.stripes ? [0, ...(await this.#storedStripes(c.key, d.ts))] : [0]) {
         ops.push({ type: 'del', key: this.#entryKey('h', c.key, d.ts, stripe) });
         ops.push({ type: 'del', key: this.#entryKey('f', c.key, d.ts, stripe) });
-        if (log) replaced.push(this.#entryKey('v', c.key, d.ts, stripe));
+        if (mayBeInLog) replaced.push(this.#entryKey('v', c.key, d.ts, stripe));
       }
     }
     if (c.state) {

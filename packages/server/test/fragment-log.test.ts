@@ -411,3 +411,24 @@ describe('LevelStorage with a value log', () => {
     }
   });
 });
+
+describe('collecting writes too small for the log (no pointer is looked up below the lowest threshold ever used)', () => {
+  it('a threshold raised after fragments went to the log still finds and frees them', async () => {
+    const path = newPath();
+    let s = await open(path, { valueLog: { minBytes: 1024 } });
+    const f = fragment(8000);
+    await put(s, 'k', 1, f.bytes);
+    await s.close();
+    // Raised above the fragment: the write is now "small", but its fragment is in the log.
+    s = await open(path, { valueLog: { minBytes: 64 * 1024 } });
+    await expectReads(s, { 'k@1': f.bytes });
+    await del(s, 'k', 1);
+    const pass = await s.valueLogPass();
+    expect(pass?.error).toBeUndefined();
+    await s.close();
+    expect(await records(path, 'v')).toEqual([]);
+    expect(await records(path, 's')).toEqual([]);
+    const files = readdirSync(join(path, 'vlog')).map((n) => readFileSync(join(path, 'vlog', n)));
+    expect(files.some((b) => b.includes(f.marker))).toBe(false);
+  });
+});

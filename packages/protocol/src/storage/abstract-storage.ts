@@ -216,7 +216,12 @@ export interface KeyChanges {
    * Collected writes (each one was stored): stripe 0 and, when `stripes` is set, every
    * stripe ≥ 1 the backend holds for `ts` (the index counts them but does not list them).
    */
-  readonly deletes: readonly { readonly ts: Timestamp; readonly stripes: boolean }[];
+  readonly deletes: readonly {
+    readonly ts: Timestamp;
+    readonly stripes: boolean;
+    /** Bytes the write was charged (its fragments and metadata): no fragment of it is longer. */
+    readonly bytes?: number;
+  }[];
   /** Per-owner usage changes (bytes and keys; negative for collected entries), to persist with the rest. */
   readonly usage: readonly Reservation[];
   /** Change in the number of keys holding entries, and of entries (stripes). */
@@ -485,7 +490,7 @@ class Transaction {
   /** Ids of written entries that replace stored ones (restoreEntry). */
   readonly #restored = new Set<string>();
   /** Writes collected by this callback, by `timestampKey`; whether stored stripes ≥ 1 must go too. */
-  readonly #collected = new Map<string, { ts: Timestamp; stripes: boolean }>();
+  readonly #collected = new Map<string, { ts: Timestamp; stripes: boolean; bytes: number }>();
   readonly #reservations: Reservation[] = [];
   readonly #released: Reservation[] = [];
   #newKeys = 0;
@@ -633,7 +638,7 @@ class Transaction {
     if (!doomed) return;
     // Entries put by this very callback are simply not written; the backend deletes the rest.
     for (const id of [...this.#written.keys()]) if (timestampsEqual(this.#written.get(id)!.ts, ts)) this.#written.delete(id);
-    this.#collected.set(timestampKey(ts), { ts: doomed.ts, stripes: doomed.stripes > 0 });
+    this.#collected.set(timestampKey(ts), { ts: doomed.ts, stripes: doomed.stripes > 0, bytes: doomed.bytes });
     const index = state.index.filter((w) => w !== doomed);
     this.#newEntries -= entriesOf(doomed);
     if (index.length === 0) this.#newKeys--;
