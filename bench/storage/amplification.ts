@@ -320,7 +320,7 @@ const table = markdownTable(summarize(results), 'leveldb-only');
 console.log(table);
 writeFileSync(
   outMd,
-  `# Storage amplification (\`bench/storage/amplification.ts\`)\n\n\`${command}\`, ${started.toISOString()}\n\nMachine: ${machine}\n\nMedians of ${reps} repetitions; MiB of fragments per run: ${sizes.map((s) => `${s / 1024} KiB: ${mbFor(s)}`).join(', ')}; ratios to \`level\` (the server's LevelStorage).\n\n${table}\n${
+  `# Storage amplification (\`bench/storage/amplification.ts\`)\n\n\`${command}\`, ${started.toISOString()}\n\nMachine: ${machine}\n\nMedians of ${reps} repetitions; MiB of fragments per run: ${sizes.map((s) => `${s / 1024} KiB: ${mbFor(s)}`).join(', ')}; ratios to \`leveldb-only\` (the server's LevelStorage with every fragment in LevelDB; \`level\` is the server's default, fragments of 16 KiB and more in its value log).\n\n${table}\n${
     Object.keys(unavailable).length
       ? `\nNot measured: ${Object.entries(unavailable)
           .map(([v, e]) => `${v} (${e})`)

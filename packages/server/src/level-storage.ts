@@ -1147,17 +1147,23 @@ export class LevelStorage extends AbstractStorage {
       dead.push(p);
       ops.push({ type: 'del', key: replaced[i]! });
     });
-    const added: ValueLogPointer[] = [];
+    // Every fragment of the commit appended at once: one group, one fdatasync.
+    const appends: { key: string; pointer: Promise<ValueLogPointer> }[] = [];
+    for (const e of c.puts) {
+      ops.push({ type: 'put', key: this.#entryKey('h', c.key, e.ts, e.stripe), value: encodeEntryMetaRecord(c.key, e) });
+      const f = this.#entryKey('f', c.key, e.ts, e.stripe);
+      if (log?.takes(e.fragment.length)) {
+        const v = this.#entryKey('v', c.key, e.ts, e.stripe);
+        ops.push({ type: 'del', key: f });
+        appends.push({ key: v, pointer: this.#appendFragment(log, v.slice(2), e.fragment) });
+      } else ops.push({ type: 'put', key: f, value: e.fragment });
+    }
+    const settled = await Promise.allSettled(appends.map((a) => a.pointer));
+    const added = settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
     try {
-      for (const e of c.puts) {
-        ops.push({ type: 'put', key: this.#entryKey('h', c.key, e.ts, e.stripe), value: encodeEntryMetaRecord(c.key, e) });
-        const f = this.#entryKey('f', c.key, e.ts, e.stripe);
-        if (log?.takes(e.fragment.length)) {
-          const v = this.#entryKey('v', c.key, e.ts, e.stripe);
-          added.push(await this.#appendFragment(log, v.slice(2), e.fragment));
-          ops.push({ type: 'del', key: f }, { type: 'put', key: v, value: encodePointer(added.at(-1)!) });
-        } else ops.push({ type: 'put', key: f, value: e.fragment });
-      }
+      const failed = settled.find((r) => r.status === 'rejected');
+      if (failed) throw failed.reason;
+      appends.forEach((a, i) => ops.push({ type: 'put', key: a.key, value: encodePointer(added[i]!) }));
       await this.#committer.commit(ops, { changes: c, space: log && (added.length > 0 || dead.length > 0) ? { added, dead } : undefined });
     } catch (err) {
       log?.abandon(added);
