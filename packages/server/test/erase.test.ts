@@ -9,33 +9,17 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { HistoryEntry, KeyChanges, Timestamp } from '@powerstore/protocol';
+import type { KeyChanges } from '@powerstore/protocol';
 import { ClassicLevel } from 'classic-level';
 import { Eraser, LevelStorage, mergeRanges, type ErasePass, type LevelStorageOptions } from '../src/index.js';
+import { entry, N, ts } from './entries.js';
 
 const root = mkdtempSync(join(tmpdir(), 'powerstore-erase-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 let dirs = 0;
-const N = 4;
 /** The bound the tests configure. */
 const WITHIN_MS = 1000;
 const VERSIONS = 300;
-
-const ts = (num: number): Timestamp => ({ num, writerId: new Uint8Array(32).fill(1) });
-const entry = (num: number, fragment: Uint8Array): HistoryEntry => ({
-  ts: ts(num),
-  stripe: 0,
-  fragment,
-  cc: { tombstone: false, valueLength: 2 * fragment.length, hashes: Array.from({ length: N }, () => new Uint8Array(32).fill(7)) },
-  cert: {
-    nonceHash: new Uint8Array(32),
-    ccDigest: new Uint8Array(32),
-    signer: new Uint8Array(32),
-    signature: new Uint8Array(64),
-    tombstone: false,
-    grant: undefined,
-  },
-});
 
 /**
  * Markers of versions: random bytes, so that neither Snappy (which stores random bytes as

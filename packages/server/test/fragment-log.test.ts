@@ -10,32 +10,15 @@ import { open as openFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import type { HistoryEntry, Timestamp } from '@powerstore/protocol';
 import { ClassicLevel } from 'classic-level';
 import { LevelStorage, type LevelStorageOptions } from '../src/index.js';
 import { decodePointer, recordBytes, ValueLog } from '../src/value-log.js';
+import { entry, N, ts } from './entries.js';
 
 const root = mkdtempSync(join(tmpdir(), 'powerstore-flog-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 let dirs = 0;
 const newPath = () => join(root, `db-${dirs++}`);
-const N = 4;
-
-const ts = (num: number): Timestamp => ({ num, writerId: new Uint8Array(32).fill(1) });
-const entry = (num: number, fragment: Uint8Array): HistoryEntry => ({
-  ts: ts(num),
-  stripe: 0,
-  fragment,
-  cc: { tombstone: false, valueLength: 2 * fragment.length, hashes: Array.from({ length: N }, () => new Uint8Array(32).fill(7)) },
-  cert: {
-    nonceHash: new Uint8Array(32),
-    ccDigest: new Uint8Array(32),
-    signer: new Uint8Array(32),
-    signature: new Uint8Array(64),
-    tombstone: false,
-    grant: undefined,
-  },
-});
 
 /** `size` random bytes with a random 24-byte marker at byte 100 (found again by searching files). */
 function fragment(size: number): { bytes: Uint8Array; marker: Buffer } {

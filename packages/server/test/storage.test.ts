@@ -2,16 +2,14 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { HistoryEntry, Timestamp } from '@powerstore/protocol';
 import { MemoryStorage, storageConformance, type StorageHarness, type StorageSupports } from '@powerstore/protocol/testing';
 import { ClassicLevel } from 'classic-level';
-import { LevelStorage } from '../src/index.js';
+import { LevelStorage, type LevelStorageOptions } from '../src/index.js';
+import { entry, N, ts } from './entries.js';
 
 const root = mkdtempSync(join(tmpdir(), 'powerstore-storage-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 let dirs = 0;
-/** Cluster size of the records the suite writes. */
-const N = 4;
 
 // One suite for every backend (the protocol's), registered per backend as abstract-level's is.
 function suite(name: string, make: () => StorageHarness | Promise<StorageHarness>, supports: StorageSupports) {
@@ -22,71 +20,38 @@ function suite(name: string, make: () => StorageHarness | Promise<StorageHarness
 
 suite('MemoryStorage', () => ({ storage: new MemoryStorage() }), { durable: false, groupCommit: false });
 
+/** A LevelStorage harness for the suite: a fresh directory, reopened with the same options. */
+async function levelHarness(options: Partial<LevelStorageOptions>): Promise<StorageHarness> {
+  const path = join(root, `db-${dirs++}`);
+  let commits = 0;
+  const open = () => LevelStorage.open({ path, n: N, onCommit: () => commits++, ...options });
+  let current = await open();
+  return {
+    get storage() {
+      return current;
+    },
+    async reopen() {
+      await current.close();
+      current = await open();
+      return current;
+    },
+    close: () => current.close(),
+    commits: () => commits,
+  };
+}
+
 // With its cache of decoded key records, and without (every read goes to LevelDB).
 for (const stateCacheKeys of [10_000, 0]) {
-  suite(
-    stateCacheKeys ? 'LevelStorage' : 'LevelStorage without the key-record cache',
-    async () => {
-      const path = join(root, `db-${dirs++}`);
-      let commits = 0;
-      const open = () => LevelStorage.open({ path, n: N, onCommit: () => commits++, stateCacheKeys });
-      let current = await open();
-      return {
-        get storage() {
-          return current;
-        },
-        async reopen() {
-          await current.close();
-          current = await open();
-          return current;
-        },
-        close: () => current.close(),
-        commits: () => commits,
-      };
-    },
-    { durable: true, groupCommit: true },
-  );
+  suite(stateCacheKeys ? 'LevelStorage' : 'LevelStorage without the key-record cache', () => levelHarness({ stateCacheKeys }), {
+    durable: true,
+    groupCommit: true,
+  });
 }
 
 // Every fragment in the value log, in segments of 4 KiB so that appends roll them often.
-suite(
-  'LevelStorage with every fragment in the value log',
-  async () => {
-    const path = join(root, `db-${dirs++}`);
-    let commits = 0;
-    const open = () => LevelStorage.open({ path, n: N, onCommit: () => commits++, valueLog: { minBytes: 0, segmentBytes: 4096 } });
-    let current = await open();
-    return {
-      get storage() {
-        return current;
-      },
-      async reopen() {
-        await current.close();
-        current = await open();
-        return current;
-      },
-      close: () => current.close(),
-      commits: () => commits,
-    };
-  },
-  { durable: true, groupCommit: true },
-);
-
-const ts = (num: number): Timestamp => ({ num, writerId: new Uint8Array(32).fill(1) });
-/** A history entry at `ts(num)` holding `fragment`; its hashes and signatures are placeholders (storage checks none). */
-const entry = (num: number, fragment: Uint8Array): HistoryEntry => ({
-  ts: ts(num),
-  stripe: 0,
-  fragment,
-  cc: { tombstone: false, valueLength: 2 * fragment.length, hashes: Array.from({ length: N }, () => new Uint8Array(32).fill(7)) },
-  cert: {
-    nonceHash: new Uint8Array(32),
-    ccDigest: new Uint8Array(32),
-    signer: new Uint8Array(32),
-    signature: new Uint8Array(64),
-    tombstone: false,
-    grant: undefined,
-  },
+suite('LevelStorage with every fragment in the value log', () => levelHarness({ valueLog: { minBytes: 0, segmentBytes: 4096 } }), {
+  durable: true,
+  groupCommit: true,
 });
 
 describe('LevelStorage specifics', () => {
