@@ -57,6 +57,8 @@ export interface FragmentLogHost {
 export const DEFAULT_VALUE_LOG_MIN_BYTES = 16 * 1024;
 /** Markers a pass erases at most (the rest wait for the next pass). */
 const PASS_MARKERS = 20_000;
+/** Records a collection copies at once. */
+const MOVES_IN_FLIGHT = 16;
 /** A sealed segment is collected when less than this share of it is live. */
 const COLLECT_BELOW = 0.5;
 
@@ -320,33 +322,54 @@ export class FragmentLog {
       if (live === undefined) continue;
       const size = await this.log.size(segment);
       if (size === 0 || live / size >= COLLECT_BELOW) continue;
+      // Several records at once (each under its own key's lock): their appends and pointer
+      // batches share group commits instead of paying an fdatasync each.
+      const inFlight = new Set<Promise<void>>();
+      let failure: unknown;
       for await (const r of this.log.records(segment)) {
+        if (failure !== undefined) break;
         const key = host.keyOf(r.name);
         if (key === undefined) continue; // erased (a name of zeros) or not ours
-        const copied = await host.withKey(key, async () => {
-          const raw = await this.db.get(`v:${r.name}`);
-          const p = raw && decodePointer(raw);
-          if (!p || p.segment !== segment || p.offset !== r.offset) return false;
-          let data: Uint8Array;
-          try {
-            data = await this.log.read(p, r.name);
-          } catch (err) {
-            // A damaged record stays where it is, for scrub to find and repair.
-            if (err instanceof ValueLogDamage) return false;
-            throw err;
-          }
-          const moved = await this.append(r.name, data);
-          try {
-            await host.commit([{ type: 'put', key: `v:${r.name}`, value: encodePointer(moved) }], { added: [moved], dead: [p] });
-          } catch (err) {
-            this.abandon([moved]);
-            throw err;
-          }
-          return true;
-        });
-        if (copied) moved++;
+        const move = this.#move(host, key, segment, r.offset, r.name).then(
+          (copied) => {
+            if (copied) moved++;
+          },
+          (err: unknown) => {
+            failure ??= err;
+          },
+        );
+        const tracked = move.finally(() => inFlight.delete(tracked));
+        inFlight.add(tracked);
+        if (inFlight.size >= MOVES_IN_FLIGHT) await Promise.race(inFlight);
       }
+      await Promise.all(inFlight);
+      if (failure !== undefined) throw failure instanceof Error ? failure : new Error(String(failure));
     }
     return moved;
+  }
+
+  /** Copies the record at `segment`/`offset` to the active segment if its pointer still names it; whether it did. */
+  async #move(host: FragmentLogHost, key: string, segment: number, offset: number, name: string): Promise<boolean> {
+    return host.withKey(key, async () => {
+      const raw = await this.db.get(`v:${name}`);
+      const p = raw && decodePointer(raw);
+      if (!p || p.segment !== segment || p.offset !== offset) return false;
+      let data: Uint8Array;
+      try {
+        data = await this.log.read(p, name);
+      } catch (err) {
+        // A damaged record stays where it is, for scrub to find and repair.
+        if (err instanceof ValueLogDamage) return false;
+        throw err;
+      }
+      const moved = await this.append(name, data);
+      try {
+        await host.commit([{ type: 'put', key: `v:${name}`, value: encodePointer(moved) }], { added: [moved], dead: [p] });
+      } catch (err) {
+        this.abandon([moved]);
+        throw err;
+      }
+      return true;
+    });
   }
 }
