@@ -325,7 +325,7 @@ export class FragmentLog {
       // Several records at once (each under its own key's lock): their appends and pointer
       // batches share group commits instead of paying an fdatasync each.
       const inFlight = new Set<Promise<void>>();
-      let failure: unknown;
+      let failure: Error | undefined;
       for await (const r of this.log.records(segment)) {
         if (failure !== undefined) break;
         const key = host.keyOf(r.name);
@@ -335,7 +335,7 @@ export class FragmentLog {
             if (copied) moved++;
           },
           (err: unknown) => {
-            failure ??= err;
+            failure ??= err instanceof Error ? err : new Error('value-log collection failed', { cause: err });
           },
         );
         const tracked = move.finally(() => inFlight.delete(tracked));
@@ -343,7 +343,7 @@ export class FragmentLog {
         if (inFlight.size >= MOVES_IN_FLIGHT) await Promise.race(inFlight);
       }
       await Promise.all(inFlight);
-      if (failure !== undefined) throw failure instanceof Error ? failure : new Error(String(failure));
+      if (failure !== undefined) throw failure;
     }
     return moved;
   }
