@@ -356,7 +356,7 @@ export class FragmentLog {
       if (!p || p.segment !== segment || p.offset !== offset) return false;
       let data: Uint8Array;
       try {
-        data = await this.log.read(p, name);
+        data = await this.log.read(p, name, { verify: true });
       } catch (err) {
         // A damaged record stays where it is, for scrub to find and repair.
         if (err instanceof ValueLogDamage) return false;

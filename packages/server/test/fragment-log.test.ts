@@ -201,7 +201,7 @@ describe('LevelStorage with a value log', () => {
     await s.close();
   });
 
-  it('a damaged record reads as STORAGE_CORRUPT; restoreEntry repairs it and the next pass erases the damaged copy', async () => {
+  it('a damaged record (its name) reads as STORAGE_CORRUPT; restoreEntry repairs it and the next pass erases the damaged copy', async () => {
     const path = newPath();
     const damaged = fragment(20_000);
     // A larger neighbour keeps the segment over half live: the damaged copy is zeroed in place.
@@ -215,6 +215,12 @@ describe('LevelStorage with a value log', () => {
     expect(file).toMatch(/^vlog\//);
     const bytes = readFileSync(join(path, file!));
     const at = bytes.indexOf(damaged.marker);
+    // Data bytes damaged are served as stored (scrub and readers hash them); a damaged
+    // header or name is the storage's own finding. Both here: the record's name, and data.
+    const name = Buffer.from(`1:d:`);
+    const nameAt = bytes.lastIndexOf(name, at);
+    expect(nameAt).toBeGreaterThan(0);
+    bytes[nameAt + 2]! ^= 0x01;
     bytes[at + 5]! ^= 0xff;
     writeFileSync(join(path, file!), bytes);
     const flipped = Buffer.from(bytes.subarray(at, at + damaged.marker.length));
