@@ -203,6 +203,8 @@ export async function createPowerStore(t: number, net: Network, options: PowerSt
       ];
       if (!options.fsync) args.push('--unsafe-no-fsync');
       args.push(...(options.args ?? []));
+      // PS_SERVER_ARGS="--flag value …": extra flags for every PowerStore server (A/B runs of a server setting).
+      if (process.env.PS_SERVER_ARGS) args.push(...process.env.PS_SERVER_ARGS.trim().split(/\s+/));
       const [command, ...prefix] = [...(options.wrap ?? []), process.execPath];
       // PS_CPU_PROF=DIR: each server writes a V8 CPU profile there when it stops.
       const profile = process.env.PS_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.PS_CPU_PROF}`] : [];
