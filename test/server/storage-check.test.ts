@@ -107,7 +107,7 @@ describe('a new cluster', () => {
 describe('the start check', () => {
   it('reports bytes damaged in the value log at start (log, /healthz, /status, metrics) and repairs them once the peers are up', async () => {
     // Catch-up and scrub off: only the start check can find the damage.
-    cluster = await CliCluster.create(1, ['--heal-interval-ms', '0', '--scrub-period-ms', '0']);
+    cluster = await CliCluster.create(1, ['--heal-interval-ms', '0', '--scrub-period-ms', '0', '--value-log-min-bytes', '16384']);
     const c = cluster;
     await c.startAll();
     const store = await open(c);

@@ -260,11 +260,13 @@ function buildCli(): Command {
       integer(0, 86_400),
       DEFAULT_ERASE_WITHIN_MS / 1000,
     )
-    .option(
-      '--value-log-min-bytes <bytes|off>',
-      'fragments of at least this many bytes are written once to a log of segment files beside LevelDB instead of into LevelDB, whose compactions rewrite them again and again; off keeps them in LevelDB (fragments already in the log stay readable)',
-      minBytesOrOff,
-      DEFAULT_VALUE_LOG_MIN_BYTES,
+    .addOption(
+      new Option(
+        '--value-log-min-bytes <bytes|off>',
+        `fragments of at least this many bytes (${DEFAULT_VALUE_LOG_MIN_BYTES} is a good start) are written once to a log of segment files beside LevelDB instead of into LevelDB, whose compactions rewrite them again and again: about a quarter of the disk writes, reads somewhat slower; off keeps them in LevelDB (fragments already in the log stay readable)`,
+      )
+        .argParser(minBytesOrOff)
+        .default(false, 'off'),
     )
     .option(
       '--disk-probe-ms <ms>',

@@ -225,7 +225,8 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
           );
         } else log.debug({ seconds: pass.seconds, keys: pass.keys, scope }, 'erase pass');
       },
-      valueLog: options.valueLogMinBytes === false ? false : { minBytes: options.valueLogMinBytes },
+      valueLog:
+        options.valueLogMinBytes === undefined || options.valueLogMinBytes === false ? false : { minBytes: options.valueLogMinBytes },
       onValueLogPass(pass) {
         if (pass.erased > 0) metrics.valueLog.inc({ event: 'erased' }, pass.erased);
         if (pass.removed > 0) metrics.valueLog.inc({ event: 'removed' }, pass.removed);

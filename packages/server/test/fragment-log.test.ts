@@ -30,7 +30,7 @@ function fragment(size: number): { bytes: Uint8Array; marker: Buffer } {
 
 /** No automatic pass during a test (one every quarter of the erase bound): the tests run them. */
 function open(path: string, options: Partial<LevelStorageOptions> = {}): Promise<LevelStorage> {
-  return LevelStorage.open({ path, n: N, eraseWithinMs: 3_600_000, ...options });
+  return LevelStorage.open({ path, n: N, eraseWithinMs: 3_600_000, valueLog: {}, ...options });
 }
 
 const put = (s: LevelStorage, key: string, num: number, bytes: Uint8Array) =>
