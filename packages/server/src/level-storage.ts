@@ -65,6 +65,7 @@ import {
 } from '@powerstore/protocol';
 import { Eraser, pastPrefix, type ErasePass } from './eraser.js';
 import { ServerError } from './errors.js';
+import { syncDirectory } from './files.js';
 import { DEFAULT_VALUE_LOG_MIN_BYTES, FragmentLog, type SpaceChange, type ValueLogPass } from './fragment-log.js';
 import { decodePointer, encodePointer, ValueLogDamage, type ValueLogPointer } from './value-log.js';
 
@@ -620,6 +621,12 @@ export class LevelStorage extends AbstractStorage {
     });
     try {
       await db.open();
+      // Every LevelDB open writes a new MANIFEST and points CURRENT at it by a rename that
+      // LevelDB 1.20 (the one classic-level bundles) does not make durable: until the next
+      // MANIFEST sync (a memtable flush) a power loss brings back the old CURRENT. After the
+      // first open that names MANIFEST-000001, which LevelDB 1.20 never syncs (NewDB), so the
+      // server could not start again ("Corruption: no meta-nextfile entry in descriptor";
+      // found by the nemesis's power losses, test/nemesis/power.test.ts).
       await syncDirectory(options.path);
     } catch (err) {
       const cause = (err as { cause?: { message?: string } }).cause?.message ?? (err as Error).message;
@@ -1252,23 +1259,6 @@ export function parseEntryName(name: string): { key: string; ts: Timestamp; stri
   const writerId = new Uint8Array(32);
   for (let i = 0; i < 32; i++) writerId[i] = parseInt(rest[2]!.slice(2 * i, 2 * i + 2), 16);
   return { key, ts: { num, writerId }, stripe };
-}
-
-/**
- * fsyncs the database directory. Every LevelDB open writes a new MANIFEST and points
- * CURRENT at it by a rename that LevelDB 1.20 (the one classic-level bundles) does not make
- * durable: until the next MANIFEST sync (a memtable flush) a power loss brings back the
- * old CURRENT. After the first open that names MANIFEST-000001, which LevelDB 1.20 never
- * syncs (NewDB), so the server could not start again ("Corruption: no meta-nextfile entry
- * in descriptor"; found by the nemesis's power losses, test/nemesis/power.test.ts).
- */
-async function syncDirectory(path: string): Promise<void> {
-  const dir = await openFile(path, 'r');
-  try {
-    await dir.sync();
-  } finally {
-    await dir.close();
-  }
 }
 
 /** Bytes an unprivileged writer may still write on `dir`'s filesystem, or `undefined` if statfs fails (`/status`, the metrics). */

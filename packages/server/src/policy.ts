@@ -44,6 +44,7 @@ import {
   type WritePolicy,
 } from '@powerstore/protocol';
 import { ServerError } from './errors.js';
+import { syncDirectory } from './files.js';
 
 /** What the signed bytes start with; changing it is a format version change. */
 export const POLICY_SIGNATURE_DOMAIN = 'powerstore policy v1';
@@ -472,10 +473,5 @@ async function writeDurably(file: string, text: string): Promise<void> {
     await rm(tmp, { force: true });
   }
   // The rename is durable once the directory is synced.
-  const d = await open(dir, 'r');
-  try {
-    await d.sync();
-  } finally {
-    await d.close();
-  }
+  await syncDirectory(dir);
 }

@@ -22,6 +22,7 @@
 import { mkdir, open as openFile, readdir, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
+import { syncDirectory } from './files.js';
 
 /** Where a record is: segment, offset of its header, and its name's and data's lengths. */
 export interface ValueLogPointer {
@@ -490,14 +491,5 @@ async function writeFully(file: FileHandle, buffers: readonly Uint8Array[], posi
     }
     if (bytesWritten === 0 && rest.length > 0) throw new Error('value log: write made no progress');
     pending = rest;
-  }
-}
-
-async function syncDirectory(dir: string): Promise<void> {
-  const handle = await openFile(dir, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
   }
 }
