@@ -24,6 +24,7 @@
 import { decodePointer, encodePointer, recordBytes, ValueLog, ValueLogDamage, type ValueLogPointer } from './value-log.js';
 import type { ClassicLevel } from 'classic-level';
 import { ServerError } from './errors.js';
+import { decodeJson, encodeJson, isCount } from './json-records.js';
 import type { Put } from './level-storage.js';
 
 /** What one commit changed in the value log: records its new pointers name, and records whose pointers it removed. */
@@ -64,19 +65,14 @@ const COLLECT_BELOW = 0.5;
 
 const segmentKey = (segment: number) => `s:${String(segment).padStart(8, '0')}`;
 const markerKey = (p: ValueLogPointer) => `z:${String(p.segment).padStart(8, '0')}:${String(p.offset).padStart(16, '0')}`;
-const json = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
 /** The lowest `minBytes` this directory's log was ever opened with (a JSON number). */
 export const FLOOR_KEY = 'm:vlog-floor';
 
 async function readFloor(db: ClassicLevel<string, Uint8Array>, absent: number): Promise<number> {
   const raw = await db.get(FLOOR_KEY);
   if (raw === undefined) return absent;
-  try {
-    const v = JSON.parse(new TextDecoder().decode(raw)) as unknown;
-    return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : 0;
-  } catch {
-    return 0;
-  }
+  const v = decodeJson(raw);
+  return isCount(v) ? v : 0;
 }
 
 export class FragmentLog {
@@ -114,13 +110,8 @@ export class FragmentLog {
     const lives = new Map<number, number>();
     let after = 0;
     for await (const [k, v] of db.iterator({ gte: 's:', lt: 's;' })) {
-      let live: unknown;
-      try {
-        live = JSON.parse(new TextDecoder().decode(v));
-      } catch {
-        live = undefined;
-      }
-      if (typeof live !== 'number' || !Number.isSafeInteger(live) || live < 0) {
+      const live = decodeJson(v);
+      if (!isCount(live)) {
         throw new ServerError('STORAGE_CORRUPT', `${dir}: unreadable value-log record ${k}`);
       }
       lives.set(Number(k.slice(2)), live);
@@ -138,7 +129,7 @@ export class FragmentLog {
     let floor = await readFloor(db, segments.length > 0 || lives.size > 0 ? 0 : Infinity);
     if (options.minBytes < floor) {
       floor = options.minBytes;
-      await db.put(FLOOR_KEY, json(floor), { sync: options.sync });
+      await db.put(FLOOR_KEY, encodeJson(floor), { sync: options.sync });
     }
     const f = new FragmentLog(log, db, options.minBytes, floor);
     for (const [segment, live] of lives) f.#live.set(segment, live);
@@ -210,7 +201,7 @@ export class FragmentLog {
     }
     for (const segment of before.keys()) {
       const live = this.#live.get(segment)!;
-      if (live > 0) ops.push({ type: 'put', key: segmentKey(segment), value: json(live) });
+      if (live > 0) ops.push({ type: 'put', key: segmentKey(segment), value: encodeJson(live) });
       else {
         // Never below 0: a pointer counted twice would otherwise hide live records.
         this.#live.delete(segment);
@@ -253,7 +244,7 @@ export class FragmentLog {
     }
     const ops: Put[] = [];
     for await (const k of this.db.keys({ gte: 's:', lt: 's;' })) if (!live.has(Number(k.slice(2)))) ops.push({ type: 'del', key: k });
-    for (const [segment, bytes] of live) ops.push({ type: 'put', key: segmentKey(segment), value: json(bytes) });
+    for (const [segment, bytes] of live) ops.push({ type: 'put', key: segmentKey(segment), value: encodeJson(bytes) });
     await this.db.batch(ops, { sync: true });
     this.#live.clear();
     for (const [segment, bytes] of live) this.#live.set(segment, bytes);

@@ -66,6 +66,7 @@ import {
 import { Eraser, pastPrefix, type ErasePass } from './eraser.js';
 import { ServerError } from './errors.js';
 import { syncDirectory } from './files.js';
+import { decodeJson, encodeJson, isCount } from './json-records.js';
 import { DEFAULT_VALUE_LOG_MIN_BYTES, FragmentLog, type SpaceChange, type ValueLogPass } from './fragment-log.js';
 import { decodePointer, encodePointer, ValueLogDamage, type ValueLogPointer } from './value-log.js';
 
@@ -356,7 +357,6 @@ interface Totals {
   readonly owners: Map<string, { bytes: number; keys: number }>;
 }
 
-const json = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
 const EMPTY = new Uint8Array(0);
 
 /** One stored history entry (stripe) as {@link LevelStorage.historyEntries} finds it. */
@@ -650,7 +650,7 @@ export class LevelStorage extends AbstractStorage {
         // Records LevelDB dropped from its log may be writes this server acknowledged: it
         // counts against t, and rebuilds what its peers hold, as after a lost disk.
         if (!storage.#created && (await db.get('m:fresh')) === undefined) {
-          await db.put('m:fresh', json({ createdAt: Date.now(), cause: 'log' }), { sync: true });
+          await db.put('m:fresh', encodeJson({ createdAt: Date.now(), cause: 'log' }), { sync: true });
         }
         // The totals are cumulative, kept in each batch: a dropped batch's changes live on in
         // the totals of every later batch kept. Summed again from the key records instead.
@@ -744,23 +744,19 @@ export class LevelStorage extends AbstractStorage {
       const meta = { format: STORAGE_FORMAT, n: options.n, cluster: options.cluster ?? '', identity };
       await this.#db.batch(
         [
-          { type: 'put', key: 'm:meta', value: json(meta) },
-          { type: 'put', key: 'm:totals', value: json({ keys: 0, entries: 0, largest: 0 }) },
+          { type: 'put', key: 'm:meta', value: encodeJson(meta) },
+          { type: 'put', key: 'm:totals', value: encodeJson({ keys: 0, entries: 0, largest: 0 }) },
           // In the same batch: a crash right after creating the database cannot leave one
           // that looks as if it had always been here.
-          { type: 'put', key: 'm:fresh', value: json({ createdAt: Date.now() }) },
+          { type: 'put', key: 'm:fresh', value: encodeJson({ createdAt: Date.now() }) },
         ],
         { sync: true },
       );
       this.#created = true;
       return;
     }
-    let meta: { format?: unknown; n?: unknown; cluster?: unknown; identity?: unknown };
-    try {
-      meta = JSON.parse(new TextDecoder().decode(raw)) as typeof meta;
-    } catch {
-      throw new ServerError('STORAGE_CORRUPT', `${options.path}: unreadable metadata record`);
-    }
+    const meta = decodeJson(raw) as { format?: unknown; n?: unknown; cluster?: unknown; identity?: unknown } | undefined;
+    if (meta === undefined) throw new ServerError('STORAGE_CORRUPT', `${options.path}: unreadable metadata record`);
     const older: Record<number, string> = {
       1: 'written by PowerStore 0.1 (storage format 1, MAC-authenticated writes)',
       2: 'storage format 2 (history kept forever, no entry index)',
@@ -775,7 +771,7 @@ export class LevelStorage extends AbstractStorage {
     }
     if (meta.format === 4) {
       // Format 5 only adds the value log's records; a format-4 server must not open it after.
-      await this.#db.put('m:meta', json({ ...meta, format: STORAGE_FORMAT }), { sync: true });
+      await this.#db.put('m:meta', encodeJson({ ...meta, format: STORAGE_FORMAT }), { sync: true });
       meta.format = STORAGE_FORMAT;
     }
     if (meta.format !== STORAGE_FORMAT) {
@@ -803,26 +799,18 @@ export class LevelStorage extends AbstractStorage {
     const corrupt = (what: string): never => {
       throw new ServerError('STORAGE_CORRUPT', `${path}: unreadable ${what}`);
     };
-    const count = (v: unknown, what: string): number => (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : corrupt(what));
+    const count = (v: unknown, what: string): number => (isCount(v) ? v : corrupt(what));
     const raw = await this.#db.get('m:totals');
-    if (raw === undefined) corrupt('totals record (m:totals is missing)');
-    let t: { keys?: unknown; entries?: unknown; largest?: unknown };
-    try {
-      t = JSON.parse(new TextDecoder().decode(raw)) as typeof t;
-    } catch {
-      return corrupt('totals record');
-    }
+    if (raw === undefined) return corrupt('totals record (m:totals is missing)');
+    const t = decodeJson(raw) as { keys?: unknown; entries?: unknown; largest?: unknown } | undefined;
+    if (t === undefined) return corrupt('totals record');
     const w = this.#written;
     w.keys = count(t.keys, 'totals record');
     w.entries = count(t.entries, 'totals record');
     w.largest = count(t.largest, 'totals record');
     for await (const [k, v] of this.#db.iterator({ gte: 'u:', lt: 'u;' })) {
-      let u: { bytes?: unknown; keys?: unknown };
-      try {
-        u = JSON.parse(new TextDecoder().decode(v)) as typeof u;
-      } catch {
-        return corrupt(`usage record ${k}`);
-      }
+      const u = decodeJson(v) as { bytes?: unknown; keys?: unknown } | undefined;
+      if (u === undefined) return corrupt(`usage record ${k}`);
       w.owners.set(k.slice(2), { bytes: count(u.bytes, `usage record ${k}`), keys: count(u.keys, `usage record ${k}`) });
     }
     this.restore({
@@ -837,17 +825,13 @@ export class LevelStorage extends AbstractStorage {
   async #rewriteTotals(): Promise<void> {
     const counted = await this.recount();
     const raw = await this.#db.get('m:totals');
-    let largest = 0;
-    try {
-      const l = raw && (JSON.parse(new TextDecoder().decode(raw)) as { largest?: unknown }).largest;
-      if (typeof l === 'number' && Number.isSafeInteger(l) && l >= 0) largest = l;
-    } catch {
-      // An unreadable totals record is replaced whole; #load would refuse it anyway.
-    }
+    // An unreadable totals record is replaced whole; #load would refuse it anyway.
+    const l = raw && (decodeJson(raw) as { largest?: unknown } | undefined)?.largest;
+    const largest = isCount(l) ? l : 0;
     const ops: Put[] = [];
     for await (const k of this.#db.keys({ gte: 'u:', lt: 'u;' })) if (!counted.owners.has(k.slice(2))) ops.push({ type: 'del', key: k });
-    for (const [owner, u] of counted.owners) ops.push({ type: 'put', key: `u:${owner}`, value: json(u) });
-    ops.push({ type: 'put', key: 'm:totals', value: json({ keys: counted.keys, entries: counted.entries, largest }) });
+    for (const [owner, u] of counted.owners) ops.push({ type: 'put', key: `u:${owner}`, value: encodeJson(u) });
+    ops.push({ type: 'put', key: 'm:totals', value: encodeJson({ keys: counted.keys, entries: counted.entries, largest }) });
     await this.#db.batch(ops, { sync: true });
   }
 
@@ -886,13 +870,13 @@ export class LevelStorage extends AbstractStorage {
         w.owners.set(u.owner, { bytes: now.bytes + u.bytes, keys: now.keys + u.keys });
       }
     }
-    const ops: Put[] = [{ type: 'put', key: 'm:totals', value: json({ keys: w.keys, entries: w.entries, largest: w.largest }) }];
+    const ops: Put[] = [{ type: 'put', key: 'm:totals', value: encodeJson({ keys: w.keys, entries: w.entries, largest: w.largest }) }];
     for (const owner of owners.keys()) {
       const u = w.owners.get(owner)!;
       if (u.bytes === 0 && u.keys === 0) {
         w.owners.delete(owner);
         ops.push({ type: 'del', key: `u:${owner}` });
-      } else ops.push({ type: 'put', key: `u:${owner}`, value: json(u) });
+      } else ops.push({ type: 'put', key: `u:${owner}`, value: encodeJson(u) });
     }
     return {
       ops,
@@ -918,18 +902,16 @@ export class LevelStorage extends AbstractStorage {
   async getMarker(name: string): Promise<unknown> {
     const raw = await this.#db.get(`m:${name}`);
     if (raw === undefined) return undefined;
-    try {
-      return JSON.parse(new TextDecoder().decode(raw)) as unknown;
-    } catch {
-      throw new ServerError('STORAGE_CORRUPT', `unreadable marker m:${name}`);
-    }
+    const marker = decodeJson(raw);
+    if (marker === undefined) throw new ServerError('STORAGE_CORRUPT', `unreadable marker m:${name}`);
+    return marker;
   }
 
   /** Writes (synced) the JSON marker `m:<name>`, or deletes it for `undefined`. */
   async setMarker(name: string, value: unknown): Promise<void> {
     if (RESERVED_MARKERS.has(name) || !/^[a-z][a-z0-9-]*$/.test(name)) throw new ServerError('CONFIG_INVALID', `marker name ${name}`);
     await this.#write(() =>
-      value === undefined ? this.#db.del(`m:${name}`, { sync: true }) : this.#db.put(`m:${name}`, json(value), { sync: true }),
+      value === undefined ? this.#db.del(`m:${name}`, { sync: true }) : this.#db.put(`m:${name}`, encodeJson(value), { sync: true }),
     );
   }
 
@@ -1208,13 +1190,8 @@ export class LevelStorage extends AbstractStorage {
   async keyEpoch(): Promise<number> {
     const raw = await this.#db.get('m:epoch');
     if (raw === undefined) return 0;
-    let epoch: unknown;
-    try {
-      epoch = JSON.parse(new TextDecoder().decode(raw));
-    } catch {
-      epoch = undefined;
-    }
-    if (typeof epoch !== 'number' || !Number.isSafeInteger(epoch) || epoch < 0) {
+    const epoch = decodeJson(raw);
+    if (!isCount(epoch)) {
       throw new ServerError('STORAGE_CORRUPT', 'unreadable key epoch record (m:epoch)');
     }
     return epoch;
@@ -1223,7 +1200,7 @@ export class LevelStorage extends AbstractStorage {
   /** Records that the server is at key epoch `epoch` (durably, before it answers a request of it); never lowers it. */
   async recordKeyEpoch(epoch: number): Promise<void> {
     if (epoch <= (await this.keyEpoch())) return;
-    await this.#write(() => this.#db.put('m:epoch', json(epoch), { sync: this.#sync }));
+    await this.#write(() => this.#db.put('m:epoch', encodeJson(epoch), { sync: this.#sync }));
   }
 
   protected async closeBackend(): Promise<void> {
