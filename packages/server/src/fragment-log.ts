@@ -224,12 +224,17 @@ export class FragmentLog {
 
   /** Live bytes per segment as kept, and as summed from every pointer (a full scan, for checks: the two must agree). */
   async checkLive(): Promise<{ kept: Map<number, number>; counted: Map<number, number> }> {
-    const counted = new Map<number, number>();
+    return { kept: new Map(this.#live), counted: await this.#livePerSegment() };
+  }
+
+  /** Bytes of the records every pointer names, per segment (a full scan of the pointers). */
+  async #livePerSegment(): Promise<Map<number, number>> {
+    const live = new Map<number, number>();
     for await (const [, raw] of this.db.iterator({ gte: 'v:', lt: 'v;' })) {
       const p = decodePointer(raw);
-      if (p) counted.set(p.segment, (counted.get(p.segment) ?? 0) + recordBytes(p));
+      if (p) live.set(p.segment, (live.get(p.segment) ?? 0) + recordBytes(p));
     }
-    return { kept: new Map(this.#live), counted };
+    return live;
   }
 
   /**
@@ -237,11 +242,7 @@ export class FragmentLog {
    * dropped batches from its log: the live bytes are cumulative, like the totals).
    */
   async recount(): Promise<void> {
-    const live = new Map<number, number>();
-    for await (const [, raw] of this.db.iterator({ gte: 'v:', lt: 'v;' })) {
-      const p = decodePointer(raw);
-      if (p) live.set(p.segment, (live.get(p.segment) ?? 0) + recordBytes(p));
-    }
+    const live = await this.#livePerSegment();
     const ops: Put[] = [];
     for await (const k of this.db.keys({ gte: 's:', lt: 's;' })) if (!live.has(Number(k.slice(2)))) ops.push({ type: 'del', key: k });
     for (const [segment, bytes] of live) ops.push({ type: 'put', key: segmentKey(segment), value: encodeJson(bytes) });
